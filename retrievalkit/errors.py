@@ -1,0 +1,67 @@
+"""The errors retrievalkit raises on purpose, each tied to an exit code of the command line."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_USAGE = 2
+EXIT_EVALUATION_FAILED = 3
+
+
+class RetrievalkitError(Exception):
+    """Base class: a message a person can act on, and the exit code it maps to."""
+
+    exit_code = EXIT_USAGE
+
+
+class InputError(RetrievalkitError):
+    """Bad usage, configuration or input. Names the file, line and field where it can."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.source = source
+        self.line = line
+        self.field = field
+        self.hint = hint
+        self.detail = message
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.source is not None:
+            where = self.source
+            if self.line is not None:
+                where += f", line {self.line}"
+        if self.field is not None:
+            where += (", " if where else "") + f"field '{self.field}'"
+        text = f"{where}: {self.detail}" if where else self.detail
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+class PluginError(RetrievalkitError):
+    """A plugin is unknown, ambiguous or broken."""
+
+    exit_code = EXIT_USAGE
+
+
+class EvaluationError(RetrievalkitError):
+    """The evaluation could not be carried out: retriever unreachable, error rate over the limit."""
+
+    exit_code = EXIT_EVALUATION_FAILED
+
+
+class StoreError(RetrievalkitError):
+    """A result store could not be opened, read or written."""
+
+    exit_code = EXIT_USAGE

@@ -1,0 +1,346 @@
+"""Read golden question sets from JSON Lines, TOML and BEIR directories, with exact error places.
+
+Every problem is reported as an :class:`~retrievalkit.errors.InputError` that names the
+file, the line (or question) and the field, and says what was expected.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from retrievalkit.errors import InputError
+from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+#: A question longer than this is almost certainly a pasted document, not a question.
+MAX_QUESTION_CHARS = 10_000
+
+_KNOWN_FIELDS = ("id", "question", "form", "expected", "grades", "hard_class", "gist", "meta")
+
+
+def load_set_file(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
+    """Load a golden set from a ``.jsonl``/``.json`` file, a ``.toml`` file or a BEIR directory."""
+    if not path.exists():
+        raise InputError(
+            "no such file or directory", source=str(path), hint="check the path given to --set"
+        )
+    if path.is_dir():
+        return load_beir(path, name=name)
+    if path.suffix == ".toml":
+        return load_toml(path, name=name)
+    if path.suffix == ".tsv" and path.parent.name == "qrels":
+        return load_beir(path.parent.parent, qrels=path, name=name)
+    return load_jsonl(path, name=name)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read the file: {error.strerror}", source=str(path)) from None
+    try:
+        # utf-8-sig: a byte order mark written by some editors is harmless, so accept it.
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise InputError(
+            f"invalid UTF-8 at byte {error.start}",
+            source=str(path),
+            line=line,
+            hint="save the file as UTF-8",
+        ) from None
+
+
+def load_jsonl(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
+    """One question per line; blank lines are skipped."""
+    text = _read_text(path)
+    questions: list[GoldenQuestion] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line, parse_constant=_reject_constant)
+        except json.JSONDecodeError as error:
+            raise InputError(
+                f"malformed JSON: {error.msg} at column {error.colno}",
+                source=str(path),
+                line=number,
+                hint="each line must be one JSON object",
+            ) from None
+        except ValueError as error:
+            raise InputError(str(error), source=str(path), line=number) from None
+        question = parse_question(data, source=str(path), line=number)
+        if question.id in seen:
+            raise InputError(
+                f"duplicate id '{question.id}', first used on line {seen[question.id]}",
+                source=str(path),
+                line=number,
+                field="id",
+                hint="ids must be unique within a set",
+            )
+        seen[question.id] = number
+        questions.append(question)
+    if not questions:
+        raise InputError(
+            "the file holds no questions",
+            source=str(path),
+            hint="write one JSON object per line, as in the docs' golden set guide",
+        )
+    return GoldenQuestionSet(name=name or path.stem, questions=questions, source=str(path))
+
+
+def _reject_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a number JSON allows")
+
+
+def load_toml(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
+    """``name``, ``description`` and ``[[questions]]`` tables with the JSON Lines fields."""
+    text = _read_text(path)
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise InputError(f"malformed TOML: {error}", source=str(path)) from None
+    unknown = sorted(set(document) - {"name", "description", "questions"})
+    if unknown:
+        raise InputError(
+            f"unknown top-level key '{unknown[0]}'",
+            source=str(path),
+            hint="a TOML set has name, description and [[questions]]",
+        )
+    entries = document.get("questions")
+    if not isinstance(entries, list) or not entries:
+        raise InputError(
+            "no [[questions]] tables", source=str(path), field="questions", hint="add [[questions]]"
+        )
+    questions: list[GoldenQuestion] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(entries, start=1):
+        where = f"{path}, question {index}"
+        question = parse_question(entry, source=where)
+        if question.id in seen:
+            raise InputError(
+                f"duplicate id '{question.id}', first used by question {seen[question.id]}",
+                source=where,
+                field="id",
+            )
+        seen[question.id] = index
+        questions.append(question)
+    set_name = document.get("name", name or path.stem)
+    description = document.get("description")
+    for key, value in (("name", set_name), ("description", description)):
+        if value is not None and not isinstance(value, str):
+            raise InputError("must be a string", source=str(path), field=key)
+    return GoldenQuestionSet(
+        name=name or set_name, questions=questions, description=description, source=str(path)
+    )
+
+
+def parse_question(data: Any, *, source: str, line: int | None = None) -> GoldenQuestion:
+    """Validate one question's plain data and build it; every failure names the field."""
+
+    def fail(message: str, field: str | None = None, hint: str | None = None) -> InputError:
+        return InputError(message, source=source, line=line, field=field, hint=hint)
+
+    if not isinstance(data, Mapping):
+        raise fail(f"expected a JSON object, found {type(data).__name__}")
+    unknown = [key for key in data if key not in _KNOWN_FIELDS]
+    if unknown:
+        raise fail(
+            f"unknown field '{unknown[0]}'",
+            field=str(unknown[0]),
+            hint="known fields: " + ", ".join(_KNOWN_FIELDS),
+        )
+    question_id = data.get("id")
+    if question_id is None:
+        raise fail("missing field", field="id", hint="every question needs a unique string id")
+    if not isinstance(question_id, str) or not _is_clean_id(question_id):
+        raise fail(
+            f"must be a non-empty string without spaces or control characters, got {question_id!r}",
+            field="id",
+        )
+    text = data.get("question")
+    if text is None:
+        raise fail("missing field", field="question", hint="the question text a user would type")
+    if not isinstance(text, str) or not text.strip():
+        raise fail("must be a non-empty string", field="question")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise fail(
+            f"is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}",
+            field="question",
+            hint="a golden question is a question, not a document",
+        )
+    form = _parse_form(data.get("form"), fail)
+    if "expected" not in data:
+        raise fail(
+            "missing field",
+            field="expected",
+            hint="list every document id that answers it, or [] when none does",
+        )
+    expected = data["expected"]
+    if not isinstance(expected, list) or not all(isinstance(item, str) for item in expected):
+        raise fail("must be a list of document id strings", field="expected")
+    for item in expected:
+        if not _is_clean_id(item):
+            raise fail(
+                f"document id {item!r} is empty or has spaces or control characters",
+                field="expected",
+            )
+    duplicates = sorted({item for item in expected if expected.count(item) > 1})
+    if duplicates:
+        raise fail(f"document id '{duplicates[0]}' is listed twice", field="expected")
+    grades = _parse_grades(data.get("grades"), expected, fail)
+    hard_class = data.get("hard_class")
+    if hard_class is not None and (not isinstance(hard_class, str) or not hard_class.strip()):
+        raise fail("must be a non-empty string such as 'near-duplicate'", field="hard_class")
+    gist = data.get("gist")
+    if gist is not None and not isinstance(gist, str):
+        raise fail("must be a string", field="gist")
+    meta = data.get("meta", {})
+    if not isinstance(meta, Mapping) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in meta.items()
+    ):
+        raise fail("must be an object of string keys to string values", field="meta")
+    return GoldenQuestion(
+        id=question_id,
+        question=text,
+        form=form,
+        expected=expected,
+        grades=grades,
+        hard_class=hard_class,
+        gist=gist,
+        meta=meta,
+    )
+
+
+def _is_clean_id(value: str) -> bool:
+    return bool(value) and not any(ch.isspace() or not ch.isprintable() for ch in value)
+
+
+def _parse_form(value: Any, fail: Any) -> QuestionForm | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.upper() in QuestionForm.__members__:
+        return QuestionForm[value.upper()]
+    raise fail(f"unknown form {value!r}", field="form", hint="use MATCH, GAP, or leave it out")
+
+
+def _parse_grades(value: Any, expected: list[str], fail: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise fail("must be an object of document id to integer grade", field="grades")
+    grades: dict[str, int] = {}
+    for doc_id, grade in value.items():
+        if not _is_clean_id(doc_id):
+            raise fail(f"document id {doc_id!r} has spaces or control characters", field="grades")
+        if isinstance(grade, bool) or not isinstance(grade, (int, float)):
+            raise fail(f"grade of '{doc_id}' must be an integer, got {grade!r}", field="grades")
+        if isinstance(grade, float) and (math.isnan(grade) or not grade.is_integer()):
+            raise fail(f"grade of '{doc_id}' must be a whole number, got {grade!r}", field="grades")
+        if grade < 0:
+            raise fail(
+                f"grade of '{doc_id}' is {grade}; grades are integers >= 0",
+                field="grades",
+                hint="0 means judged not relevant",
+            )
+        if grade == 0 and doc_id in expected:
+            raise fail(
+                f"'{doc_id}' is expected but graded 0 (not relevant)",
+                field="grades",
+                hint="grade it 1 or more, or remove it from expected",
+            )
+        grades[doc_id] = int(grade)
+    return grades
+
+
+def load_beir(
+    directory: Path, *, qrels: Path | None = None, name: str | None = None
+) -> GoldenQuestionSet:
+    """Import a BEIR directory: ``queries.jsonl`` and ``qrels/test.tsv`` (or the given qrels).
+
+    Grades come from the qrels' score column. A row with score 0 is judged not
+    relevant; a negative score (Cranfield's -1) is read as 0, as trec_eval does.
+    Queries without any qrels row are left out, as in BEIR's own evaluation.
+    """
+    qrels = qrels or directory / "qrels" / "test.tsv"
+    queries_file = directory / "queries.jsonl"
+    for required in (queries_file, qrels):
+        if not required.is_file():
+            raise InputError(
+                "missing file",
+                source=str(required),
+                hint="a BEIR directory has corpus.jsonl, queries.jsonl and qrels/test.tsv",
+            )
+    judgments: dict[str, dict[str, int]] = {}
+    for number, row in _qrels_rows(qrels):
+        query_id, doc_id, score = row
+        try:
+            grade = int(score)
+        except ValueError:
+            raise InputError(
+                f"score {score!r} is not an integer", source=str(qrels), line=number, field="score"
+            ) from None
+        judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
+    texts: dict[str, str] = {}
+    for number, line in enumerate(_read_text(queries_file).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            texts[str(record["_id"])] = record["text"]
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise InputError(
+                f"expected a JSON object with _id and text ({error})",
+                source=str(queries_file),
+                line=number,
+            ) from None
+    missing = [query_id for query_id in judgments if query_id not in texts]
+    if missing:
+        raise InputError(
+            f"query id '{missing[0]}' is judged but not in {queries_file.name}", source=str(qrels)
+        )
+    questions = []
+    for query_id in sorted(judgments, key=_natural_key):
+        labels = judgments[query_id]
+        questions.append(
+            GoldenQuestion(
+                id=query_id,
+                question=texts[query_id],
+                expected=[doc for doc, grade in labels.items() if grade >= 1],
+                grades={doc: grade for doc, grade in labels.items() if grade != 1},
+            )
+        )
+    split = qrels.stem
+    set_name = name or (directory.name if split == "test" else f"{directory.name}-{split}")
+    return GoldenQuestionSet(name=set_name, questions=questions, source=str(qrels))
+
+
+def _qrels_rows(path: Path) -> Iterator[tuple[int, tuple[str, str, str]]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
+            if not row or (number == 1 and row[0] == "query-id"):
+                continue
+            if len(row) == 4:  # TREC qrels: qid iteration docid grade
+                row = [row[0], row[2], row[3]]
+            if len(row) != 3:
+                raise InputError(
+                    f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}",
+                    source=str(path),
+                    line=number,
+                )
+            yield number, (row[0], row[1], row[2])
+
+
+def _natural_key(value: str) -> tuple[int, int | str]:
+    return (0, int(value)) if value.isdigit() else (1, value)

@@ -1,0 +1,185 @@
+"""The value types of retrievalkit: golden questions and sets, outcomes, runs and result records.
+
+All are frozen attrs classes; turning them into JSON, TOML or database rows and back
+is the job of :mod:`retrievalkit.convert`, never of methods on these classes.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+#: The grader name of every retrievalkit record, so retrieval histories never mix with
+#: another grader's in a generic (set, model, grader) store.
+GRADER = "retrieval_hit_rate"
+
+#: Bumped whenever the stored form of a record changes; stores migrate older records.
+SCHEMA_VERSION = 1
+
+
+class QuestionForm(str, enum.Enum):
+    """How a question relates to the wording of its target documents."""
+
+    MATCH = "MATCH"
+    """Shares vocabulary with its target."""
+    GAP = "GAP"
+    """An everyday rewording with little word overlap."""
+
+
+def _as_tuple(value: Any) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return dict(value)
+
+
+@attrs.frozen
+class GoldenQuestion:
+    """One labelled question.
+
+    ``expected`` lists ALL document ids that answer the question; any one of them is a
+    hit. An empty ``expected`` (with no grade of 1 or more) declares that no indexed
+    document answers it. ``grades`` maps document ids to integer grades >= 0 for graded
+    metrics; grade 0 means judged not relevant. A document without a grade that is in
+    ``expected`` has grade 1.
+    """
+
+    id: str
+    question: str
+    form: QuestionForm | None = None
+    expected: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    grades: Mapping[str, int] = attrs.field(factory=dict, converter=_as_dict)
+    hard_class: str | None = None
+    gist: str | None = None
+    meta: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+
+    def judgments(self) -> dict[str, int]:
+        """Every labelled document with its grade: expected ids at grade 1 unless graded."""
+        labels = dict.fromkeys(self.expected, 1)
+        labels.update(self.grades)
+        return labels
+
+    @property
+    def answerable(self) -> bool:
+        """False for a no-answer question: nothing expected and nothing graded 1 or more."""
+        return bool(self.expected) or any(grade >= 1 for grade in self.grades.values())
+
+
+@attrs.frozen
+class GoldenQuestionSet:
+    """A named golden set; its content hash identifies the exact questions and labels."""
+
+    name: str
+    questions: tuple[GoldenQuestion, ...] = attrs.field(converter=tuple)
+    description: str | None = None
+    source: str | None = None
+    """Where the set was read from (a file, a directory, or a plugin), for messages."""
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 of the canonical JSON of the questions (the name is not part of it)."""
+        from retrievalkit.convert import converter
+
+        payload = [converter.unstructure(question) for question in self.questions]
+        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@attrs.frozen
+class MetricValue:
+    """A mean with its bootstrap interval. ``mean`` is None where every value is undefined."""
+
+    mean: float | None
+    ci: tuple[float, float] | None
+    n: int
+    """How many questions had a defined value."""
+
+
+@attrs.frozen
+class QuestionOutcome:
+    """What happened to one question in a run."""
+
+    question_id: str
+    ranking: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    """The best distinct document ids, best first, as scored."""
+    scores: Mapping[str, float | None] = attrs.field(converter=_as_dict)
+    """Metric name to value; None where the metric is undefined for this question."""
+    latency_ms: float
+    error: str | None = None
+    form: QuestionForm | None = None
+    hard_class: str | None = None
+    judgments: Mapping[str, int] = attrs.field(factory=dict, converter=_as_dict)
+    """The labels the question was scored against (expected ids at grade 1 unless graded)."""
+
+    @property
+    def expected(self) -> list[str]:
+        return [doc for doc, grade in self.judgments.items() if grade >= 1]
+
+
+@attrs.frozen
+class Manifest:
+    """What produced a run, so two runs can be told apart and reproduced."""
+
+    retrievalkit_version: str
+    set_name: str
+    set_hash: str
+    retriever: str
+    plugin: str
+    retriever_options: Mapping[str, Any] = attrs.field(converter=_as_dict)
+    """The options as given, with secrets redacted."""
+    retriever_options_hash: str
+    created_at: str
+    ks: tuple[int, ...] = attrs.field(converter=tuple)
+    overfetch: int
+    confidence: float
+    resamples: int
+    seed: int
+    git_commit: str | None = None
+    extra: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+
+
+@attrs.frozen
+class QuestionVerdict:
+    """One item of the generic record: top-1 hit as ``passed``, top-3 hit as ``score``."""
+
+    question_id: str
+    passed: bool
+    score: float
+
+
+@attrs.frozen
+class ResultRecord:
+    """A run mapped onto the generic (set, model, grader) result record.
+
+    ``pass_rate`` is the top-1 hit rate and ``mean_score`` the top-3 hit rate; the
+    full metric table, the slices, the outcomes and the manifest travel with it.
+    """
+
+    run_id: str
+    set: str
+    model: str
+    grader: str
+    pass_rate: float
+    mean_score: float
+    items: tuple[QuestionVerdict, ...] = attrs.field(converter=tuple)
+    metrics: Mapping[str, MetricValue] = attrs.field(converter=_as_dict)
+    slices: Mapping[str, Mapping[str, Mapping[str, MetricValue]]] = attrs.field(
+        converter=_as_dict
+    )
+    outcomes: tuple[QuestionOutcome, ...] = attrs.field(converter=tuple)
+    manifest: Manifest
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.set, self.model, self.grader)
+
+    @property
+    def errored(self) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.error is not None)

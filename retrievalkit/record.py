@@ -1,0 +1,138 @@
+"""Map a scored run onto the generic (set, model, grader) record, with its manifest.
+
+Secrets never enter a record: options whose names look like secrets are redacted,
+and values read from the environment through ``*_env`` options are only hashed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import secrets
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from retrievalkit import __version__
+from retrievalkit.model import (
+    GRADER,
+    GoldenQuestionSet,
+    Manifest,
+    QuestionVerdict,
+    ResultRecord,
+)
+from retrievalkit.scoring import Scores, ScoringOptions
+
+REDACTED = "***"
+_SECRET_NAME = re.compile(r"(password|passwd|api_?key|token|secret|credential)", re.IGNORECASE)
+
+
+def is_secret_option(name: str) -> bool:
+    """True for option names whose values must never be shown or stored."""
+    return bool(_SECRET_NAME.search(name)) and not name.endswith("_env")
+
+
+def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options with every secret-looking value replaced by ``***``, recursively."""
+    redacted: dict[str, Any] = {}
+    for name, value in options.items():
+        if is_secret_option(name):
+            redacted[name] = REDACTED
+        elif isinstance(value, Mapping):
+            redacted[name] = redact_options(value)
+        else:
+            redacted[name] = value
+    return redacted
+
+
+def options_hash(options: Mapping[str, Any]) -> str:
+    """sha256 over the options and the environment values their ``*_env`` options name.
+
+    The hash changes when a secret changes, yet neither the secret nor a reversible
+    form of it is stored: only this digest.
+    """
+    environment = {
+        name: os.environ.get(str(value), "")
+        for name, value in options.items()
+        if name.endswith("_env") and isinstance(value, str)
+    }
+    payload = json.dumps({"options": options, "env": environment}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def new_run_id(moment: dt.datetime) -> str:
+    """Sortable by time, unique by a random suffix: ``20261129T120501Z-3f9a1c2e``."""
+    return f"{moment:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+
+
+def git_commit(directory: Path | None = None) -> str | None:
+    """The commit checked out in ``directory``, or None outside a git repository."""
+    try:
+        completed = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=directory or Path.cwd(),
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = completed.stdout.strip()
+    return commit if completed.returncode == 0 and commit else None
+
+
+def build_record(
+    golden: GoldenQuestionSet,
+    model: str,
+    plugin: str,
+    options: Mapping[str, Any],
+    scores: Scores,
+    scoring: ScoringOptions,
+    *,
+    overfetch: int,
+    now: dt.datetime | None = None,
+) -> ResultRecord:
+    """The generic record: pass_rate is top-1 hit rate, mean_score top-3 hit rate."""
+    moment = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)
+    manifest = Manifest(
+        retrievalkit_version=__version__,
+        set_name=golden.name,
+        set_hash=golden.content_hash,
+        retriever=model,
+        plugin=plugin,
+        retriever_options=redact_options(options),
+        retriever_options_hash=options_hash(options),
+        created_at=moment.isoformat().replace("+00:00", "Z"),
+        ks=scoring.ks,
+        overfetch=overfetch,
+        confidence=scoring.confidence,
+        resamples=scoring.resamples,
+        seed=scoring.seed,
+        git_commit=git_commit(),
+    )
+    items = tuple(
+        QuestionVerdict(
+            question_id=outcome.question_id,
+            passed=outcome.scores.get("hit@1") == 1.0,
+            score=float(outcome.scores.get("hit@3") or 0.0),
+        )
+        for outcome in scores.outcomes
+    )
+    return ResultRecord(
+        run_id=new_run_id(moment),
+        set=golden.name,
+        model=model,
+        grader=GRADER,
+        pass_rate=scores.metrics["hit@1"].mean or 0.0,
+        mean_score=scores.metrics["hit@3"].mean or 0.0,
+        items=items,
+        metrics=scores.metrics,
+        slices=scores.slices,
+        outcomes=scores.outcomes,
+        manifest=manifest,
+    )

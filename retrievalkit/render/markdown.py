@@ -1,0 +1,59 @@
+"""The evaluation report as Markdown (``report.md`` and ``--format markdown``)."""
+
+from __future__ import annotations
+
+from retrievalkit.render.summary import EvalReport
+from retrievalkit.render.text import (
+    breakdown_columns,
+    breakdown_rows,
+    header_line,
+    hits_cell,
+    interval,
+    number,
+    storage_line,
+    verdict_lines,
+)
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: EvalReport) -> str:
+    record = report.record
+    lines = [f"# retrievalkit evaluation: {record.set} × {record.model}", "", header_line(report), ""]
+    lines += ["## Metrics", "", "| metric | mean | 95% CI | n |", "|---|---:|---|---:|"]
+    for name, value in record.metrics.items():
+        lines.append(f"| {name} | {number(value.mean)} | {interval(value)} | {value.n} |")
+    columns = breakdown_columns(record)
+    for field, values in record.slices.items():
+        if not values:
+            continue
+        lines += ["", f"## By {field}", ""]
+        lines.append(f"| {field} | questions | " + " | ".join(columns) + " |")
+        lines.append("|---|---:|" + "---|" * len(columns))
+        for label, size, cells in breakdown_rows(record, field):
+            lines.append(f"| {_escape(label)} | {size} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## Questions",
+        "",
+        "| id | form | hard class | hit@1 | hit@3 | top 3 | expected |",
+        "|---|---|---|:-:|:-:|---|---|",
+    ]
+    for outcome in record.outcomes:
+        top = ", ".join(outcome.ranking[:3]) if outcome.error is None else f"ERROR: {outcome.error}"
+        lines.append(
+            f"| {_escape(outcome.question_id)} | {outcome.form.value if outcome.form else ''} "
+            f"| {_escape(outcome.hard_class or '')} | {hits_cell(outcome.scores, 'hit@1')} "
+            f"| {hits_cell(outcome.scores, 'hit@3')} | {_escape(top)} "
+            f"| {_escape(', '.join(outcome.expected) or '(no answer)')} |"
+        )
+    errors = [outcome for outcome in record.outcomes if outcome.error is not None]
+    if errors:
+        lines += ["", f"## Errors ({len(errors)})", ""]
+        lines += [f"- `{o.question_id}`: {_escape(o.error or '')}" for o in errors]
+    lines += ["", "## Regression", ""]
+    lines += [f"    {line}" for line in verdict_lines(report.verdict, report.baseline_note)]
+    lines += ["", storage_line(report), ""]
+    return "\n".join(lines)

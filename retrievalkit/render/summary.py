@@ -1,0 +1,116 @@
+"""The evaluation report as plain data: what ``summary.json`` and ``--format json`` print.
+
+This document is a public contract; keys are only ever added. Undefined values are
+``null``, never a fabricated 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from retrievalkit.convert import unstructure
+from retrievalkit.model import GoldenQuestion, MetricValue, ResultRecord
+from retrievalkit.regression import Verdict
+
+
+@attrs.frozen
+class EvalReport:
+    """Everything an ``eval`` run shows, computed once and rendered many ways."""
+
+    record: ResultRecord
+    questions: tuple[GoldenQuestion, ...]
+    verdict: Verdict | None
+    saved_to: str | None
+    baseline_note: str | None = None
+    not_saved_reason: str | None = None
+
+
+def metric_map(metrics: Mapping[str, MetricValue]) -> dict[str, Any]:
+    return {
+        name: {
+            "mean": value.mean,
+            "ci": None if value.ci is None else [value.ci[0], value.ci[1]],
+            "n": value.n,
+        }
+        for name, value in metrics.items()
+    }
+
+
+def latency_summary(latencies: Sequence[float]) -> dict[str, float | None]:
+    import numpy as np
+
+    if not latencies:
+        return {"mean": None, "p50": None, "p95": None}
+    values = np.asarray(latencies)
+    return {
+        "mean": round(float(values.mean()), 3),
+        "p50": round(float(np.percentile(values, 50)), 3),
+        "p95": round(float(np.percentile(values, 95)), 3),
+    }
+
+
+def summary(report: EvalReport) -> dict[str, Any]:
+    record = report.record
+    return {
+        "run_id": record.run_id,
+        "set": record.set,
+        "retriever": record.model,
+        "questions": len(record.outcomes),
+        "errored": record.errored,
+        "metrics": metric_map(record.metrics),
+        "slices": {
+            field: {label: metric_map(metrics) for label, metrics in values.items()}
+            for field, values in record.slices.items()
+        },
+        "record": {
+            "set": record.set,
+            "model": record.model,
+            "grader": record.grader,
+            "pass_rate": record.pass_rate,
+            "mean_score": record.mean_score,
+        },
+        "regression": None if report.verdict is None else unstructure(report.verdict),
+        "errors": [
+            {"question_id": outcome.question_id, "error": outcome.error}
+            for outcome in record.outcomes
+            if outcome.error is not None
+        ],
+        "latency_ms": latency_summary([outcome.latency_ms for outcome in record.outcomes]),
+        "saved_to": report.saved_to,
+        "not_saved_reason": report.not_saved_reason,
+        "manifest": unstructure(record.manifest),
+    }
+
+
+def per_question_lines(report: EvalReport) -> list[str]:
+    """``per_question.jsonl``: one line per question, in the set's order."""
+    texts = {question.id: question.question for question in report.questions}
+    lines = []
+    for outcome in report.record.outcomes:
+        lines.append(
+            json.dumps(
+                {
+                    "question_id": outcome.question_id,
+                    "question": texts.get(outcome.question_id),
+                    "form": None if outcome.form is None else outcome.form.value,
+                    "hard_class": outcome.hard_class,
+                    "expected": outcome.expected,
+                    "judgments": dict(outcome.judgments),
+                    "ranking": list(outcome.ranking),
+                    "scores": dict(outcome.scores),
+                    "error": outcome.error,
+                    "latency_ms": outcome.latency_ms,
+                },
+                sort_keys=True,
+                ensure_ascii=False,
+            )
+        )
+    return lines
+
+
+def to_json_text(document: Any) -> str:
+    return json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)

@@ -1,0 +1,74 @@
+"""The evaluation report as rich tables for a terminal (``--format table``, the default)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from retrievalkit.render.summary import EvalReport
+from retrievalkit.render.text import (
+    breakdown_columns,
+    breakdown_rows,
+    header_line,
+    hits_cell,
+    interval,
+    number,
+    storage_line,
+    verdict_lines,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def render_table(report: EvalReport, console: Console, *, per_question: bool = True) -> None:
+    from rich.table import Table
+
+    record = report.record
+    console.print(f"[bold]{header_line(report)}[/bold]")
+    if per_question:
+        questions = Table(title="Questions", title_justify="left")
+        for column in ("id", "form", "hard class", "hit@1", "hit@3", "top 3", "expected"):
+            questions.add_column(column, overflow="fold")
+        for outcome in record.outcomes:
+            top = (
+                ", ".join(outcome.ranking[:3])
+                if outcome.error is None
+                else f"[red]ERROR[/red] {outcome.error}"
+            )
+            questions.add_row(
+                outcome.question_id,
+                outcome.form.value if outcome.form else "",
+                outcome.hard_class or "",
+                hits_cell(outcome.scores, "hit@1"),
+                hits_cell(outcome.scores, "hit@3"),
+                top,
+                ", ".join(outcome.expected) or "(no answer)",
+            )
+        console.print(questions)
+    metrics = Table(title="Metrics (mean, 95% bootstrap CI)", title_justify="left")
+    for column, justify in (("metric", "left"), ("mean", "right"), ("CI", "left"), ("n", "right")):
+        metrics.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for name, value in record.metrics.items():
+        metrics.add_row(name, number(value.mean), interval(value), str(value.n))
+    console.print(metrics)
+    columns = breakdown_columns(record)
+    for field, values in record.slices.items():
+        if not values:
+            continue
+        breakdown = Table(title=f"By {field}", title_justify="left")
+        breakdown.add_column(field, no_wrap=True)
+        breakdown.add_column("questions", justify="right")
+        for column in columns:
+            breakdown.add_column(column, no_wrap=True)
+        for label, size, cells in breakdown_rows(record, field):
+            breakdown.add_row(label, str(size), *cells)
+        console.print(breakdown)
+    errors = [outcome for outcome in record.outcomes if outcome.error is not None]
+    if errors:
+        console.print(f"[red]{len(errors)} questions errored:[/red]")
+        for outcome in errors:
+            console.print(f"  {outcome.question_id}: {outcome.error}", markup=False)
+    for line in verdict_lines(report.verdict, report.baseline_note):
+        style = "bold red" if line.startswith("REGRESSION") else None
+        console.print(line, style=style, markup=False)
+    console.print(storage_line(report), markup=False)

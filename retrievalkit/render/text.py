@@ -1,0 +1,93 @@
+"""Number formatting and the report's sections as rows, shared by the Markdown and table views."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from retrievalkit.model import MetricValue, ResultRecord
+from retrievalkit.regression import MetricComparison, Verdict
+from retrievalkit.render.summary import EvalReport
+
+#: Columns of the breakdown tables: the record's two rates and two rank-aware metrics.
+BREAKDOWN_METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")
+NONE = "–"
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    return NONE if value is None else f"{value:.{digits}f}"
+
+
+def interval(value: MetricValue) -> str:
+    if value.ci is None:
+        return NONE
+    return f"[{value.ci[0]:.3f}, {value.ci[1]:.3f}]"
+
+
+def with_interval(value: MetricValue) -> str:
+    if value.mean is None:
+        return NONE
+    return f"{value.mean:.3f} {interval(value)}"
+
+
+def breakdown_columns(record: ResultRecord) -> list[str]:
+    return [name for name in BREAKDOWN_METRICS if name in record.metrics]
+
+
+def breakdown_rows(
+    record: ResultRecord, field: str
+) -> list[tuple[str, int, list[str]]]:
+    """(label, questions, cells) for one slicing field."""
+    columns = breakdown_columns(record)
+    rows = []
+    for label, metrics in record.slices.get(field, {}).items():
+        size = metrics["hit@1"].n if "hit@1" in metrics else 0
+        rows.append((label, size, [with_interval(metrics[name]) for name in columns]))
+    return rows
+
+
+def verdict_lines(verdict: Verdict | None, note: str | None = None) -> list[str]:
+    if verdict is None:
+        return [note or "no baseline: this is the first run of its key"]
+    lines = []
+    if not verdict.same_set:
+        lines.append(
+            "the baseline was run on a different version of the set; compared on the "
+            f"{verdict.shared_questions} shared questions"
+        )
+    if verdict.regressed:
+        lines.append(f"REGRESSION against baseline {verdict.baseline_run_id}:")
+        lines.extend("  " + comparison_line(item) for item in verdict.failures)
+    else:
+        lines.append(f"no regression against baseline {verdict.baseline_run_id}")
+        lines.extend("  " + comparison_line(item) for item in verdict.checked)
+    return lines
+
+
+def comparison_line(item: MetricComparison) -> str:
+    ci = NONE if item.ci is None else f"[{item.ci[0]:+.3f}, {item.ci[1]:+.3f}]"
+    diff = NONE if item.difference is None else f"{item.difference:+.3f}"
+    return (
+        f"{item.metric}: {number(item.baseline)} -> {number(item.candidate)} "
+        f"(difference {diff}, 95% CI {ci}, allowed drop {item.threshold:.3f})"
+    )
+
+
+def header_line(report: EvalReport) -> str:
+    record = report.record
+    errored = f", {record.errored} errored" if record.errored else ""
+    return (
+        f"set {record.set} · retriever {record.model} · "
+        f"{len(record.outcomes)} questions{errored}"
+    )
+
+
+def storage_line(report: EvalReport) -> str:
+    if report.saved_to:
+        return f"run {report.record.run_id} saved to {report.saved_to}"
+    reason = report.not_saved_reason or "not saved"
+    return f"run {report.record.run_id} NOT saved: {reason}"
+
+
+def hits_cell(scores: Mapping[str, float | None], name: str) -> str:
+    value = scores.get(name)
+    return NONE if value is None else ("✓" if value >= 1.0 else "✗")

@@ -1,0 +1,85 @@
+"""Turn the names a user types (``--set``, ``--retriever``) into loaded sets and retrievers.
+
+A set is a file or directory path, a ``[sets.NAME]`` of the config, or a name offered
+by a question-set plugin, tried in that order. A retriever is a ``[retrievers.NAME]``
+of the config, or a plugin that needs no options, named directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from retrievalkit import plugins
+from retrievalkit.config import Config
+from retrievalkit.errors import InputError, PluginError
+from retrievalkit.model import GoldenQuestionSet
+
+
+def resolve_set(name: str, config: Config) -> GoldenQuestionSet:
+    from retrievalkit.golden_files import load_set_file
+
+    path = Path(name)
+    if path.exists():
+        return load_set_file(path)
+    if name in config.sets:
+        return load_set_file(config.sets[name], name=name)
+    catalogue = plugins.set_catalogue()
+    if name in catalogue.offers:
+        plugin, provider = catalogue.offers[name]
+        try:
+            loaded = provider.load(name)
+        except InputError:
+            raise
+        except Exception as error:
+            raise PluginError(
+                f"question set provider {plugin.label} failed to load set '{name}': "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        if not isinstance(loaded, GoldenQuestionSet):
+            raise PluginError(f"question set provider {plugin.label} did not return a set")
+        return loaded
+    known = sorted({*config.sets, *catalogue.offers})
+    broken = "".join(
+        f"; broken provider {item.plugin.label}: {item.error}" for item in catalogue.broken
+    )
+    looks_like_path = any(part in name for part in ("/", "\\", ".jsonl", ".toml", ".json"))
+    raise InputError(
+        ("no such file" if looks_like_path else f"unknown set '{name}'")
+        + f" (known sets: {', '.join(known) or 'none'}){broken}",
+        field="--set",
+        hint="give a golden set file, a [sets.NAME] from the config, or a plugin's set name",
+    )
+
+
+@attrs.frozen
+class ResolvedRetriever:
+    name: str
+    plugin: str
+    options: dict[str, Any]
+    retriever: Any
+
+
+def resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
+    configured = config.retrievers.get(name)
+    if configured is not None:
+        plugin_name, options = configured.plugin, dict(configured.options)
+    else:
+        plugin_name, options = name, {}
+        known = {plugin.name for plugin in plugins.find(plugins.RETRIEVERS)}
+        if name not in known:
+            raise PluginError(
+                f"unknown retriever '{name}': no [retrievers.{name}] in "
+                f"{config.source or 'any config file'} and no plugin of that name "
+                f"(configured: {', '.join(sorted(config.retrievers)) or 'none'}; "
+                f"plugins: {', '.join(sorted(known)) or 'none'})"
+            )
+    retriever = plugins.create_retriever(plugin_name, options, instance=name)
+    if not callable(getattr(retriever, "retrieve", None)):
+        raise PluginError(
+            f"retriever plugin '{plugin_name}' returned {type(retriever).__name__}, "
+            "which has no retrieve(question, limit) method"
+        )
+    return ResolvedRetriever(name, plugin_name, options, retriever)

@@ -1,0 +1,41 @@
+"""An in-process store (``memory:``), for tests and one-off runs that keep nothing."""
+
+from __future__ import annotations
+
+import threading
+
+from retrievalkit.errors import StoreError
+from retrievalkit.model import GRADER, ResultRecord
+
+_SHARED: dict[str, MemoryStore] = {}
+_LOCK = threading.Lock()
+
+
+class MemoryStore:
+    """Runs kept in a list for the life of the process; ``memory:NAME`` stores are shared."""
+
+    def __init__(self, url: str = "memory:") -> None:
+        self.url = url
+        self._records: list[ResultRecord] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str) -> MemoryStore:
+        with _LOCK:
+            return _SHARED.setdefault(url, cls(url))
+
+    def save(self, record: ResultRecord) -> None:
+        with self._lock:
+            if any(existing.run_id == record.run_id for existing in self._records):
+                raise StoreError(f"run {record.run_id} is already stored in {self.url}")
+            self._records.append(record)
+
+    def runs(self, set_name: str, model: str, grader: str = GRADER) -> list[ResultRecord]:
+        return [record for record in self.all_runs() if record.key == (set_name, model, grader)]
+
+    def get(self, run_id: str) -> ResultRecord | None:
+        return next((record for record in self._records if record.run_id == run_id), None)
+
+    def all_runs(self) -> list[ResultRecord]:
+        with self._lock:
+            return list(reversed(self._records))

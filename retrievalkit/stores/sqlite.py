@@ -1,0 +1,89 @@
+"""The default store: one SQLite file in WAL mode, one transaction per run."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from retrievalkit.errors import StoreError
+from retrievalkit.model import GRADER, ResultRecord
+from retrievalkit.stores import DEFAULT_STORE_URL, check_parent, path_from_url
+from retrievalkit.stores.serialization import dump_record, load_record
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    set_name TEXT NOT NULL,
+    model TEXT NOT NULL,
+    grader TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    schema_version INTEGER NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_key ON runs (set_name, model, grader, seq);
+"""
+
+
+class SQLiteStore:
+    """Runs as rows of one table; each record's canonical JSON is kept whole in a column."""
+
+    def __init__(self, path: Path, *, url: str | None = None) -> None:
+        self.path = path
+        self.url = url or f"sqlite:///{path}"
+        try:
+            self._connection = sqlite3.connect(path, timeout=60.0, check_same_thread=False)
+            self._connection.execute("PRAGMA journal_mode=WAL")
+            self._connection.execute("PRAGMA synchronous=NORMAL")
+            with self._connection:
+                self._connection.executescript(_SCHEMA)
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open store {self.url}: {error}") from None
+
+    @classmethod
+    def from_url(cls, url: str) -> SQLiteStore:
+        path = path_from_url(url, "sqlite")
+        check_parent(path, url, create=url == DEFAULT_STORE_URL)
+        return cls(path, url=url)
+
+    def save(self, record: ResultRecord) -> None:
+        try:
+            with self._connection:
+                self._connection.execute(
+                    "INSERT INTO runs (run_id, set_name, model, grader, created_at,"
+                    " schema_version, record) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        record.run_id,
+                        record.set,
+                        record.model,
+                        record.grader,
+                        record.manifest.created_at,
+                        record.schema_version,
+                        dump_record(record),
+                    ),
+                )
+        except sqlite3.IntegrityError:
+            raise StoreError(f"run {record.run_id} is already stored in {self.url}") from None
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot save to {self.url}: {error}; nothing was saved") from None
+
+    def _select(self, where: str = "", parameters: tuple[str, ...] = ()) -> list[ResultRecord]:
+        try:
+            rows = self._connection.execute(
+                f"SELECT seq, record FROM runs {where} ORDER BY seq DESC", parameters
+            ).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read {self.url}: {error}") from None
+        return [load_record(text, where=f"{self.url} row {seq}") for seq, text in rows]
+
+    def runs(self, set_name: str, model: str, grader: str = GRADER) -> list[ResultRecord]:
+        return self._select(
+            "WHERE set_name = ? AND model = ? AND grader = ?", (set_name, model, grader)
+        )
+
+    def get(self, run_id: str) -> ResultRecord | None:
+        found = self._select("WHERE run_id = ?", (run_id,))
+        return found[0] if found else None
+
+    def all_runs(self) -> list[ResultRecord]:
+        return self._select()
