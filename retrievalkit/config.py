@@ -84,7 +84,8 @@ def find_config(explicit: str | None, directory: Path | None = None) -> Config:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        document: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        return document
     except tomllib.TOMLDecodeError as error:
         raise InputError(f"malformed TOML: {error}", source=str(path)) from None
     except (OSError, UnicodeDecodeError) as error:
@@ -121,7 +122,7 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
             raise fail(
                 f"retrievers.{name}.plugin",
                 "missing or not a string",
-                hint="name the retriever plugin this instance configures, e.g. plugin = \"bm25\"",
+                hint='name the retriever plugin this instance configures, e.g. plugin = "bm25"',
             )
         options = {key: value for key, value in entry.items() if key != "plugin"}
         retrievers[name] = RetrieverConfig(name, plugin, options)

@@ -30,7 +30,7 @@ def _finite_or_none(value: Any, _: Any) -> float | None:
     return None if math.isnan(number) else number
 
 
-converter.register_structure_hook(float | None, _finite_or_none)  # type: ignore[arg-type]
+converter.register_structure_hook(float | None, _finite_or_none)
 
 
 def unstructure(value: Any) -> Any:

@@ -335,7 +335,8 @@ def _qrels_rows(path: Path) -> Iterator[tuple[int, tuple[str, str, str]]]:
                 row = [row[0], row[2], row[3]]
             if len(row) != 3:
                 raise InputError(
-                    f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}",
+                    f"expected 3 tab-separated columns (query-id, corpus-id, score), "
+                    f"got {len(row)}",
                     source=str(path),
                     line=number,
                 )

@@ -32,9 +32,7 @@ class Estimate:
     n: int
 
 
-def _count_batches(
-    count: int, resamples: int, seed: int
-) -> Iterator[npt.NDArray[np.float64]]:
+def _count_batches(count: int, resamples: int, seed: int) -> Iterator[npt.NDArray[np.float64]]:
     """Yield (batch, count) matrices: how often each question is drawn in each resample."""
     rng = np.random.default_rng(seed)
     batch = max(1, min(resamples, _BATCH_CELLS // max(count, 1)))

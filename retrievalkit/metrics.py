@@ -148,7 +148,7 @@ def judge_rankings(
     relevant_total = np.zeros(count)
     returned_any = np.zeros(count, dtype=bool)
     padding = [-2] * depth
-    for index, (ranking, labels) in enumerate(zip(rankings, judgments)):
+    for index, (ranking, labels) in enumerate(zip(rankings, judgments, strict=True)):
         top = ranking[:depth]
         get = labels.get
         row = [get(doc, -1) for doc in top]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -31,7 +31,7 @@ class QuestionForm(str, enum.Enum):
     """An everyday rewording with little word overlap."""
 
 
-def _as_tuple(value: Any) -> tuple[str, ...]:
+def _as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(value)
 
 
@@ -76,7 +76,7 @@ class GoldenQuestionSet:
     """A named golden set; its content hash identifies the exact questions and labels."""
 
     name: str
-    questions: tuple[GoldenQuestion, ...] = attrs.field(converter=tuple)
+    questions: tuple[GoldenQuestion, ...] = attrs.field(converter=_as_tuple)
     description: str | None = None
     source: str | None = None
     """Where the set was read from (a file, a directory, or a plugin), for messages."""
@@ -135,7 +135,7 @@ class Manifest:
     """The options as given, with secrets redacted."""
     retriever_options_hash: str
     created_at: str
-    ks: tuple[int, ...] = attrs.field(converter=tuple)
+    ks: tuple[int, ...] = attrs.field(converter=_as_tuple)
     overfetch: int
     confidence: float
     resamples: int
@@ -167,12 +167,10 @@ class ResultRecord:
     grader: str
     pass_rate: float
     mean_score: float
-    items: tuple[QuestionVerdict, ...] = attrs.field(converter=tuple)
+    items: tuple[QuestionVerdict, ...] = attrs.field(converter=_as_tuple)
     metrics: Mapping[str, MetricValue] = attrs.field(converter=_as_dict)
-    slices: Mapping[str, Mapping[str, Mapping[str, MetricValue]]] = attrs.field(
-        converter=_as_dict
-    )
-    outcomes: tuple[QuestionOutcome, ...] = attrs.field(converter=tuple)
+    slices: Mapping[str, Mapping[str, Mapping[str, MetricValue]]] = attrs.field(converter=_as_dict)
+    outcomes: tuple[QuestionOutcome, ...] = attrs.field(converter=_as_tuple)
     manifest: Manifest
     schema_version: int = SCHEMA_VERSION
 

@@ -90,13 +90,13 @@ def score_run(
     slices: dict[str, dict[str, dict[str, MetricValue]]] = {
         field: {} for field in dict.fromkeys((*STANDARD_SLICES, *options.slices))
     }
-    for group, row in zip(group_names[1:], estimates[1:]):
+    for group, row in zip(group_names[1:], estimates[1:], strict=True):
         assert group is not None
         field, label = group
         slices[field][label] = _metric_map(names, row)
 
     outcomes = []
-    for index, (question, retrieval) in enumerate(zip(questions, retrievals)):
+    for index, (question, retrieval) in enumerate(zip(questions, retrievals, strict=True)):
         scores = {
             name: (None if np.isnan(values[index, column]) else float(values[index, column]))
             for column, name in enumerate(names)
@@ -120,10 +120,12 @@ def _metric_map(names: list[str], row: list[Estimate]) -> dict[str, MetricValue]
     return {
         name: MetricValue(
             estimate.mean,
-            None if estimate.low is None or estimate.high is None else (estimate.low, estimate.high),
+            None
+            if estimate.low is None or estimate.high is None
+            else (estimate.low, estimate.high),
             estimate.n,
         )
-        for name, estimate in zip(names, row)
+        for name, estimate in zip(names, row, strict=True)
     }
 
 

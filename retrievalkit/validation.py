@@ -20,7 +20,9 @@ def lint_set(golden: GoldenQuestionSet) -> dict[str, Any]:
     for q in questions:
         if texts[q.question.strip().lower()] > 1:
             warnings.append(f"question {q.id}: the same text appears in more than one question")
-        extra = sorted(doc for doc, grade in q.grades.items() if grade >= 1 and doc not in q.expected)
+        extra = sorted(
+            doc for doc, grade in q.grades.items() if grade >= 1 and doc not in q.expected
+        )
         if extra:
             warnings.append(
                 f"question {q.id}: {', '.join(extra)} graded relevant but not in expected "

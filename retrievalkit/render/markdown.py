@@ -21,7 +21,12 @@ def _escape(text: str) -> str:
 
 def render_markdown(report: EvalReport) -> str:
     record = report.record
-    lines = [f"# retrievalkit evaluation: {record.set} × {record.model}", "", header_line(report), ""]
+    lines = [
+        f"# retrievalkit evaluation: {record.set} × {record.model}",
+        "",
+        header_line(report),
+        "",
+    ]
     lines += ["## Metrics", "", "| metric | mean | 95% CI | n |", "|---|---:|---|---:|"]
     for name, value in record.metrics.items():
         lines.append(f"| {name} | {number(value.mean)} | {interval(value)} | {value.n} |")

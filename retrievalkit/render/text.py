@@ -33,9 +33,7 @@ def breakdown_columns(record: ResultRecord) -> list[str]:
     return [name for name in BREAKDOWN_METRICS if name in record.metrics]
 
 
-def breakdown_rows(
-    record: ResultRecord, field: str
-) -> list[tuple[str, int, list[str]]]:
+def breakdown_rows(record: ResultRecord, field: str) -> list[tuple[str, int, list[str]]]:
     """(label, questions, cells) for one slicing field."""
     columns = breakdown_columns(record)
     rows = []
@@ -76,8 +74,7 @@ def header_line(report: EvalReport) -> str:
     record = report.record
     errored = f", {record.errored} errored" if record.errored else ""
     return (
-        f"set {record.set} · retriever {record.model} · "
-        f"{len(record.outcomes)} questions{errored}"
+        f"set {record.set} · retriever {record.model} · {len(record.outcomes)} questions{errored}"
     )
 
 

@@ -40,7 +40,7 @@ class BM25Retriever:
             raise InputError("the corpus holds no documents", source=str(corpus))
         self._ids = [document_id_of(doc.id, doc_id_separator) for doc in documents]
         self._stemmer = _stemmer(stemmer)
-        self._stopwords = stopwords or []
+        self._stopwords: str | list[str] = stopwords or []
         texts = [f"{doc.title}\n{doc.text}" if doc.title else doc.text for doc in documents]
         tokens = bm25s.tokenize(
             texts, stopwords=self._stopwords, stemmer=self._stemmer, show_progress=False
@@ -115,5 +115,3 @@ def create_bm25_demo() -> BM25Retriever:
     from retrievalkit.demo import DEMO_CORPUS
 
     return BM25Retriever(DEMO_CORPUS, doc_id_separator="#", identifier="bm25-demo")
-
-

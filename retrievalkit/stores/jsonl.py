@@ -64,7 +64,7 @@ class JSONLStore:
 
     def _records(self) -> Iterator[ResultRecord]:
         try:
-            handle = open(self.path, encoding="utf-8", errors="replace")
+            handle = open(self.path, encoding="utf-8", errors="replace")  # noqa: SIM115
         except FileNotFoundError:
             return
         except OSError as error:

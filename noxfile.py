@@ -1,0 +1,84 @@
+"""How to work on retrievalkit: every session here is what CI runs.
+
+    nox                      # tests, integration (starts Elasticsearch), lint, typecheck, docs
+    nox -s tests             # unit tests of the core
+    nox -s integration       # the Elasticsearch plugin against a real node (started for you)
+    nox -s es-up / es-down   # start or stop the development Elasticsearch node
+    nox -s bench             # benchmarks against pytrec_eval, ranx and Elasticsearch
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests", "integration", "lint", "typecheck", "docs"]
+
+PYTHON = "3.11"
+ES_PORT = os.environ.get("RETRIEVALKIT_ES_PORT", "9200")
+#: The elasticsearch-py major must match the server's; CI tests this one.
+ES_CLIENT = "elasticsearch>=9,<10"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Unit tests of the core, including parity with pytrec_eval and real plugin installs."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "tests", *session.posargs)
+
+
+@nox.session(name="es-up", python=False)
+def es_up(session: nox.Session) -> None:
+    """Start the development Elasticsearch node (fetched from Maven Central once)."""
+    session.run("python3", "scripts/elasticsearch.py", "up", "--port", ES_PORT)
+
+
+@nox.session(name="es-down", python=False)
+def es_down(session: nox.Session) -> None:
+    """Stop the development Elasticsearch node."""
+    session.run("python3", "scripts/elasticsearch.py", "down", "--port", ES_PORT)
+
+
+@nox.session(python=PYTHON)
+def integration(session: nox.Session) -> None:
+    """The Elasticsearch plugin's tests against a real node; starts one if none is up."""
+    session.install("-e", ".[test]", "-e", "plugins/retrievalkit-elasticsearch[test]", ES_CLIENT)
+    session.run("python3", "scripts/elasticsearch.py", "up", "--port", ES_PORT, external=True)
+    session.run(
+        "pytest",
+        "plugins/retrievalkit-elasticsearch/tests",
+        *session.posargs,
+        env={"RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}"},
+    )
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy in strict mode over the core package."""
+    session.install("-e", ".[test]", "mypy")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the documentation site strictly: a broken link or warning fails."""
+    session.install("-e", ".", "-r", "docs/requirements.txt")
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks: ratios against pytrec_eval, ranx and Elasticsearch's _rank_eval."""
+    session.install("-e", ".[test]", "-r", "benchmarks/requirements.txt")
+    session.run("python", "benchmarks/run_all.py", *session.posargs)

@@ -1,0 +1,271 @@
+"""``retrievalkit eval``: evaluate a retriever on a set, save the run, gate on regressions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from retrievalkit.commands.options import (
+    add_common,
+    console,
+    fraction,
+    k_list,
+    load_config,
+    positive,
+    store_url,
+)
+from retrievalkit.commands.output import emit_report
+from retrievalkit.errors import EXIT_OK, EXIT_REGRESSION, EvaluationError, InputError
+
+NAME = "eval"
+HELP = (
+    "Evaluate a retriever on a golden set, save the run, check for regressions against a baseline."
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        required=True,
+        metavar="NAME_OR_FILE",
+        help="a golden set file (.jsonl, .toml, a BEIR directory), a [sets.NAME] of the config, "
+        "or a set offered by a plugin (retrievalkit list shows them)",
+    )
+    parser.add_argument(
+        "--retriever",
+        required=True,
+        metavar="NAME",
+        help="a [retrievers.NAME] of the config, or a retriever plugin that needs no options",
+    )
+    parser.add_argument(
+        "--k",
+        type=k_list,
+        metavar="K,K,...",
+        help="cut-offs for the per-k metrics (default 1,3,5,10; 1 and 3 are always added)",
+    )
+    parser.add_argument(
+        "--overfetch",
+        type=positive,
+        metavar="N",
+        help="ask for max(k) * N ids, so that max(k) distinct documents remain after chunk ids "
+        "collapse (default 3)",
+    )
+    parser.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit with code 1 when a metric dropped past its threshold",
+    )
+    parser.add_argument(
+        "--max-top1-drop",
+        type=fraction,
+        metavar="X",
+        help="largest allowed absolute drop of hit@1 (default 0, or [regression] in the config)",
+    )
+    parser.add_argument(
+        "--max-top3-drop",
+        type=fraction,
+        metavar="X",
+        help="largest allowed absolute drop of hit@3 (default 0, or [regression] in the config)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="RUN_ID",
+        help="compare with this stored run instead of the newest earlier run of the same "
+        "set and retriever",
+    )
+    parser.add_argument(
+        "--max-error-rate",
+        type=fraction,
+        metavar="X",
+        help="largest share of questions whose retrieval may fail; above it the run stops with "
+        "code 3 and is not saved (default 0: any error)",
+    )
+    parser.add_argument("--no-save", action="store_true", help="do not save the run")
+    parser.add_argument(
+        "--concurrency",
+        type=positive,
+        metavar="N",
+        help="ask N questions at once from threads (only for thread-safe retrievers; default 1)",
+    )
+    parser.add_argument(
+        "--slice",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="also break results down by this meta field (repeatable); form and hard_class "
+        "are always reported",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=positive,
+        metavar="N",
+        help="bootstrap resamples for the confidence intervals (default 2000)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=fraction,
+        metavar="X",
+        help="confidence level of the intervals (default 0.95)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="also write summary.json, per_question.jsonl and report.md into DIR",
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="no per-question table and no progress bar"
+    )
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrievalkit.evaluator import DEFAULT_OVERFETCH, evaluate_questions
+    from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+    from retrievalkit.metrics import DEFAULT_KS, normalise_ks
+    from retrievalkit.record import build_record
+    from retrievalkit.regression import DEFAULT_THRESHOLDS, compare_runs
+    from retrievalkit.render.summary import EvalReport
+    from retrievalkit.resolve import resolve_retriever, resolve_set
+    from retrievalkit.scoring import ScoringOptions, score_run
+    from retrievalkit.stores import open_store
+
+    config = load_config(args)
+    settings = config.eval
+    ks = normalise_ks(args.k or settings.k or DEFAULT_KS)
+    overfetch = args.overfetch or settings.overfetch or DEFAULT_OVERFETCH
+    scoring = ScoringOptions(
+        ks=ks,
+        resamples=args.resamples or settings.resamples or DEFAULT_RESAMPLES,
+        confidence=args.confidence or settings.confidence or DEFAULT_CONFIDENCE,
+        seed=DEFAULT_SEED,
+        slices=tuple(dict.fromkeys((*settings.slices, *args.slice))),
+    )
+    if not 0.0 < scoring.confidence < 1.0:
+        raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
+    thresholds = dict(DEFAULT_THRESHOLDS)
+    thresholds.update(config.regression.thresholds)
+    if args.max_top1_drop is not None:
+        thresholds["hit@1"] = args.max_top1_drop
+    if args.max_top3_drop is not None:
+        thresholds["hit@3"] = args.max_top3_drop
+    for metric in thresholds:
+        _, _, k = metric.partition("@")
+        if k and int(k) not in ks:
+            ks = normalise_ks((*ks, int(k)))
+            scoring = ScoringOptions(
+                ks, scoring.resamples, scoring.confidence, scoring.seed, scoring.slices
+            )
+    max_error_rate = args.max_error_rate
+    if max_error_rate is None:
+        max_error_rate = config.regression.max_error_rate or 0.0
+
+    store = open_store(store_url(args, config))
+    golden = resolve_set(args.set, config)
+    resolved = resolve_retriever(args.retriever, config)
+    status = console(args, stderr=True)
+    show_progress = status.is_terminal and not args.quiet and args.format == "table"
+    questions = golden.questions
+    if show_progress:
+        from rich.progress import Progress
+
+        with Progress(console=status, transient=True) as bar:
+            task = bar.add_task(f"{resolved.name} on {golden.name}", total=len(questions))
+            retrievals = evaluate_questions(
+                resolved.retriever,
+                questions,
+                depth=max(ks),
+                overfetch=overfetch,
+                concurrency=args.concurrency or settings.concurrency or 1,
+                progress=lambda done: bar.advance(task, done),
+            )
+    else:
+        retrievals = evaluate_questions(
+            resolved.retriever,
+            questions,
+            depth=max(ks),
+            overfetch=overfetch,
+            concurrency=args.concurrency or settings.concurrency or 1,
+        )
+    scores = score_run(questions, retrievals, scoring)
+    record = build_record(
+        golden,
+        resolved.name,
+        resolved.plugin,
+        resolved.options,
+        scores,
+        scoring,
+        overfetch=overfetch,
+    )
+
+    errored = record.errored
+    if errored and errored / len(questions) > max_error_rate:
+        reasons = sorted({outcome.error or "" for outcome in record.outcomes if outcome.error})
+        report = EvalReport(
+            record,
+            questions,
+            None,
+            None,
+            baseline_note="not compared: the run failed",
+            not_saved_reason=f"{errored} of {len(questions)} questions errored, over the "
+            f"allowed error rate {max_error_rate:g}",
+        )
+        emit_report(report, args)
+        everything = " on every question" if errored == len(questions) else ""
+        raise EvaluationError(
+            f"retriever '{resolved.name}' failed{everything} ({errored} of {len(questions)} "
+            f"questions errored, e.g. {reasons[0]}); the run was not saved and does not become "
+            "a baseline (raise --max-error-rate to accept some errors)"
+        )
+
+    baseline = None
+    note = None
+    if args.baseline:
+        baseline = store.get(args.baseline)
+        if baseline is None:
+            raise InputError(
+                f"no run {args.baseline} in {store.url}",
+                field="--baseline",
+                hint="retrievalkit history lists the stored runs",
+            )
+    else:
+        earlier = store.runs(record.set, record.model, record.grader)
+        baseline = earlier[0] if earlier else None
+        if baseline is None:
+            note = (
+                f"no baseline: this is the first run of {record.set} × {record.model} "
+                f"in {store.url}"
+            )
+    verdict = (
+        compare_runs(
+            record.outcomes,
+            golden.content_hash,
+            baseline,
+            thresholds,
+            resamples=scoring.resamples,
+            confidence=scoring.confidence,
+            seed=scoring.seed,
+        )
+        if baseline is not None
+        else None
+    )
+    saved_to = None
+    if not args.no_save:
+        store.save(record)
+        saved_to = store.url
+    report = EvalReport(
+        record,
+        questions,
+        verdict,
+        saved_to,
+        baseline_note=note,
+        not_saved_reason=None if saved_to else "--no-save",
+    )
+    emit_report(report, args)
+    if verdict is not None and verdict.regressed:
+        if args.fail_on_regression:
+            return EXIT_REGRESSION
+        print(
+            "retrievalkit: regression found (exit code 0 without --fail-on-regression)",
+            file=sys.stderr,
+        )
+    return EXIT_OK

@@ -1,0 +1,92 @@
+"""Option types and helpers shared by the built-in commands."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from retrievalkit.config import Config
+
+FORMATS = ("table", "json", "markdown")
+
+
+def k_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated whole numbers such as 1,3,5,10, got {text!r}"
+        ) from None
+    if not values or any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"every k must be a whole number >= 1, got {text!r}")
+    return values
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def add_common(sub: argparse.ArgumentParser, *, store: bool = True, fmt: bool = True) -> None:
+    """--config, --store, --format and --no-color, shared by the commands that read them."""
+    sub.add_argument(
+        "--config",
+        metavar="FILE",
+        help="configuration file (default: ./retrievalkit.toml, else [tool.retrievalkit] "
+        "in ./pyproject.toml)",
+    )
+    if store:
+        sub.add_argument(
+            "--store",
+            metavar="URL",
+            help="result store: sqlite:///PATH (default sqlite:///.retrievalkit/"
+            "results.sqlite3), jsonl:///PATH, memory: or a plugin's scheme; three slashes "
+            "start a relative path, four an absolute one",
+        )
+    if fmt:
+        sub.add_argument(
+            "--format",
+            choices=FORMATS,
+            default="table",
+            help="output: a terminal table, JSON (sorted keys, nothing else on stdout) "
+            "or Markdown (default: table)",
+        )
+    sub.add_argument("--no-color", action="store_true", help="no colours (also: NO_COLOR=1)")
+
+
+def console(args: argparse.Namespace, *, stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    no_color = bool(getattr(args, "no_color", False)) or "NO_COLOR" in os.environ
+    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False)
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    from retrievalkit.config import find_config
+
+    return find_config(getattr(args, "config", None))
+
+
+def store_url(args: argparse.Namespace, config: Config) -> str:
+    from retrievalkit.stores import DEFAULT_STORE_URL
+
+    return getattr(args, "store", None) or config.store_url or DEFAULT_STORE_URL

@@ -1,0 +1,37 @@
+"""``retrievalkit show``: show a stored run."""
+
+from __future__ import annotations
+
+import argparse
+
+from retrievalkit.commands.options import add_common, load_config, store_url
+from retrievalkit.commands.output import emit_report
+from retrievalkit.errors import EXIT_OK, InputError
+
+NAME = "show"
+HELP = "Show a stored run."
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run id printed by eval or history")
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrievalkit.render.summary import EvalReport
+    from retrievalkit.stores import open_store
+
+    config = load_config(args)
+    store = open_store(store_url(args, config))
+    record = store.get(args.run_id)
+    if record is None:
+        raise InputError(
+            f"no run {args.run_id} in {store.url}",
+            field="RUN_ID",
+            hint="retrievalkit history --set S --retriever R lists the stored runs",
+        )
+    report = EvalReport(record, (), None, store.url, baseline_note="(stored run)")
+    args.output_dir = None
+    args.quiet = False
+    emit_report(report, args)
+    return EXIT_OK

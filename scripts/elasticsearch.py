@@ -1,0 +1,596 @@
+"""Fetch, start, check and stop a local single-node Elasticsearch built from Maven Central."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ZIP_GROUP = "org.elasticsearch.distribution.integ-test-zip"
+SERVER_GROUP = "org.elasticsearch"
+ARTIFACT = "elasticsearch"
+MVN_GET = [
+    "mvn",
+    "-B",
+    "-ntp",
+    "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:get",
+    "-Dtransitive=false",
+]
+MVN_TIMEOUT = 1800.0
+ES_USER = "retrievalkit-es"
+JVM_DIR = Path("/usr/lib/jvm")
+CLUSTER_NAME = "retrievalkit"
+HEAP_OPTS = "-Xms1g -Xmx1g"
+PROBES_PER_MAJOR = 8
+STOP_WAIT = 30.0
+LOG_TAIL = 60
+VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+
+
+@dataclass(frozen=True)
+class Jdk:
+    """A Java installation found on this machine."""
+
+    major: int
+    home: Path
+
+
+def say(message: str) -> None:
+    """Print a progress or status line to stderr."""
+    print(f"[elasticsearch] {message}", file=sys.stderr, flush=True)
+
+
+def vkey(version: str) -> tuple[int, ...]:
+    """Sort key for an X.Y.Z version."""
+    return tuple(int(part) for part in version.split("."))
+
+
+def default_port() -> int:
+    """The HTTP port from RETRIEVALKIT_ES_PORT, or 9200."""
+    return int(os.environ.get("RETRIEVALKIT_ES_PORT") or 9200)
+
+
+def is_root() -> bool:
+    """Whether we run as root (and so must start the node as another user)."""
+    return os.geteuid() == 0
+
+
+def traversable_by_others(path: Path) -> bool:
+    """Whether every existing ancestor of path lets other users through."""
+    for part in [path, *path.parents]:
+        if part.exists() and not part.stat().st_mode & 0o001:
+            return False
+    return True
+
+
+def cache_base() -> Path:
+    """The folder that holds unpacked versions, node folders and the recorded version."""
+    explicit = os.environ.get("RETRIEVALKIT_ES_HOME")
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = Path(xdg).expanduser().resolve() / "retrievalkit" / "elasticsearch"
+    if is_root() and not traversable_by_others(base):
+        # The node runs as an unprivileged user, which cannot enter a 0700 /root.
+        return Path("/var/cache/retrievalkit/elasticsearch")
+    return base
+
+
+def maven_repo() -> Path:
+    """Maven's local repository (settings.xml localRepository, else ~/.m2/repository)."""
+    settings = Path.home() / ".m2" / "settings.xml"
+    if settings.is_file():
+        found = re.search(
+            r"<localRepository>\s*([^<\s]+)\s*</localRepository>", settings.read_text()
+        )
+        if found:
+            return Path(found.group(1).replace("${user.home}", str(Path.home()))).expanduser()
+    return Path.home() / ".m2" / "repository"
+
+
+def artifact_dir(group: str) -> Path:
+    """The local repository folder of group:elasticsearch."""
+    return maven_repo() / Path(*group.split(".")) / ARTIFACT
+
+
+def zip_path(version: str) -> Path:
+    """Where Maven keeps the integ-test zip of version."""
+    return artifact_dir(ZIP_GROUP) / version / f"{ARTIFACT}-{version}.zip"
+
+
+def mvn_get(coords: str) -> subprocess.CompletedProcess[str]:
+    """Run maven-dependency-plugin:get for coords, output captured."""
+    if shutil.which("mvn") is None:
+        raise SystemExit("[elasticsearch] mvn is not on PATH (apt-get install maven)")
+    return subprocess.run(
+        [*MVN_GET, f"-Dmaven.repo.local={maven_repo()}", f"-Dartifact={coords}"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=MVN_TIMEOUT,
+        check=False,
+        cwd=Path.home() if Path.home().is_dir() else "/",
+    )
+
+
+def fetch_zip(version: str) -> Path | None:
+    """Return the cached integ-test zip of version, downloading it with Maven if needed."""
+    path = zip_path(version)
+    if path.is_file():
+        return path
+    say(f"fetching {ZIP_GROUP}:{ARTIFACT}:{version}:zip with Maven")
+    started = time.monotonic()
+    result = mvn_get(f"{ZIP_GROUP}:{ARTIFACT}:{version}:zip")
+    if result.returncode == 0 and path.is_file():
+        size = path.stat().st_size / 2**20
+        say(f"downloaded {version} ({size:.0f} MiB) in {time.monotonic() - started:.1f} s")
+        return path
+    errors = [line for line in result.stdout.splitlines() if line.startswith("[ERROR]")]
+    say(f"{version}: not served ({errors[0][8:200] if errors else 'mvn failed'})")
+    return None
+
+
+def served_versions() -> list[str]:
+    """Release versions that Central's metadata lists, newest first.
+
+    The integ-test zip's own metadata stops at 8.x although 9.x zips are served, so
+    the server jar's metadata (same release train) adds the 9.x candidates.
+    """
+    versions: set[str] = set()
+    for group in (ZIP_GROUP, SERVER_GROUP):
+        mvn_get(f"{group}:{ARTIFACT}:RELEASE:pom")  # refreshes maven-metadata-*.xml
+        for meta in artifact_dir(group).glob("maven-metadata-*.xml"):
+            versions.update(re.findall(r"<version>([^<]+)</version>", meta.read_text()))
+    return sorted((v for v in versions if VERSION_RE.match(v)), key=vkey, reverse=True)
+
+
+def unpack(version: str, archive: Path, base: Path) -> Path:
+    """Unpack the zip once into base/version and return the distribution's home."""
+    home = base / version / f"elasticsearch-{version}"
+    if (home / "bin" / "elasticsearch").is_file():
+        return home
+    staging = base / version / ".unpacking"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    with zipfile.ZipFile(archive) as bundle:
+        for member in bundle.infolist():
+            target = staging / member.filename
+            if not target.resolve().is_relative_to(staging.resolve()):
+                raise SystemExit(f"[elasticsearch] unsafe path in {archive}: {member.filename}")
+            bundle.extract(member, staging)
+            mode = (member.external_attr >> 16) & 0o777
+            if member.is_dir():
+                target.chmod(0o755)
+            else:
+                target.chmod(0o755 if mode & 0o111 else 0o644)
+    extracted = staging / f"elasticsearch-{version}"
+    if not (extracted / "bin" / "elasticsearch").is_file():
+        raise SystemExit(
+            f"[elasticsearch] {archive} has no elasticsearch-{version}/bin/elasticsearch"
+        )
+    extracted.rename(home)
+    shutil.rmtree(staging, ignore_errors=True)
+    for folder in [home, *home.parents]:
+        if folder == base.parent:
+            break
+        folder.chmod(folder.stat().st_mode | 0o755)
+    return home
+
+
+def java_major(home: Path) -> int | None:
+    """The feature version of the JDK at home, or None if it is not a JDK."""
+    java = home / "bin" / "java"
+    if not java.is_file():
+        return None
+    release = home / "release"
+    if release.is_file():
+        found = re.search(r'^JAVA_VERSION="(\d+)', release.read_text(), re.MULTILINE)
+        if found:
+            return int(found.group(1))
+    result = subprocess.run([str(java), "-version"], capture_output=True, text=True, check=False)
+    found = re.search(r'version "(\d+)', result.stderr)
+    return int(found.group(1)) if found else None
+
+
+def find_jdks() -> list[Jdk]:
+    """JDKs under /usr/lib/jvm (or ES_JAVA_HOME alone when the caller set it)."""
+    homes = [Path(os.environ["ES_JAVA_HOME"])] if os.environ.get("ES_JAVA_HOME") else []
+    if not homes and JVM_DIR.is_dir():
+        homes = sorted(JVM_DIR.iterdir())
+    jdks: dict[Path, Jdk] = {}
+    for home in homes:
+        real = home.resolve()
+        major = java_major(real) if real.is_dir() else None
+        if major is not None:
+            jdks[real] = Jdk(major, real)
+    return list(jdks.values())
+
+
+def jdks_for(version: str) -> list[Jdk]:
+    """JDKs that may run version, most suitable first (9.x: newest >= 21; 8.x: 17 first)."""
+    jdks = find_jdks()
+    if vkey(version)[0] >= 9:
+        return sorted((j for j in jdks if j.major >= 21), key=lambda j: -j.major)
+    return sorted((j for j in jdks if j.major >= 17), key=lambda j: (j.major != 17, j.major))
+
+
+def request(port: int, path: str, timeout: float = 5.0) -> dict[str, object] | None:
+    """GET a JSON document from the node, or None on any failure."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as response:
+            data = json.loads(response.read().decode())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def healthy_version(port: int, wait: float = 0.0) -> str | None:
+    """The node's version if its cluster health is yellow or green, else None."""
+    query = f"?wait_for_status=yellow&timeout={max(int(wait), 1)}s" if wait else ""
+    health = request(port, f"/_cluster/health{query}", timeout=wait + 5.0)
+    if not health or health.get("status") not in ("yellow", "green"):
+        return None
+    # GET / lives in a module the integ-test zip lacks, so ask the nodes API instead.
+    nodes = request(port, "/_nodes/_local?filter_path=nodes.*.version")
+    entries = nodes.get("nodes") if nodes else None
+    if isinstance(entries, dict):
+        for node in entries.values():
+            version = node.get("version") if isinstance(node, dict) else None
+            if isinstance(version, str):
+                return version
+    return "unknown"
+
+
+def port_in_use(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def node_dir(base: Path, port: int) -> Path:
+    """The per-port folder with config, data, logs, tmp and the pid file."""
+    return base / "nodes" / str(port)
+
+
+def pid_file(base: Path, port: int) -> Path:
+    """The pid file the node writes."""
+    return node_dir(base, port) / "run" / "elasticsearch.pid"
+
+
+def cmdline(pid: int) -> list[str]:
+    """The command line of pid, or [] if it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def node_pids(base: Path, port: int) -> list[int]:
+    """Live pids of our node on port: the pid file's, and any JVM using its tmp folder."""
+    marker = f"-Djava.io.tmpdir={node_dir(base, port) / 'tmp'}"
+    pids = {
+        int(proc.name)
+        for proc in Path("/proc").iterdir()
+        if proc.name.isdigit() and marker in cmdline(int(proc.name))
+    }
+    try:
+        recorded = int(pid_file(base, port).read_text().strip())
+    except (OSError, ValueError):
+        recorded = 0
+    if recorded > 0 and any("elasticsearch" in arg for arg in cmdline(recorded)):
+        pids.add(recorded)
+    return sorted(pid for pid in pids if alive(pid))
+
+
+def alive(pid: int) -> bool:
+    """Whether pid runs (zombies count as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def stop(base: Path, port: int) -> bool:
+    """SIGTERM our node on port, wait, then SIGKILL; True if one was running."""
+    pids = node_pids(base, port)
+    for pid in pids:
+        say(f"stopping pid {pid} (SIGTERM)")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in pids:
+        if alive(pid):
+            say(f"pid {pid} still running after {STOP_WAIT:.0f} s: SIGKILL")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    pid_file(base, port).unlink(missing_ok=True)
+    return bool(pids)
+
+
+def ensure_user() -> tuple[int, int] | None:
+    """Create the unprivileged node user when root; return its (uid, gid), or None if not root."""
+    if not is_root():
+        return None
+    try:
+        entry = pwd.getpwnam(ES_USER)
+    except KeyError:
+        say(f"creating system user {ES_USER}")
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", ES_USER],
+            check=True,
+            stdin=subprocess.DEVNULL,
+        )
+        entry = pwd.getpwnam(ES_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+def chown_tree(root: Path, ids: tuple[int, int] | None) -> None:
+    """Give root and everything below it to the node user."""
+    if ids is None:
+        return
+    os.chown(root, *ids)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), *ids, follow_symlinks=False)
+
+
+def log_tail(base: Path, port: int) -> str:
+    """The last lines of the node log, else of the launcher's console output."""
+    folder = node_dir(base, port)
+    for candidate in (folder / "logs" / f"{CLUSTER_NAME}.log", folder / "console.log"):
+        if candidate.is_file() and candidate.stat().st_size:
+            lines = candidate.read_text(errors="replace").splitlines()[-LOG_TAIL:]
+            return f"--- last {len(lines)} lines of {candidate} ---\n" + "\n".join(lines)
+    return f"--- no log under {folder} ---"
+
+
+def start(base: Path, home: Path, jdk: Jdk, port: int, timeout: float) -> str | None:
+    """Start a fresh node and wait for yellow; return its version, or None (log printed)."""
+    folder = node_dir(base, port)
+    shutil.rmtree(folder, ignore_errors=True)
+    for sub in ("data", "logs", "run", "tmp"):
+        (folder / sub).mkdir(parents=True)
+    folder.parent.chmod(0o755)
+    shutil.copytree(home / "config", folder / "config")
+    ids = ensure_user()
+    chown_tree(folder, ids)
+    settings = {
+        "cluster.name": CLUSTER_NAME,
+        "node.name": f"{CLUSTER_NAME}-{port}",
+        "discovery.type": "single-node",
+        "network.host": "127.0.0.1",
+        "http.port": str(port),
+        "transport.port": str(port + 100),
+        "path.data": str(folder / "data"),
+        "path.logs": str(folder / "logs"),
+        "cluster.routing.allocation.disk.threshold_enabled": "false",
+        "node.store.allow_mmap": "false",
+        "action.destructive_requires_name": "false",
+    }
+    if (home / "modules" / "x-pack-security").is_dir():
+        # Without this the node enables security and answers 401 to plain HTTP.
+        settings["xpack.security.enabled"] = "false"
+    command = [str(home / "bin" / "elasticsearch"), "-d", "-p", str(pid_file(base, port))]
+    for key, value in settings.items():
+        command += ["-E", f"{key}={value}"]
+    env = {
+        key: value for key, value in os.environ.items() if key not in ("JAVA_HOME", "ES_JAVA_OPTS")
+    }
+    env.update(
+        ES_JAVA_HOME=str(jdk.home),
+        ES_JAVA_OPTS=HEAP_OPTS,
+        ES_PATH_CONF=str(folder / "config"),
+        ES_TMPDIR=str(folder / "tmp"),
+        HOME=str(folder),
+    )
+    say(f"starting {home.name} on port {port} with Java {jdk.major} ({jdk.home})")
+    started = time.monotonic()
+    with open(folder / "console.log", "wb") as console:
+        launcher = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            cwd=folder,
+            env=env,
+            start_new_session=True,
+            user=ids[0] if ids else None,
+            group=ids[1] if ids else None,
+            extra_groups=[] if ids else None,
+        )
+        try:
+            code = launcher.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+            code = None
+    version = None
+    if code == 0:
+        remaining = timeout - (time.monotonic() - started)
+        while version is None and remaining > 0:
+            version = healthy_version(port, wait=min(remaining, 10.0))
+            remaining = timeout - (time.monotonic() - started)
+    if version is None:
+        reason = "never became healthy" if code == 0 else f"launcher exit code {code}"
+        if code is None:
+            reason = "timed out"
+        say(f"start-up failed ({reason}) after {time.monotonic() - started:.1f} s")
+        print(log_tail(base, port), file=sys.stderr, flush=True)
+        stop(base, port)
+        return None
+    say(f"Elasticsearch {version} is up after {time.monotonic() - started:.1f} s")
+    return version
+
+
+def selection_file(base: Path) -> Path:
+    """Where the version known to work (and its JDK) is recorded."""
+    return base / "selected.json"
+
+
+def read_selection(base: Path) -> tuple[str, Path] | None:
+    """The recorded (version, java home), if any and still usable."""
+    try:
+        data = json.loads(selection_file(base).read_text())
+        version, java = str(data["version"]), Path(data["java_home"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (version, java) if VERSION_RE.match(version) and java_major(java) else None
+
+
+def record_selection(base: Path, version: str, jdk: Jdk) -> None:
+    """Remember the version that started, so later runs skip the probing."""
+    data = {"version": version, "java_home": str(jdk.home), "java_major": jdk.major}
+    selection_file(base).write_text(json.dumps(data, indent=2) + "\n")
+    say(f"recorded Elasticsearch {version} with Java {jdk.major} in {selection_file(base)}")
+
+
+def try_version(
+    base: Path, version: str, jdks: list[Jdk], port: int, timeout: float
+) -> tuple[str, Jdk] | None:
+    """Fetch, unpack and start version with each JDK in turn; return what worked."""
+    if not jdks:
+        say(f"no suitable JDK under {JVM_DIR} for Elasticsearch {version}")
+        return None
+    archive = fetch_zip(version)
+    if archive is None:
+        return None
+    home = unpack(version, archive, base)
+    for jdk in jdks:
+        if start(base, home, jdk, port, timeout):
+            return version, jdk
+    return None
+
+
+def discover_and_start(base: Path, port: int, timeout: float) -> tuple[str, Jdk] | None:
+    """Start the newest served 9.x on Java >= 21, else the newest served 8.x on Java 17."""
+    served = served_versions()
+    for major in (9, 8):
+        candidates = [v for v in served if vkey(v)[0] == major][:PROBES_PER_MAJOR]
+        say(f"{major}.x candidates from Central's metadata: {', '.join(candidates) or 'none'}")
+        for version in candidates:
+            if zip_path(version).is_file() or fetch_zip(version):
+                result = try_version(base, version, jdks_for(version), port, timeout)
+                if result:
+                    return result
+                break  # the newest served release of this major does not run: try the next major
+    return None
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Start the node unless it is already healthy."""
+    base, port = cache_base(), args.port
+    url = f"http://127.0.0.1:{port}"
+    version = healthy_version(port)
+    if version:
+        say(f"Elasticsearch {version} already running and healthy at {url}")
+        print(url)
+        return 0
+    if node_pids(base, port):
+        say("our node is running but not healthy yet: waiting")
+        deadline = time.monotonic() + args.timeout
+        while not version and time.monotonic() < deadline:
+            version = healthy_version(port, wait=min(10.0, max(deadline - time.monotonic(), 1.0)))
+        if version:
+            say(f"Elasticsearch {version} healthy at {url}")
+            print(url)
+            return 0
+        print(log_tail(base, port), file=sys.stderr)
+        say("node never became healthy; run `down` and `up` again")
+        return 1
+    if port_in_use(port) or port_in_use(port + 100):
+        say(f"port {port} or {port + 100} on 127.0.0.1 is taken by another process")
+        return 1
+    base.mkdir(parents=True, exist_ok=True)
+    if is_root():
+        base.chmod(base.stat().st_mode | 0o755)
+        if not traversable_by_others(base):
+            say(f"{base} must be reachable by user {ES_USER}: choose another RETRIEVALKIT_ES_HOME")
+            return 1
+    pinned = args.version if args.version != "auto" else os.environ.get("RETRIEVALKIT_ES_VERSION")
+    recorded = read_selection(base)
+    if pinned:
+        if not VERSION_RE.match(pinned):
+            say(f"--version must be auto or X.Y.Z, not {pinned!r}")
+            return 2
+        result = try_version(base, pinned, jdks_for(pinned), port, args.timeout)
+    elif recorded:
+        version, java = recorded
+        preferred = [j for j in jdks_for(version) if j.home == java.resolve()]
+        others = [j for j in jdks_for(version) if j.home != java.resolve()]
+        result = try_version(base, version, preferred + others, port, args.timeout)
+    else:
+        result = discover_and_start(base, port, args.timeout)
+        if result:
+            record_selection(base, *result)
+    if not result:
+        say("could not start Elasticsearch")
+        return 1
+    version, jdk = result
+    say(f"Elasticsearch {version} on Java {jdk.major} ({jdk.home}) at {url}")
+    say(f"node folder (data, logs, pid file): {node_dir(base, port)}")
+    print(url)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Stop the node on the port if it runs."""
+    base = cache_base()
+    if stop(base, args.port):
+        say(f"stopped the node on port {args.port}")
+    else:
+        say(f"no node of ours runs on port {args.port}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Exit 0 and print the version if the node is healthy."""
+    url = f"http://127.0.0.1:{args.port}"
+    version = healthy_version(args.port)
+    if not version:
+        say(f"no healthy Elasticsearch at {url}")
+        return 1
+    print(f"{version} {url}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run a command."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, handler in (("up", cmd_up), ("down", cmd_down), ("status", cmd_status)):
+        sub = commands.add_parser(name)
+        sub.add_argument(
+            "--port", type=int, default=default_port(), help="HTTP port (transport: port+100)"
+        )
+        sub.set_defaults(handler=handler)
+        if name == "up":
+            sub.add_argument("--version", default="auto", help="auto (default) or X.Y.Z")
+            sub.add_argument(
+                "--timeout", type=float, default=180.0, help="seconds to wait for start-up"
+            )
+    args = parser.parse_args(argv)
+    if not 1024 <= args.port <= 65435:
+        parser.error("--port must be between 1024 and 65435")
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
