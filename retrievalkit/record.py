@@ -96,6 +96,7 @@ def build_record(
     *,
     overfetch: int,
     now: dt.datetime | None = None,
+    extra: Mapping[str, str] | None = None,
 ) -> ResultRecord:
     """The generic record: pass_rate is top-1 hit rate, mean_score top-3 hit rate."""
     moment = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)
@@ -114,6 +115,7 @@ def build_record(
         resamples=scoring.resamples,
         seed=scoring.seed,
         git_commit=git_commit(),
+        extra=dict(extra or {}),
     )
     items = tuple(
         QuestionVerdict(

@@ -7,6 +7,7 @@ of the config, or a plugin that needs no options, named directly.
 
 from __future__ import annotations
 
+import contextvars
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,25 @@ class ResolvedRetriever:
     retriever: Any
 
 
+_ACTIVE_CONFIG: contextvars.ContextVar[Config | None] = contextvars.ContextVar(
+    "retrievalkit_active_config", default=None
+)
+
+
+def active_config() -> Config:
+    """The configuration being resolved, for plugins composed of other retrievers (fusion)."""
+    return _ACTIVE_CONFIG.get() or Config()
+
+
 def resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
+    token = _ACTIVE_CONFIG.set(config)
+    try:
+        return _resolve_retriever(name, config)
+    finally:
+        _ACTIVE_CONFIG.reset(token)
+
+
+def _resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
     configured = config.retrievers.get(name)
     if configured is not None:
         plugin_name, options = configured.plugin, dict(configured.options)

@@ -14,7 +14,7 @@ import argparse
 from typing import Protocol, runtime_checkable
 
 #: Built-in commands in the order ``--help`` lists them (module names under this package).
-BUILTIN = ("evaluate", "listing", "history", "show", "validate")
+BUILTIN = ("evaluate", "listing", "history", "show", "validate", "fidelity")
 
 
 @runtime_checkable

@@ -118,6 +118,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
+def describe_retriever(retriever: object) -> dict[str, str]:
+    """What a composed retriever says about its parts, for the manifest (secrets excluded)."""
+    describe = getattr(retriever, "describe", None)
+    return {str(key): str(value) for key, value in describe().items()} if callable(describe) else {}
+
+
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.evaluator import DEFAULT_OVERFETCH, evaluate_questions
     from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -195,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         scores,
         scoring,
         overfetch=overfetch,
+        extra=describe_retriever(resolved.retriever),
     )
 
     errored = record.errored

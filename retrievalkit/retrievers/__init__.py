@@ -3,7 +3,8 @@
 from retrievalkit.retrievers.contract import (
     BatchRetriever,
     EvaluatableRetriever,
+    ScoredRetriever,
     document_id_of,
 )
 
-__all__ = ["BatchRetriever", "EvaluatableRetriever", "document_id_of"]
+__all__ = ["BatchRetriever", "EvaluatableRetriever", "ScoredRetriever", "document_id_of"]

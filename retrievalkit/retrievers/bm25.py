@@ -26,6 +26,7 @@ class BM25Retriever:
         stemmer: str | None = "english",
         stopwords: str | None = "en",
         doc_id_separator: str | None = None,
+        max_doc_words: int | None = None,
         identifier: str = "bm25",
     ) -> None:
         import bm25s
@@ -42,6 +43,9 @@ class BM25Retriever:
         self._stemmer = _stemmer(stemmer)
         self._stopwords: str | list[str] = stopwords or []
         texts = [f"{doc.title}\n{doc.text}" if doc.title else doc.text for doc in documents]
+        if max_doc_words is not None:
+            # A deliberately degraded index (e.g. to show what `retrievalkit fidelity` finds).
+            texts = [" ".join(text.split()[:max_doc_words]) for text in texts]
         tokens = bm25s.tokenize(
             texts, stopwords=self._stopwords, stemmer=self._stemmer, show_progress=False
         )
@@ -49,6 +53,10 @@ class BM25Retriever:
         self._index.index(tokens, show_progress=False)
 
     def retrieve(self, question: str, limit: int) -> list[str]:
+        return [doc_id for doc_id, _ in self.retrieve_scored(question, limit)]
+
+    def retrieve_scored(self, question: str, limit: int) -> list[tuple[str, float]]:
+        """(document id, BM25 score) pairs, best first."""
         import bm25s
         import numpy as np
 
@@ -65,7 +73,7 @@ class BM25Retriever:
         candidates = np.flatnonzero(scores > 0)
         # Highest score first; equal scores in corpus order.
         order = candidates[np.lexsort((candidates, -scores[candidates]))][:limit]
-        return [self._ids[index] for index in order]
+        return [(self._ids[index], float(scores[index])) for index in order]
 
 
 def _stemmer(language: str | None) -> Any:
@@ -91,8 +99,14 @@ def create_bm25(
     stemmer: str | None = "english",
     stopwords: str | None = "en",
     doc_id_separator: str | None = None,
+    max_doc_words: int | None = None,
 ) -> BM25Retriever:
-    """Factory of the ``bm25`` plugin: BM25 over the ``corpus`` (a BEIR corpus.jsonl)."""
+    """Factory of the ``bm25`` plugin: BM25 over the ``corpus`` (a BEIR corpus.jsonl).
+
+    Options: ``k1`` (0.9) and ``b`` (0.4); ``stemmer`` (a Snowball language, or "" for
+    none); ``stopwords`` ("en", or "" for none); ``doc_id_separator`` to collapse chunk
+    ids such as ``doc-7#3``; ``max_doc_words`` to index only each document's first words.
+    """
     if corpus is None:
         raise InputError(
             "the bm25 retriever needs the option 'corpus'",
@@ -107,6 +121,7 @@ def create_bm25(
         stemmer=stemmer,
         stopwords=stopwords,
         doc_id_separator=doc_id_separator,
+        max_doc_words=max_doc_words,
     )
 
 

@@ -33,6 +33,15 @@ class BatchRetriever(EvaluatableRetriever, Protocol):
         ...
 
 
+@runtime_checkable
+class ScoredRetriever(EvaluatableRetriever, Protocol):
+    """A retriever that can also say how strongly it matched: needed by score fusion."""
+
+    def retrieve_scored(self, question: str, limit: int) -> Sequence[tuple[str, float]]:
+        """(document id, score) pairs, best first; higher scores are better."""
+        ...
+
+
 def document_id_of(chunk_id: str, separator: str | None = "#") -> str:
     """The document a chunk belongs to: ``doc-7#chunk-3`` -> ``doc-7``.
 

@@ -1,0 +1,97 @@
+"""``retrievalkit fidelity``: how much of a reference retriever's top k a candidate returns."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from retrievalkit.commands.options import add_common, console, fraction, load_config, positive
+from retrievalkit.errors import EXIT_OK, InputError
+
+NAME = "fidelity"
+HELP = (
+    "Measure, without labels, how much of a reference retriever's top k a candidate "
+    "returns (overlap@k and rank-biased overlap, with intervals)."
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set", required=True, metavar="NAME_OR_FILE", help="the questions to ask (labels unused)"
+    )
+    parser.add_argument(
+        "--retriever", required=True, metavar="APPROX", help="the candidate (e.g. an ANN index)"
+    )
+    parser.add_argument(
+        "--reference", required=True, metavar="EXACT", help="the reference (e.g. exact search)"
+    )
+    parser.add_argument("--k", type=positive, default=10, help="depth compared (default 10)")
+    parser.add_argument(
+        "--persistence",
+        type=fraction,
+        default=0.9,
+        metavar="P",
+        help="rank-biased overlap's persistence p: weight of deeper ranks (default 0.9)",
+    )
+    add_common(parser, store=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrievalkit.evaluator import evaluate_questions
+    from retrievalkit.fidelity import measure_fidelity
+    from retrievalkit.render.summary import to_json_text
+    from retrievalkit.resolve import resolve_retriever, resolve_set
+
+    if not 0.0 < args.persistence < 1.0:
+        raise InputError("must be between 0 and 1 (exclusive), e.g. 0.9", field="--persistence")
+    config = load_config(args)
+    golden = resolve_set(args.set, config)
+    candidate = resolve_retriever(args.retriever, config)
+    reference = resolve_retriever(args.reference, config)
+    questions = golden.questions
+    mine = evaluate_questions(candidate.retriever, questions, depth=args.k, overfetch=1)
+    theirs = evaluate_questions(reference.retriever, questions, depth=args.k, overfetch=1)
+    report = measure_fidelity(
+        questions,
+        mine,
+        theirs,
+        names=(candidate.name, reference.name),
+        k=args.k,
+        p=args.persistence,
+    )
+    if args.format == "json":
+        from retrievalkit.convert import unstructure
+
+        sys.stdout.write(to_json_text(unstructure(report)) + "\n")
+        return EXIT_OK
+    lines = [
+        f"{candidate.name} against {reference.name} on {golden.name}: "
+        f"{len(questions)} questions, k={args.k}, p={args.persistence:g}",
+    ]
+    for name, estimate in report.overall.items():
+        if estimate.mean is None:
+            lines.append(f"  {name}: undefined (the reference returned nothing)")
+        else:
+            lines.append(
+                f"  {name}: {estimate.mean:.3f} [{estimate.low:.3f}, {estimate.high:.3f}] "
+                f"over {estimate.n} questions"
+            )
+    worst = sorted(
+        (row for row in report.questions if row.overlap is not None),
+        key=lambda row: (row.overlap, row.question_id),
+    )[:5]
+    if worst:
+        lines.append(
+            "  lowest overlap: "
+            + ", ".join(f"{row.question_id} ({row.overlap:.2f})" for row in worst)
+        )
+    errors = [row for row in report.questions if row.error]
+    if errors:
+        lines.append(
+            f"  {len(errors)} questions errored, e.g. {errors[0].question_id}: {errors[0].error}"
+        )
+    text = "\n".join(lines) + "\n"
+    if args.format == "markdown":
+        text = "```\n" + text + "```\n"
+    console(args).print(text, markup=False, end="")
+    return EXIT_OK

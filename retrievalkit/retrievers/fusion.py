@@ -1,0 +1,127 @@
+"""The ``fusion`` retriever: one ranking from several configured retrievers.
+
+Reciprocal rank fusion (``rrf``: each part adds ``weight / (k + rank)``) needs nothing
+but rankings. ``combsum`` and ``combmnz`` add min-max normalised scores (CombMNZ then
+multiplies by how many parts returned the document), so every part must offer
+``retrieve_scored``. Ties keep the order in which documents were first seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from retrievalkit.errors import InputError
+
+METHODS = ("rrf", "combsum", "combmnz")
+
+
+class FusionRetriever:
+    """Fuses the rankings of its parts, asking each for ``depth`` results (default: limit)."""
+
+    def __init__(
+        self,
+        parts: Sequence[Any],
+        *,
+        method: str = "rrf",
+        k: int = 60,
+        depth: int | None = None,
+        weights: Sequence[float] | None = None,
+        identifier: str = "fusion",
+    ) -> None:
+        self.identifier = identifier
+        self._parts = list(parts)
+        self._method = method
+        self._k = k
+        self._depth = depth
+        self._weights = list(weights) if weights is not None else [1.0] * len(self._parts)
+
+    def describe(self) -> dict[str, str]:
+        """What the manifest records: the method and each part with its options hash."""
+        from retrievalkit.record import options_hash
+
+        parts = ", ".join(
+            f"{part.name} (plugin {part.plugin}, options {options_hash(part.options)})"
+            for part in self._parts
+        )
+        return {"fusion.method": f"{self._method} (k={self._k})", "fusion.parts": parts}
+
+    def retrieve(self, question: str, limit: int) -> list[str]:
+        return [doc_id for doc_id, _ in self.retrieve_scored(question, limit)]
+
+    def retrieve_scored(self, question: str, limit: int) -> list[tuple[str, float]]:
+        fetch = max(limit, self._depth or limit)
+        totals: dict[str, float] = {}
+        voters: dict[str, int] = {}
+        for part, weight in zip(self._parts, self._weights, strict=True):
+            if self._method == "rrf":
+                ids = list(dict.fromkeys(part.retriever.retrieve(question, fetch)))
+                contributions = {doc: weight / (self._k + rank) for rank, doc in enumerate(ids, 1)}
+            else:
+                contributions = {
+                    doc: weight * value
+                    for doc, value in _min_max(part.retriever.retrieve_scored(question, fetch))
+                }
+            for doc, value in contributions.items():
+                totals[doc] = totals.get(doc, 0.0) + value
+                voters[doc] = voters.get(doc, 0) + 1
+        if self._method == "combmnz":
+            totals = {doc: value * voters[doc] for doc, value in totals.items()}
+        order = sorted(totals, key=lambda doc: -totals[doc])  # stable: first seen wins ties
+        return [(doc, totals[doc]) for doc in order[:limit]]
+
+
+def _min_max(pairs: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Scores scaled to [0, 1] within one ranking; all-equal scores become 1."""
+    distinct: dict[str, float] = {}
+    for doc, score in pairs:
+        distinct.setdefault(doc, float(score))
+    if not distinct:
+        return []
+    low, high = min(distinct.values()), max(distinct.values())
+    span = high - low
+    return [(doc, (score - low) / span if span > 0 else 1.0) for doc, score in distinct.items()]
+
+
+def create_fusion(
+    retrievers: Sequence[str] | None = None,
+    *,
+    method: str = "rrf",
+    k: int = 60,
+    depth: int | None = None,
+    weights: Sequence[float] | None = None,
+) -> FusionRetriever:
+    """Factory of the ``fusion`` plugin.
+
+    Options: ``retrievers`` (names of configured retrievers or option-less plugins,
+    at least two), ``method`` (rrf, combsum, combmnz), ``k`` (the RRF constant, 60),
+    ``depth`` (how many results to ask each part for), ``weights`` (one per part).
+    """
+    from retrievalkit.resolve import active_config, resolve_retriever
+
+    if not retrievers or isinstance(retrievers, str) or len(retrievers) < 2:
+        raise InputError(
+            "needs at least two retriever names",
+            field="retrievers",
+            hint='e.g. retrievers = ["title-bm25", "body-bm25"]',
+        )
+    if method not in METHODS:
+        raise InputError(
+            f"unknown method {method!r}", field="method", hint="use " + ", ".join(METHODS)
+        )
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(f"must be a whole number >= 1, got {k!r}", field="k")
+    if weights is not None and len(weights) != len(retrievers):
+        raise InputError("needs one weight per retriever", field="weights")
+    config = active_config()
+    parts = [resolve_retriever(name, config) for name in retrievers]
+    if method != "rrf":
+        for part in parts:
+            if not callable(getattr(part.retriever, "retrieve_scored", None)):
+                raise InputError(
+                    f"retriever '{part.name}' gives no scores (no retrieve_scored), which "
+                    f"{method} needs",
+                    field="method",
+                    hint='use method = "rrf", which needs only rankings',
+                )
+    return FusionRetriever(parts, method=method, k=k, depth=depth, weights=weights)
