@@ -1,10 +1,10 @@
 """How to work on retrievalkit: every session here is what CI runs.
 
-    nox                      # tests, integration (starts Elasticsearch), lint, typecheck, docs
-    nox -s tests             # unit tests of the core
-    nox -s integration       # the Elasticsearch plugin against a real node (started for you)
-    nox -s es-up / es-down   # start or stop the development Elasticsearch node
-    nox -s bench             # benchmarks against pytrec_eval, ranx and Elasticsearch
+nox                      # tests, integration (starts Elasticsearch), lint, typecheck, docs
+nox -s tests             # unit tests of the core
+nox -s integration       # the Elasticsearch plugin against a real node (started for you)
+nox -s es-up / es-down   # start or stop the development Elasticsearch node
+nox -s bench             # benchmarks against pytrec_eval, ranx and Elasticsearch
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ nox.options.sessions = ["tests", "integration", "lint", "typecheck", "docs"]
 
 PYTHON = "3.11"
 ES_PORT = os.environ.get("RETRIEVALKIT_ES_PORT", "9200")
+#: A 7.17 node with Elasticsearch's own rank-eval module (not on Maven Central for 8.x/9.x),
+#: the reference for the _rank_eval parity test.
+RANK_EVAL_PORT = os.environ.get("RETRIEVALKIT_RANK_EVAL_PORT", "9201")
+RANK_EVAL_VERSION = "7.17.29"
 #: The elasticsearch-py major must match the server's; CI tests this one.
 ES_CLIENT = "elasticsearch>=9,<10"
 
@@ -30,28 +34,46 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "tests", *session.posargs)
 
 
+def _es_up(session: nox.Session) -> None:
+    session.run("python3", "scripts/elasticsearch.py", "up", "--port", ES_PORT, external=True)
+    session.run(
+        "python3",
+        "scripts/elasticsearch.py",
+        "up",
+        "--port",
+        RANK_EVAL_PORT,
+        "--version",
+        RANK_EVAL_VERSION,
+        external=True,
+    )
+
+
 @nox.session(name="es-up", python=False)
 def es_up(session: nox.Session) -> None:
-    """Start the development Elasticsearch node (fetched from Maven Central once)."""
-    session.run("python3", "scripts/elasticsearch.py", "up", "--port", ES_PORT)
+    """Start the development Elasticsearch nodes (fetched from Maven Central once)."""
+    _es_up(session)
 
 
 @nox.session(name="es-down", python=False)
 def es_down(session: nox.Session) -> None:
-    """Stop the development Elasticsearch node."""
-    session.run("python3", "scripts/elasticsearch.py", "down", "--port", ES_PORT)
+    """Stop the development Elasticsearch nodes."""
+    for port in (ES_PORT, RANK_EVAL_PORT):
+        session.run("python3", "scripts/elasticsearch.py", "down", "--port", port)
 
 
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
     """The Elasticsearch plugin's tests against a real node; starts one if none is up."""
     session.install("-e", ".[test]", "-e", "plugins/retrievalkit-elasticsearch[test]", ES_CLIENT)
-    session.run("python3", "scripts/elasticsearch.py", "up", "--port", ES_PORT, external=True)
+    _es_up(session)
     session.run(
         "pytest",
         "plugins/retrievalkit-elasticsearch/tests",
         *session.posargs,
-        env={"RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}"},
+        env={
+            "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
+            "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
+        },
     )
 
 

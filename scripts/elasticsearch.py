@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import pwd
@@ -13,8 +14,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -140,7 +141,8 @@ def fetch_zip(version: str) -> Path | None:
         say(f"downloaded {version} ({size:.0f} MiB) in {time.monotonic() - started:.1f} s")
         return path
     errors = [line for line in result.stdout.splitlines() if line.startswith("[ERROR]")]
-    say(f"{version}: not served ({errors[0][8:200] if errors else 'mvn failed'})")
+    detail = errors[0].split("artifact: ", 1)[-1][:160] if errors else result.stderr[-160:]
+    say(f"{version}: not fetched ({detail.strip() or 'mvn failed'})")
     return None
 
 
@@ -353,23 +355,125 @@ def chown_tree(root: Path, ids: tuple[int, int] | None) -> None:
 
 
 def log_tail(base: Path, port: int) -> str:
-    """The last lines of the node log, else of the launcher's console output."""
+    """The last lines of the launcher's console output and of the node log."""
     folder = node_dir(base, port)
-    for candidate in (folder / "logs" / f"{CLUSTER_NAME}.log", folder / "console.log"):
-        if candidate.is_file() and candidate.stat().st_size:
-            lines = candidate.read_text(errors="replace").splitlines()[-LOG_TAIL:]
-            return f"--- last {len(lines)} lines of {candidate} ---\n" + "\n".join(lines)
-    return f"--- no log under {folder} ---"
+    parts: list[str] = []
+    for path, count in (
+        (folder / "console.log", 20),
+        (folder / "logs" / f"{CLUSTER_NAME}.log", LOG_TAIL),
+    ):
+        if path.is_file() and path.stat().st_size:
+            lines = path.read_text(errors="replace").splitlines()[-count:]
+            parts.append(f"--- last {len(lines)} lines of {path} ---\n" + "\n".join(lines))
+    return "\n".join(parts) or f"--- nothing logged under {folder} yet ---"
+
+
+ENGLISH_PLUGIN = "retrievalkit-english-analysis"
+ENGLISH_SOURCE = Path(__file__).resolve().parent / "es-english-analysis" / "src"
+
+
+def install_english_analysis(home: Path, jdk: Jdk) -> None:
+    """Compile and install the small plugin that registers the ``english`` analyzer.
+
+    The integ-test zip lacks the analysis-common module; the plugin is built here from
+    its source against the distribution's own jars, once per distribution and source.
+    """
+    sources = sorted(ENGLISH_SOURCE.rglob("*.java"))
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()[:16]
+    target = home / "plugins" / ENGLISH_PLUGIN
+    stamp = target / "source.sha256"
+    if stamp.is_file() and stamp.read_text().strip() == digest:
+        return
+    javac = jdk.home / "bin" / "javac"
+    if not javac.is_file():
+        say(f"no javac in {jdk.home}: the english analyzer will be missing")
+        return
+    version = home.name.removeprefix("elasticsearch-")
+    with tempfile.TemporaryDirectory() as scratch:
+        classes = Path(scratch) / "classes"
+        compiled = subprocess.run(
+            [str(javac), "-nowarn", "-cp", str(home / "lib" / "*"), "-d", str(classes)]
+            + [str(path) for path in sources],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if compiled.returncode != 0:
+            say("could not build the english analyzer plugin:\n" + compiled.stderr[-2000:])
+            return
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        jar = target / f"{ENGLISH_PLUGIN}.jar"
+        with zipfile.ZipFile(jar, "w") as archive:
+            for path in sorted(classes.rglob("*.class")):
+                archive.write(path, path.relative_to(classes).as_posix())
+    (target / "plugin-descriptor.properties").write_text(
+        "description=Lucene's EnglishAnalyzer as the pre-built 'english' analyzer\n"
+        f"version={version}\n"
+        f"name={ENGLISH_PLUGIN}\n"
+        "classname=org.retrievalkit.analysis.EnglishAnalysisPlugin\n"
+        f"java.version={jdk.major}\n"
+        f"elasticsearch.version={version}\n"
+    )
+    stamp.write_text(digest + "\n")
+    for path in [target, *target.iterdir()]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    say(f"installed the english analyzer plugin into {target}")
+
+
+def install_rank_eval_module(home: Path, version: str) -> bool:
+    """Add the rank-eval module to a 7.x distribution from its jar on Maven Central.
+
+    Elastic published each 7.x module jar as ``org.elasticsearch.plugin:rank-eval-client``
+    (for the transport client); 8.x and 9.x are not on Central, which is why the
+    ``_rank_eval`` parity node is a 7.17 release.
+    """
+    target = home / "modules" / "rank-eval"
+    jar = target / f"rank-eval-client-{version}.jar"
+    if jar.is_file():
+        return True
+    coords = f"org.elasticsearch.plugin:rank-eval-client:{version}"
+    if mvn_get(coords).returncode != 0:
+        say(f"could not fetch {coords} from Maven Central")
+        return False
+    source = maven_repo() / "org/elasticsearch/plugin/rank-eval-client" / version / jar.name
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, jar)
+    (target / "plugin-descriptor.properties").write_text(
+        "description=The Rank Eval module adds APIs to evaluate ranking quality.\n"
+        f"version={version}\n"
+        "name=rank-eval\n"
+        "classname=org.elasticsearch.index.rankeval.RankEvalPlugin\n"
+        "java.version=1.8\n"
+        f"elasticsearch.version={version}\n"
+        "extended.plugins=\n"
+        "has.native.controller=false\n"
+    )
+    for path in [target, *target.iterdir()]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    say(f"installed the rank-eval module {version} into {target}")
+    return True
 
 
 def start(base: Path, home: Path, jdk: Jdk, port: int, timeout: float) -> str | None:
     """Start a fresh node and wait for yellow; return its version, or None (log printed)."""
+    if vkey(home.name.removeprefix("elasticsearch-"))[0] >= 8:
+        install_english_analysis(home, jdk)
     folder = node_dir(base, port)
     shutil.rmtree(folder, ignore_errors=True)
     for sub in ("data", "logs", "run", "tmp"):
         (folder / sub).mkdir(parents=True)
     folder.parent.chmod(0o755)
     shutil.copytree(home / "config", folder / "config")
+    jvm_options = folder / "config" / "jvm.options"
+    if jvm_options.is_file():
+        # 7.x names its GC log, error file and heap dumps relative to a working directory
+        # the node's user cannot write; point them into the node folder.
+        text = jvm_options.read_text()
+        text = text.replace("file=logs/", f"file={folder}/logs/")
+        text = text.replace("ErrorFile=logs/", f"ErrorFile={folder}/logs/")
+        text = text.replace("HeapDumpPath=data", f"HeapDumpPath={folder}/data")
+        jvm_options.write_text(text)
     ids = ensure_user()
     chown_tree(folder, ids)
     settings = {
@@ -467,12 +571,14 @@ def try_version(
 ) -> tuple[str, Jdk] | None:
     """Fetch, unpack and start version with each JDK in turn; return what worked."""
     if not jdks:
-        say(f"no suitable JDK under {JVM_DIR} for Elasticsearch {version}")
+        say(f"no suitable JDK (ES_JAVA_HOME or under {JVM_DIR}) for Elasticsearch {version}")
         return None
     archive = fetch_zip(version)
     if archive is None:
         return None
     home = unpack(version, archive, base)
+    if vkey(version)[0] == 7 and not install_rank_eval_module(home, version):
+        return None
     for jdk in jdks:
         if start(base, home, jdk, port, timeout):
             return version, jdk
@@ -486,8 +592,12 @@ def discover_and_start(base: Path, port: int, timeout: float) -> tuple[str, Jdk]
         candidates = [v for v in served if vkey(v)[0] == major][:PROBES_PER_MAJOR]
         say(f"{major}.x candidates from Central's metadata: {', '.join(candidates) or 'none'}")
         for version in candidates:
+            jdks = jdks_for(version)
+            if not jdks:
+                say(f"no JDK that can run {major}.x: skipping it")
+                break
             if zip_path(version).is_file() or fetch_zip(version):
-                result = try_version(base, version, jdks_for(version), port, timeout)
+                result = try_version(base, version, jdks, port, timeout)
                 if result:
                     return result
                 break  # the newest served release of this major does not run: try the next major
