@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from retrievalkit import __version__
 from retrievalkit.commands import BUILTIN
 from retrievalkit.errors import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     InputError,
@@ -24,8 +26,7 @@ from retrievalkit.errors import (
     RetrievalkitError,
 )
 
-COMMANDS_GROUP = "retrievalkit.commands"
-EXIT_INTERRUPTED = 130
+COMMANDS_GROUP = "retrievalkit.commands"  # plugins.COMMANDS
 
 EXIT_CODES = """\
 exit codes:
@@ -88,19 +89,38 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
 def _run_plugin_command(plugin: Any, arguments: list[str]) -> int:
     from retrievalkit import plugins
 
-    command = plugins.load(plugin)
-    if not all(hasattr(command, name) for name in ("HELP", "configure", "run")):
-        raise PluginError(
-            f"command plugin {plugin.label} lacks HELP, configure(parser) or run(args)"
-        )
+    command = plugins.as_command(plugin, plugins.load(plugin))
     parser = Parser(
         prog=f"retrievalkit {plugin.name}",
         description=command.HELP,
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    command.configure(parser)
-    return int(command.run(parser.parse_args(arguments)))
+    try:
+        command.configure(parser)
+    except Exception as error:
+        raise PluginError(
+            f"command plugin {plugin.label} failed to set up its arguments: "
+            f"{type(error).__name__}: {error}"
+        ) from error
+    args = parser.parse_args(arguments)
+    _configure_logging(args)
+    return int(command.run(args))
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """``-v``: INFO and up to stderr; ``--quiet``: errors only; otherwise Python's default."""
+    if getattr(args, "verbose", False):
+        level = logging.INFO
+    elif getattr(args, "quiet", False):
+        level = logging.ERROR
+    else:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    # The handler's own level too: some libraries (bm25s) set their loggers to DEBUG.
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("retrievalkit: %(levelname)s: %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
+        _configure_logging(args)
         return int(args.handler(args))
     except RetrievalkitError as error:
         print(f"retrievalkit: error: {error}", file=sys.stderr)

@@ -6,6 +6,8 @@ the key, because a silently ignored threshold is a CI gate that never closes.
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,10 +36,16 @@ class RetrieverConfig:
 
 @attrs.frozen
 class RegressionConfig:
-    """Largest allowed drops (absolute) per metric, e.g. ``{"hit@1": 0.05}``."""
+    """Largest allowed drops (absolute) per metric, e.g. ``{"hit@1": 0.05}``.
+
+    ``slices`` holds the same per slice, keyed ``FIELD=LABEL``:
+    ``{"hard_class=near-duplicate": {"hit@3": 0.1}}``.
+    """
 
     thresholds: dict[str, float] = attrs.field(factory=dict)
     max_error_rate: float | None = None
+    require_significant: bool = False
+    slices: dict[str, dict[str, float]] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -48,6 +56,17 @@ class EvalConfig:
     confidence: float | None = None
     concurrency: int | None = None
     slices: tuple[str, ...] = ()
+    timeout: float | None = None
+    """Seconds one question may take before it is recorded as a timeout error."""
+
+
+@attrs.frozen
+class PluginInstance:
+    """A named, configured instance of a question generator or judge (``[generators.NAME]``)."""
+
+    name: str
+    plugin: str
+    options: dict[str, Any] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -58,6 +77,8 @@ class Config:
     store_url: str | None = None
     regression: RegressionConfig = attrs.field(factory=RegressionConfig)
     eval: EvalConfig = attrs.field(factory=EvalConfig)
+    generators: dict[str, PluginInstance] = attrs.field(factory=dict)
+    judges: dict[str, PluginInstance] = attrs.field(factory=dict)
 
 
 def find_config(explicit: str | None, directory: Path | None = None) -> Config:
@@ -70,6 +91,7 @@ def find_config(explicit: str | None, directory: Path | None = None) -> Config:
         table = _read_toml(path)
         if path.name == "pyproject.toml":
             table = table.get("tool", {}).get("retrievalkit", {})
+            return parse_config(table, path, prefix="tool.retrievalkit.")
         return parse_config(table, path)
     candidate = directory / CONFIG_FILE
     if candidate.is_file():
@@ -83,22 +105,71 @@ def find_config(explicit: str | None, directory: Path | None = None) -> Config:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    from retrievalkit.golden_files import read_text, toml_error_line
+
+    text = read_text(path)
     try:
-        document: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        document: dict[str, Any] = tomllib.loads(text)
         return document
     except tomllib.TOMLDecodeError as error:
-        raise InputError(f"malformed TOML: {error}", source=str(path)) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read the config: {error}", source=str(path)) from None
+        raise InputError(
+            f"malformed TOML: {error}", source=str(path), line=toml_error_line(error, text)
+        ) from None
+
+
+_TOML_HEADER = re.compile(r"^\s*\[\[?(?P<name>[^\]]+)\]\]?\s*(#.*)?$")
+_TOML_KEY = re.compile(
+    r"""^\s*(?P<key>("[^"]*"|'[^']*'|[\w\-@]+)(\s*\.\s*("[^"]*"|'[^']*'|[\w\-@]+))*)\s*="""
+)
+_KEY_PART = re.compile(r"""\s*("(?P<double>[^"]*)"|'(?P<single>[^']*)'|(?P<bare>[^.\s]+))\s*""")
+
+
+def _key_parts(dotted: str) -> list[str]:
+    return [
+        match["double"] if match["double"] is not None else match["single"] or match["bare"] or ""
+        for match in _KEY_PART.finditer(dotted)
+    ]
+
+
+def key_line(path: Path | str, dotted: str) -> int | None:
+    """Best effort: the line of a TOML file that sets ``dotted`` (e.g. ``eval.k``).
+
+    When the key itself is missing, the line of the nearest enclosing table or key that
+    is there (``[retrievers.x]`` for a missing ``retrievers.x.plugin``); None when the
+    file cannot be read or nothing matches. tomllib keeps no positions, hence this scan.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
+    except OSError:
+        return None
+    target = _key_parts(dotted)
+    table: list[str] = []
+    best, best_line = 0, None
+    for number, raw in enumerate(text.split("\n"), start=1):
+        header = _TOML_HEADER.match(raw)
+        if header:
+            table = _key_parts(header["name"])
+            found = table
+        else:
+            key = _TOML_KEY.match(raw)
+            if key is None:
+                continue
+            found = table + _key_parts(key["key"])
+        if found == target:
+            return number
+        if len(found) > best and target[: len(found)] == found:
+            best, best_line = len(found), number
+    return best_line
 
 
 def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> Config:
     source = str(path)
 
     def fail(key: str, message: str, hint: str | None = None) -> InputError:
-        return InputError(message, source=source, field=prefix + key, hint=hint)
+        line = key_line(path, prefix + key)
+        return InputError(message, source=source, line=line, field=prefix + key, hint=hint)
 
-    known = {"sets", "retrievers", "store", "regression", "eval"}
+    known = {"sets", "retrievers", "store", "regression", "eval", "generators", "judges"}
     for key in table:
         if key not in known:
             raise fail(key, "unknown section", hint="known: " + ", ".join(sorted(known)))
@@ -136,7 +207,36 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
 
     regression = _parse_regression(_table(table, "regression", fail), fail)
     evaluation = _parse_eval(_table(table, "eval", fail), fail)
-    return Config(source, sets, retrievers, store_url, regression, evaluation)
+    return Config(
+        source,
+        sets,
+        retrievers,
+        store_url,
+        regression,
+        evaluation,
+        generators=_plugin_instances(table, "generators", fail),
+        judges=_plugin_instances(table, "judges", fail),
+    )
+
+
+def _plugin_instances(
+    table: Mapping[str, Any], section: str, fail: Any
+) -> dict[str, PluginInstance]:
+    """``[generators.NAME]`` / ``[judges.NAME]``: a ``plugin`` name and that plugin's options."""
+    instances: dict[str, PluginInstance] = {}
+    for name, entry in _table(table, section, fail).items():
+        if not isinstance(entry, Mapping):
+            raise fail(f"{section}.{name}", "must be a table")
+        plugin = entry.get("plugin")
+        if not isinstance(plugin, str) or not plugin:
+            raise fail(
+                f"{section}.{name}.plugin",
+                "missing or not a string",
+                hint='name the plugin this instance configures, e.g. plugin = "openai-compatible"',
+            )
+        options = {key: value for key, value in entry.items() if key != "plugin"}
+        instances[name] = PluginInstance(name, plugin, options)
+    return instances
 
 
 def _table(table: Mapping[str, Any], key: str, fail: Any) -> Mapping[str, Any]:
@@ -155,6 +255,8 @@ def _fraction(value: Any, key: str, fail: Any) -> float:
 def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig:
     thresholds: dict[str, float] = {}
     max_error_rate = None
+    require_significant = False
+    slices: dict[str, dict[str, float]] = {}
     for key, value in section.items():
         if key == "max_top1_drop":
             thresholds["hit@1"] = _fraction(value, "regression.max_top1_drop", fail)
@@ -162,17 +264,56 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
             thresholds["hit@3"] = _fraction(value, "regression.max_top3_drop", fail)
         elif key == "max_error_rate":
             max_error_rate = _fraction(value, "regression.max_error_rate", fail)
-        elif key == "metrics" and isinstance(value, Mapping):
+        elif key == "metrics":
+            if not isinstance(value, Mapping):
+                raise fail(
+                    "regression.metrics",
+                    'must be a table of metric = largest drop, e.g. "ndcg@10" = 0.02',
+                )
             for metric, drop in value.items():
                 _check_metric_name(metric, f"regression.metrics.{metric}", fail)
                 thresholds[metric] = _fraction(drop, f"regression.metrics.{metric}", fail)
+        elif key == "require_significant":
+            if not isinstance(value, bool):
+                raise fail(
+                    "regression.require_significant", f"must be true or false, got {value!r}"
+                )
+            require_significant = value
+        elif key == "slices":
+            slices = _parse_slices(value, fail)
         else:
             raise fail(
                 f"regression.{key}",
                 "unknown key",
-                hint="known: max_top1_drop, max_top3_drop, max_error_rate, [regression.metrics]",
+                hint="known: max_top1_drop, max_top3_drop, max_error_rate, require_significant, "
+                "[regression.metrics], [regression.slices]",
             )
-    return RegressionConfig(thresholds, max_error_rate)
+    return RegressionConfig(thresholds, max_error_rate, require_significant, slices)
+
+
+def _parse_slices(value: Any, fail: Any) -> dict[str, dict[str, float]]:
+    """``[regression.slices."FIELD=LABEL"]`` tables of metric = largest allowed drop."""
+    example = '[regression.slices."hard_class=near-duplicate"] with "hit@3" = 0.1'
+    if not isinstance(value, Mapping):
+        raise fail("regression.slices", "must be a table of slices", hint=f"e.g. {example}")
+    slices: dict[str, dict[str, float]] = {}
+    for name, metrics in value.items():
+        key = f'regression.slices."{name}"'
+        field, equals, label = name.partition("=")
+        if not equals or not field.strip() or not label.strip():
+            raise fail(
+                key,
+                "a slice is named FIELD=VALUE, where FIELD is form, hard_class or a meta key",
+                hint=f"e.g. {example}",
+            )
+        if not isinstance(metrics, Mapping) or not metrics:
+            raise fail(key, "must be a table of metric = largest allowed drop", hint=example)
+        canonical = f"{field.strip()}={label.strip()}"
+        slices[canonical] = {}
+        for metric, drop in metrics.items():
+            _check_metric_name(metric, f"{key}.{metric}", fail)
+            slices[canonical][metric] = _fraction(drop, f"{key}.{metric}", fail)
+    return slices
 
 
 def _check_metric_name(name: str, key: str, fail: Any) -> None:
@@ -201,6 +342,14 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
             if not 0 < confidence < 1:
                 raise fail("eval.confidence", "must be between 0 and 1, e.g. 0.95")
             values[key] = confidence
+        elif key == "timeout":
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (0 < value < math.inf)
+            ):
+                raise fail("eval.timeout", f"must be a number of seconds > 0, got {value!r}")
+            values[key] = float(value)
         elif key == "slices":
             if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
                 raise fail("eval.slices", "must be a list of field names")
@@ -209,7 +358,7 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
             raise fail(
                 f"eval.{key}",
                 "unknown key",
-                hint="known: k, overfetch, resamples, confidence, concurrency, slices",
+                hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout",
             )
     return EvalConfig(**values)
 

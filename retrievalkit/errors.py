@@ -6,6 +6,8 @@ EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
 EXIT_EVALUATION_FAILED = 3
+#: Stopped by Ctrl-C (128 + SIGINT, as a shell reports it); nothing half-done is kept.
+EXIT_INTERRUPTED = 130
 
 
 class RetrievalkitError(Exception):

@@ -3,19 +3,24 @@
 This is the only place that calls retrievers. It applies the scoring protocol's
 fetching rules (ask for ``max(k) * overfetch`` ids, collapse duplicates to their first
 occurrence, keep the best ``max(k)`` distinct documents) and turns every failure of a
-retriever into an explicit error outcome instead of losing the question.
+retriever into an explicit error outcome instead of losing the question: an exception,
+a broken result, or no answer within the per-question timeout.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from retrievalkit.model import GoldenQuestion
+from retrievalkit.redaction import scrub
+
+T = TypeVar("T")
 
 DEFAULT_OVERFETCH = 3
 _BATCH = 64
@@ -56,6 +61,35 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+def call_with_timeout(function: Callable[[], T], timeout: float | None) -> T:
+    """``function()``, run in a daemon thread when there is a timeout.
+
+    Raises ``TimeoutError`` when no answer came within ``timeout`` seconds. The thread
+    is left behind, but as a daemon it cannot keep the process alive once the run ends;
+    a Ctrl-C while waiting interrupts the wait at once.
+    """
+    if timeout is None:
+        return function()
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome.append((True, function()))
+        except BaseException as error:  # handed over to the waiting thread below
+            outcome.append((False, error))
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="retrievalkit-retrieve", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"no answer within {timeout:g} s (--timeout)")
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
 def evaluate_questions(
     retriever: Any,
     questions: Sequence[GoldenQuestion],
@@ -64,22 +98,33 @@ def evaluate_questions(
     overfetch: int = DEFAULT_OVERFETCH,
     concurrency: int = 1,
     progress: ProgressCallback | None = None,
+    timeout: float | None = None,
+    secrets: Sequence[str] = (),
 ) -> list[Retrieval]:
-    """One :class:`Retrieval` per question, in the set's order."""
+    """One :class:`Retrieval` per question, in the set's order.
+
+    ``timeout`` bounds each question (a batch of n questions gets n times as long);
+    ``secrets`` are scrubbed from every error text, since a retriever's exception may
+    quote its own credentials.
+    """
     limit = depth * overfetch
     texts = [question.question for question in questions]
     advance = progress or (lambda _: None)
+
+    def describe(error: BaseException) -> str:
+        return scrub(_describe(error), secrets)
+
     if callable(getattr(retriever, "retrieve_many", None)):
-        return _evaluate_batched(retriever, texts, limit, depth, advance)
+        return _evaluate_batched(retriever, texts, limit, depth, advance, timeout, describe)
 
     def ask(text: str) -> Retrieval:
         start = time.perf_counter()
         try:
-            ids = retriever.retrieve(text, limit)
+            ids = call_with_timeout(lambda: retriever.retrieve(text, limit), timeout)
             ranking = distinct_ranking(ids, limit, depth)
         except Exception as error:
             elapsed = (time.perf_counter() - start) * 1000.0
-            return Retrieval((), elapsed, _describe(error))
+            return Retrieval((), elapsed, describe(error))
         return Retrieval(ranking, (time.perf_counter() - start) * 1000.0)
 
     if concurrency <= 1:
@@ -88,23 +133,66 @@ def evaluate_questions(
             results.append(ask(text))
             advance(1)
         return results
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        results = []
-        for result in pool.map(ask, texts):
-            results.append(result)
-            advance(1)
-        return results
+    return _evaluate_concurrently(ask, texts, concurrency, advance)
+
+
+def _evaluate_concurrently(
+    ask: Callable[[str], Retrieval],
+    texts: list[str],
+    concurrency: int,
+    advance: ProgressCallback,
+) -> list[Retrieval]:
+    """Ask from ``concurrency`` daemon threads; the calling thread only waits.
+
+    Daemon threads rather than a ThreadPoolExecutor: on Ctrl-C an executor would wait
+    for every queued question before the process could exit, and a hung retriever
+    would keep it alive for good.
+    """
+    results: list[Retrieval | None] = [None] * len(texts)
+    pending: queue.Queue[int] = queue.Queue()
+    finished: queue.Queue[int] = queue.Queue()
+    for index in range(len(texts)):
+        pending.put(index)
+
+    def work() -> None:
+        while True:
+            try:
+                index = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results[index] = ask(texts[index])
+            except BaseException as error:  # never lose a question, whatever escaped
+                results[index] = Retrieval((), 0.0, _describe(error))
+            finished.put(index)
+
+    for number in range(min(concurrency, len(texts))):
+        threading.Thread(target=work, name=f"retrievalkit-ask-{number}", daemon=True).start()
+    for _ in texts:
+        finished.get()
+        advance(1)
+    return [result for result in results if result is not None]
 
 
 def _evaluate_batched(
-    retriever: Any, texts: list[str], limit: int, depth: int, advance: ProgressCallback
+    retriever: Any,
+    texts: list[str],
+    limit: int,
+    depth: int,
+    advance: ProgressCallback,
+    timeout: float | None = None,
+    describe: Callable[[BaseException], str] = _describe,
 ) -> list[Retrieval]:
     results: list[Retrieval] = []
     for start in range(0, len(texts), _BATCH):
         batch = texts[start : start + _BATCH]
         began = time.perf_counter()
         try:
-            answers = list(retriever.retrieve_many(batch, limit))
+            bound = None if timeout is None else timeout * len(batch)
+            answers = call_with_timeout(
+                lambda batch=batch: list(retriever.retrieve_many(batch, limit)),  # type: ignore[misc]
+                bound,
+            )
             if len(answers) != len(batch):
                 raise ValueError(
                     f"retrieve_many returned {len(answers)} rankings for {len(batch)} questions"
@@ -114,11 +202,11 @@ def _evaluate_batched(
         each = (time.perf_counter() - began) * 1000.0 / len(batch)
         for answer in answers:
             if isinstance(answer, BaseException):
-                results.append(Retrieval((), each, _describe(answer)))
+                results.append(Retrieval((), each, describe(answer)))
                 continue
             try:
                 results.append(Retrieval(distinct_ranking(answer, limit, depth), each))
             except ValueError as error:
-                results.append(Retrieval((), each, _describe(error)))
+                results.append(Retrieval((), each, describe(error)))
         advance(len(batch))
     return results

@@ -9,8 +9,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,8 @@ def load_set_file(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     return load_jsonl(path, name=name)
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """The file as text: UTF-8 (a byte order mark is fine); an error names the line if not."""
     try:
         raw = path.read_bytes()
     except OSError as error:
@@ -61,16 +63,31 @@ def _read_text(path: Path) -> str:
         ) from None
 
 
+_read_text = read_text  # the name this helper had before config.py shared it
+
+
+def lines_of(text: str) -> list[str]:
+    """Lines as JSON Lines and TOML count them: split at \\n only (a \\r\\n ending is fine).
+
+    ``str.splitlines`` would also split at \\r, \\x0c or U+2028, which may sit inside a
+    valid JSON string, and then every line number after it would be wrong.
+    """
+    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def load_jsonl(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     """One question per line; blank lines are skipped."""
-    text = _read_text(path)
+    text = read_text(path)
     questions: list[GoldenQuestion] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines_of(text), start=1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line, parse_constant=_reject_constant)
+            # NaN and Infinity parse as floats, so the check of the field holding one refuses it
+            # and names that field.
+            data = _parse_json(line)
         except json.JSONDecodeError as error:
             raise InputError(
                 f"malformed JSON: {error.msg} at column {error.colno}",
@@ -78,8 +95,10 @@ def load_jsonl(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
                 line=number,
                 hint="each line must be one JSON object",
             ) from None
-        except ValueError as error:
-            raise InputError(str(error), source=str(path), line=number) from None
+        except RecursionError:
+            raise InputError(
+                "JSON nested too deeply", source=str(path), line=number, hint="a question is flat"
+            ) from None
         question = parse_question(data, source=str(path), line=number)
         if question.id in seen:
             raise InputError(
@@ -100,22 +119,49 @@ def load_jsonl(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     return GoldenQuestionSet(name=name or path.stem, questions=questions, source=str(path))
 
 
-def _reject_constant(token: str) -> Any:
-    raise ValueError(f"{token} is not a number JSON allows")
+def _parse_json(text: str) -> Any:
+    """json.loads, except that an integer too long for Python's int parser becomes a float.
+
+    Then the field check refuses it (as infinite or as not an id string) and names the
+    field, instead of the parser failing with no field at all.
+    """
+    return json.loads(
+        text, parse_int=lambda digits: int(digits) if len(digits) < 100 else float(digits)
+    )
+
+
+_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+_TOML_QUESTION = re.compile(r"^\s*\[\[\s*questions\s*\]\]")
+
+
+def toml_error_line(error: Exception, text: str = "") -> int | None:
+    """The line tomllib names in a decode error ("... (at line 3, column 1)").
+
+    An error "at end of document" is on the last line of ``text``.
+    """
+    found = _TOML_LINE.search(str(error))
+    if found:
+        return int(found.group(1))
+    if "at end of document" in str(error) and text:
+        return len(lines_of(text)) or 1
+    return None
 
 
 def load_toml(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     """``name``, ``description`` and ``[[questions]]`` tables with the JSON Lines fields."""
-    text = _read_text(path)
+    text = read_text(path)
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise InputError(f"malformed TOML: {error}", source=str(path)) from None
+        raise InputError(
+            f"malformed TOML: {error}", source=str(path), line=toml_error_line(error, text)
+        ) from None
     unknown = sorted(set(document) - {"name", "description", "questions"})
     if unknown:
         raise InputError(
             f"unknown top-level key '{unknown[0]}'",
             source=str(path),
+            field=unknown[0],
             hint="a TOML set has name, description and [[questions]]",
         )
     entries = document.get("questions")
@@ -125,8 +171,14 @@ def load_toml(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
         )
     questions: list[GoldenQuestion] = []
     seen: dict[str, int] = {}
+    # Where each [[questions]] table starts, so a message can name its line too; tables
+    # written inline (questions = [...]) have no header, and then only the index is named.
+    headers = [n for n, row in enumerate(lines_of(text), 1) if _TOML_QUESTION.match(row)]
     for index, entry in enumerate(entries, start=1):
         where = f"{path}, question {index}"
+        line = headers[index - 1] if len(headers) == len(entries) else None
+        if line is not None:
+            where = f"{path}, line {line} (question {index})"
         question = parse_question(entry, source=where)
         if question.id in seen:
             raise InputError(
@@ -154,6 +206,13 @@ def parse_question(data: Any, *, source: str, line: int | None = None) -> Golden
 
     if not isinstance(data, Mapping):
         raise fail(f"expected a JSON object, found {type(data).__name__}")
+    for key, value in data.items():
+        if not _is_unicode(key) or not _is_unicode(value):
+            raise fail(
+                "holds a lone surrogate escape (such as \\ud800), which is not valid Unicode",
+                field=str(key) if _is_unicode(key) else None,
+                hint="fix the \\u escapes, or save the text as UTF-8 without escapes",
+            )
     unknown = [key for key in data if key not in _KNOWN_FIELDS]
     if unknown:
         raise fail(
@@ -223,6 +282,17 @@ def parse_question(data: Any, *, source: str, line: int | None = None) -> Golden
     )
 
 
+def _is_unicode(value: Any) -> bool:
+    """False when a string anywhere in ``value`` holds a lone surrogate (from a \\ud800 escape)."""
+    if isinstance(value, str):
+        return not any("\ud800" <= ch <= "\udfff" for ch in value)
+    if isinstance(value, Mapping):
+        return all(_is_unicode(key) and _is_unicode(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_is_unicode(item) for item in value)
+    return True
+
+
 def _is_clean_id(value: str) -> bool:
     return bool(value) and not any(ch.isspace() or not ch.isprintable() for ch in value)
 
@@ -283,8 +353,18 @@ def load_beir(
                 hint="a BEIR directory has corpus.jsonl, queries.jsonl and qrels/test.tsv",
             )
     judgments: dict[str, dict[str, int]] = {}
+    first_lines: dict[str, int] = {}
     for number, row in _qrels_rows(qrels):
         query_id, doc_id, score = row
+        for column, value in (("query-id", query_id), ("corpus-id", doc_id)):
+            if not _is_clean_id(value):
+                raise InputError(
+                    f"id {value!r} is empty or has spaces or control characters",
+                    source=str(qrels),
+                    line=number,
+                    field=column,
+                )
+        first_lines.setdefault(query_id, number)
         try:
             grade = int(score)
         except ValueError:
@@ -293,22 +373,38 @@ def load_beir(
             ) from None
         judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
     texts: dict[str, str] = {}
-    for number, line in enumerate(_read_text(queries_file).splitlines(), start=1):
+    for number, line in enumerate(lines_of(read_text(queries_file)), start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-            texts[str(record["_id"])] = record["text"]
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            query_text = record["text"]
+            texts[str(record["_id"])] = query_text
+        except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as error:
             raise InputError(
-                f"expected a JSON object with _id and text ({error})",
+                f"expected a JSON object with _id and text ({type(error).__name__}: {error})",
                 source=str(queries_file),
                 line=number,
             ) from None
+        if not isinstance(query_text, str) or not query_text.strip():
+            raise InputError(
+                f"must be the query as a non-empty string, got {query_text!r}",
+                source=str(queries_file),
+                line=number,
+                field="text",
+            )
     missing = [query_id for query_id in judgments if query_id not in texts]
     if missing:
         raise InputError(
-            f"query id '{missing[0]}' is judged but not in {queries_file.name}", source=str(qrels)
+            f"query id '{missing[0]}' is judged but not in {queries_file.name}",
+            source=str(qrels),
+            line=first_lines[missing[0]],
+        )
+    if not judgments:
+        raise InputError(
+            "no judged queries: the qrels file holds no rows",
+            source=str(qrels),
+            hint="one row per judgment: query-id, corpus-id, score",
         )
     questions = []
     for query_id in sorted(judgments, key=_natural_key):
@@ -327,21 +423,58 @@ def load_beir(
 
 
 def _qrels_rows(path: Path) -> Iterator[tuple[int, tuple[str, str, str]]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
-            if not row or (number == 1 and row[0] == "query-id"):
-                continue
-            if len(row) == 4:  # TREC qrels: qid iteration docid grade
-                row = [row[0], row[2], row[3]]
-            if len(row) != 3:
-                raise InputError(
-                    f"expected 3 tab-separated columns (query-id, corpus-id, score), "
-                    f"got {len(row)}",
-                    source=str(path),
-                    line=number,
-                )
-            yield number, (row[0], row[1], row[2])
+    # Split lines here (not in csv) so that a row's number is always its line number.
+    lines = [line.rstrip("\r") for line in read_text(path).split("\n")]
+    rows = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+    for number, row in enumerate(rows, start=1):
+        if not row or (number == 1 and row[0] == "query-id"):
+            continue
+        if len(row) == 4:  # TREC qrels: qid iteration docid grade
+            row = [row[0], row[2], row[3]]
+        if len(row) != 3:
+            raise InputError(
+                f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}",
+                source=str(path),
+                line=number,
+            )
+        yield number, (row[0], row[1], row[2])
 
 
 def _natural_key(value: str) -> tuple[int, int | str]:
     return (0, int(value)) if value.isdigit() else (1, value)
+
+
+def question_record(question: GoldenQuestion) -> dict[str, Any]:
+    """A question as one JSON Lines object: fields in the documented order, empty ones left out.
+
+    ``expected`` is always written (an empty list declares a no-answer question).
+    """
+    from retrievalkit.convert import unstructure
+
+    data = unstructure(question)
+    return {
+        field: data[field]
+        for field in _KNOWN_FIELDS
+        if field == "expected" or data.get(field) not in (None, {}, [])
+    }
+
+
+def write_jsonl(questions: Iterable[GoldenQuestion], path: Path) -> None:
+    """Write a golden set file that :func:`load_jsonl` reads back unchanged.
+
+    The file is written beside its target and renamed over it, so a failure never
+    leaves half a set behind.
+    """
+    import os
+    import tempfile
+
+    lines = [json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions]
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+            stream.writelines(lines)
+        os.replace(temporary, path)
+    except OSError as error:
+        raise InputError(f"cannot write the set: {error.strerror}", source=str(path)) from None

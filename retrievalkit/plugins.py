@@ -9,6 +9,8 @@ that names the package and entry point. A broken plugin never stops the others.
 from __future__ import annotations
 
 import importlib.metadata
+import logging
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -22,7 +24,13 @@ if TYPE_CHECKING:
 QUESTION_SETS = "retrievalkit.question_sets"
 RETRIEVERS = "retrievalkit.retrievers"
 STORES = "retrievalkit.stores"
-GROUPS = (QUESTION_SETS, RETRIEVERS, STORES)
+CORPORA = "retrievalkit.corpora"
+GENERATORS = "retrievalkit.generators"
+JUDGES = "retrievalkit.judges"
+COMMANDS = "retrievalkit.commands"
+GROUPS = (QUESTION_SETS, RETRIEVERS, STORES, COMMANDS)
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -104,6 +112,7 @@ def load(plugin: Plugin) -> Any:
     )
     for extension in manager.extensions:
         if extension.entry_point.value == plugin.value:
+            log.info("loaded plugin %s = %s (%s)", plugin.label, plugin.value, plugin.version)
             return extension.plugin
     error = failures[0] if failures else LookupError("entry point vanished")
     raise PluginError(
@@ -143,6 +152,17 @@ def as_provider(plugin: Plugin, obj: Any) -> QuestionSetProvider:
     return provider
 
 
+def as_command(plugin: Plugin, obj: Any) -> Any:
+    """The command an entry point gives: anything with ``HELP``, ``configure`` and ``run``."""
+    missing = [name for name in ("HELP", "configure", "run") if not hasattr(obj, name)]
+    if missing:
+        raise PluginError(
+            f"command plugin {plugin.label} lacks {', '.join(missing)}; a command has "
+            "HELP, configure(parser) and run(args)"
+        )
+    return obj
+
+
 @attrs.frozen
 class SetCatalogue:
     """Which provider offers which set name, and which providers are broken."""
@@ -153,11 +173,13 @@ class SetCatalogue:
 
 def set_catalogue() -> SetCatalogue:
     """Load every question-set provider and index its set names; two owners is an error."""
-    loaded, broken = load_group(QUESTION_SETS)
     offers: dict[str, tuple[Plugin, QuestionSetProvider]] = {}
-    for plugin, obj in loaded.values():
+    broken: list[BrokenPlugin] = []
+    # Not load_group: it keeps one plugin per entry-point name, which would hide a second
+    # package whose provider has the same entry-point name and offers the same set.
+    for plugin in find(QUESTION_SETS):
         try:
-            provider = as_provider(plugin, obj)
+            provider = as_provider(plugin, load(plugin))
             names = list(provider.set_names())
         except Exception as error:
             broken.append(BrokenPlugin(plugin, str(error)))
@@ -165,6 +187,8 @@ def set_catalogue() -> SetCatalogue:
         for set_name in names:
             if set_name in offers:
                 other = offers[set_name][0]
+                if other.package == plugin.package:
+                    continue  # one package found twice on the path, not two providers
                 raise PluginError(
                     f"question set '{set_name}' is offered by two providers: {other.label} "
                     f"and {plugin.label}; uninstall one, or load the set from a file"
@@ -173,22 +197,74 @@ def set_catalogue() -> SetCatalogue:
     return SetCatalogue(offers, broken)
 
 
-def create_retriever(plugin_name: str, options: dict[str, Any], *, instance: str) -> Any:
-    """Call a retriever factory with its options; a wrong option names the plugin."""
-    plugin = find_one(RETRIEVERS, plugin_name)
+def create_retriever(
+    plugin_name: str, options: dict[str, Any], *, instance: str, config_file: str | None = None
+) -> Any:
+    """Call a retriever factory with its options; a wrong option names the plugin.
+
+    With the config file the instance comes from, a message names that file, the line
+    and the option (``retrievers.NAME.OPTION``). Secret option values never appear in a
+    message, even when the plugin puts them in its own exception.
+    """
+    from retrievalkit.errors import EvaluationError
+    from retrievalkit.redaction import scrub, secret_values
+
+    section = f"[retrievers.{instance}]"
+    if config_file is not None:
+        section = f"{config_file}, {section}"
+    hidden = secret_values(options)
+
+    def place(option: str | None) -> dict[str, Any]:
+        """Where an option of this instance is set: file, line and dotted key."""
+        if config_file is None:
+            return {"source": section, "field": option}
+        from retrievalkit.config import key_line
+
+        key = f"retrievers.{instance}" + (f".{option}" if option else "")
+        return {"source": config_file, "line": key_line(config_file, key), "field": key}
+
+    try:
+        plugin = find_one(RETRIEVERS, plugin_name)
+    except PluginError as error:
+        if config_file is None:
+            raise
+        raise InputError(str(error), **place("plugin")) from None
     factory = load(plugin)
     try:
         return factory(**options)
     except TypeError as error:
-        if "argument" in str(error):
+        text = scrub(str(error), hidden)
+        if "argument" in text:
+            named = re.search(r"keyword argument '(\w+)'", text)
+            option = named.group(1) if named and named.group(1) in options else None
             raise InputError(
-                f"retriever plugin '{plugin_name}' does not accept these options: {error}",
-                source=f"[retrievers.{instance}]",
+                f"retriever plugin '{plugin_name}' does not accept these options: {text}",
+                **place(option),
                 hint="check the plugin's documented options",
             ) from None
-        raise
+        raise EvaluationError(
+            f"retriever '{instance}' (plugin '{plugin_name}') could not start: TypeError: {text}"
+        ) from None
     except InputError as error:
-        error.source = error.source or f"[retrievers.{instance}] (plugin '{plugin_name}')"
+        detail, hint = scrub(error.detail, hidden), scrub(error.hint or "", hidden) or None
+        if error.source is None and error.field in options:
+            where = place(error.field)
+            raise InputError(
+                f"{detail} (plugin '{plugin_name}')",
+                line=where.pop("line", None),
+                hint=hint,
+                **where,
+            ) from None
+        source = error.source or f"{section} (plugin '{plugin_name}')"
         raise InputError(
-            error.detail, source=error.source, line=error.line, field=error.field, hint=error.hint
+            detail, source=source, line=error.line, field=error.field, hint=hint
+        ) from None
+    except (PluginError, EvaluationError):
+        raise  # a composed retriever (fusion) resolving its parts has said what went wrong
+    except Exception as error:
+        # A retriever that cannot reach its backend while starting: the evaluation cannot be
+        # carried out (exit code 3), and the message must not carry a secret from the options.
+        raise EvaluationError(
+            f"retriever '{instance}' (plugin '{plugin_name}') could not start: "
+            f"{type(error).__name__}: {scrub(str(error), hidden)}"
         ) from None

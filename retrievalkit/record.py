@@ -7,10 +7,6 @@ and values read from the environment through ``*_env`` options are only hashed.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
-import os
-import re
 import secrets
 import subprocess
 from collections.abc import Mapping
@@ -25,43 +21,11 @@ from retrievalkit.model import (
     QuestionVerdict,
     ResultRecord,
 )
+from retrievalkit.redaction import REDACTED as REDACTED
+from retrievalkit.redaction import is_secret_option as is_secret_option
+from retrievalkit.redaction import options_hash as options_hash
+from retrievalkit.redaction import redact_options as redact_options
 from retrievalkit.scoring import Scores, ScoringOptions
-
-REDACTED = "***"
-_SECRET_NAME = re.compile(r"(password|passwd|api_?key|token|secret|credential)", re.IGNORECASE)
-
-
-def is_secret_option(name: str) -> bool:
-    """True for option names whose values must never be shown or stored."""
-    return bool(_SECRET_NAME.search(name)) and not name.endswith("_env")
-
-
-def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The options with every secret-looking value replaced by ``***``, recursively."""
-    redacted: dict[str, Any] = {}
-    for name, value in options.items():
-        if is_secret_option(name):
-            redacted[name] = REDACTED
-        elif isinstance(value, Mapping):
-            redacted[name] = redact_options(value)
-        else:
-            redacted[name] = value
-    return redacted
-
-
-def options_hash(options: Mapping[str, Any]) -> str:
-    """sha256 over the options and the environment values their ``*_env`` options name.
-
-    The hash changes when a secret changes, yet neither the secret nor a reversible
-    form of it is stored: only this digest.
-    """
-    environment = {
-        name: os.environ.get(str(value), "")
-        for name, value in options.items()
-        if name.endswith("_env") and isinstance(value, str)
-    }
-    payload = json.dumps({"options": options, "env": environment}, sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
 def new_run_id(moment: dt.datetime) -> str:

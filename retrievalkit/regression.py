@@ -2,8 +2,12 @@
 
 Each thresholded metric (an absolute drop, e.g. ``hit@1`` may fall by at most 0.05)
 is compared on the questions both runs share, with a paired bootstrap interval of the
-difference. A drop past its threshold is a regression; the verdict lists each one
-with both values.
+difference. A drop past its threshold is a regression; with ``require_significant`` it
+is one only when the interval of the difference lies wholly below zero. Slice
+thresholds (``hard_class=near-duplicate``: ``hit@3`` may fall by 0.1) gate one form,
+hard class or meta value on its own, because a regression inside one class can cancel
+out against a gain in another and leave the overall mean unchanged. The verdict lists
+each metric and slice that failed, with both values.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from collections.abc import Mapping, Sequence
 import attrs
 import numpy as np
 
+from retrievalkit.errors import InputError
 from retrievalkit.intervals import paired_difference
-from retrievalkit.model import QuestionOutcome, ResultRecord
-from retrievalkit.scoring import outcome_values
+from retrievalkit.model import GoldenQuestion, QuestionOutcome, ResultRecord
+from retrievalkit.scoring import outcome_values, slice_label
 
 #: Without any threshold configured, any drop of the two record rates is a regression.
 DEFAULT_THRESHOLDS: dict[str, float] = {"hit@1": 0.0, "hit@3": 0.0}
@@ -33,6 +38,11 @@ class MetricComparison:
     threshold: float
     regressed: bool
     slice: str | None = None
+    """``FIELD=LABEL`` (e.g. ``hard_class=near-duplicate``) for a slice threshold."""
+    significant: bool | None = None
+    """Whether the interval of the difference excludes zero; None without an interval."""
+    n: int = 0
+    """Questions compared (where both runs have a defined value)."""
 
 
 @attrs.frozen
@@ -43,6 +53,40 @@ class Verdict:
     checked: tuple[MetricComparison, ...]
     shared_questions: int
     same_set: bool
+    baseline_kind: str = "newest earlier run"
+    """How the baseline was chosen: ``pinned``, ``--baseline`` or ``newest earlier run``."""
+    require_significant: bool = False
+
+
+def split_slice(name: str) -> tuple[str, str]:
+    """``hard_class=near-duplicate`` -> (``hard_class``, ``near-duplicate``)."""
+    field, equals, label = name.partition("=")
+    if not equals or not field.strip() or not label.strip():
+        raise ValueError(f"slice {name!r} is not FIELD=VALUE, e.g. hard_class=near-duplicate")
+    return field.strip(), label.strip()
+
+
+def check_slices(
+    slice_thresholds: Mapping[str, Mapping[str, float]],
+    questions: Sequence[GoldenQuestion],
+    *,
+    source: str | None,
+    set_name: str,
+) -> None:
+    """Every configured slice must hold a question of the set: an empty gate never closes."""
+    for name in sorted(slice_thresholds):
+        field, label = split_slice(name)
+        labels = {slice_label(question, field) for question in questions}
+        if label in labels:
+            continue
+        known = sorted(value for value in labels if value is not None)
+        raise InputError(
+            f"no question of set {set_name} has {field} = {label!r}, so this threshold "
+            f"could never fail (values of {field} in the set: {', '.join(known) or 'none'})",
+            source=source,
+            field=f'regression.slices."{name}"',
+            hint="fix the slice name, or remove it for this set",
+        )
 
 
 def compare_runs(
@@ -54,46 +98,120 @@ def compare_runs(
     resamples: int,
     confidence: float,
     seed: int,
+    require_significant: bool = False,
+    slice_thresholds: Mapping[str, Mapping[str, float]] | None = None,
+    questions: Sequence[GoldenQuestion] = (),
+    baseline_kind: str = "newest earlier run",
 ) -> Verdict:
-    """The verdict of a candidate's outcomes against a stored baseline run."""
+    """The verdict of a candidate's outcomes against a stored baseline run.
+
+    ``slice_thresholds`` maps ``FIELD=LABEL`` to per-metric thresholds; a question's
+    labels come from ``questions`` (the candidate's set) when given, else from the
+    form and hard class its outcome carries.
+    """
+    before_ids = {outcome.question_id for outcome in baseline.outcomes}
+    shared_ids = [outcome.question_id for outcome in candidate if outcome.question_id in before_ids]
+    by_id = {question.id: question for question in questions}
+    outcomes_by_id = {outcome.question_id: outcome for outcome in candidate}
+    gates: list[tuple[str | None, str, float, list[str]]] = [
+        (None, metric, threshold, shared_ids) for metric, threshold in sorted(thresholds.items())
+    ]
+    for name, metrics in sorted((slice_thresholds or {}).items()):
+        field, label = split_slice(name)
+        members = [
+            question_id
+            for question_id in shared_ids
+            if _label(question_id, field, by_id, outcomes_by_id) == label
+        ]
+        gates.extend(
+            (name, metric, threshold, members) for metric, threshold in sorted(metrics.items())
+        )
     checked = []
-    shared = 0
-    for metric, threshold in sorted(thresholds.items()):
-        before = outcome_values(baseline.outcomes, metric)
-        after = outcome_values(candidate, metric)
-        ids = [question_id for question_id in after if question_id in before]
-        shared = len(ids)
-        if not ids:
-            continue
-        paired = paired_difference(
-            np.array([before[i] for i in ids]),
-            np.array([after[i] for i in ids]),
+    for slice_name, metric, threshold, ids in gates:
+        item = _compare_metric(
+            baseline.outcomes,
+            candidate,
+            ids,
+            metric,
+            threshold,
+            slice_name,
+            require_significant=require_significant,
             resamples=resamples,
             confidence=confidence,
             seed=seed,
         )
-        if paired.difference is None:
-            continue
-        regressed = -paired.difference > threshold + _TOLERANCE
-        interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
-        checked.append(
-            MetricComparison(
-                metric=metric,
-                baseline=paired.baseline,
-                candidate=paired.candidate,
-                difference=paired.difference,
-                ci=interval,
-                p_value=paired.p_value,
-                threshold=threshold,
-                regressed=regressed,
-            )
-        )
+        if item is not None:
+            checked.append(item)
     failures = tuple(item for item in checked if item.regressed)
     return Verdict(
         baseline_run_id=baseline.run_id,
         regressed=bool(failures),
         failures=failures,
         checked=tuple(checked),
-        shared_questions=shared,
+        shared_questions=len(shared_ids),
         same_set=baseline.manifest.set_hash == candidate_set_hash,
+        baseline_kind=baseline_kind,
+        require_significant=require_significant,
+    )
+
+
+def _label(
+    question_id: str,
+    field: str,
+    questions: Mapping[str, GoldenQuestion],
+    outcomes: Mapping[str, QuestionOutcome],
+) -> str | None:
+    question = questions.get(question_id)
+    if question is not None:
+        return slice_label(question, field)
+    outcome = outcomes[question_id]
+    if field == "form":
+        return None if outcome.form is None else outcome.form.value
+    if field == "hard_class":
+        return outcome.hard_class
+    return None
+
+
+def _compare_metric(
+    baseline: Sequence[QuestionOutcome],
+    candidate: Sequence[QuestionOutcome],
+    ids: Sequence[str],
+    metric: str,
+    threshold: float,
+    slice_name: str | None,
+    *,
+    require_significant: bool,
+    resamples: int,
+    confidence: float,
+    seed: int,
+) -> MetricComparison | None:
+    if not ids:
+        return None
+    before = outcome_values(baseline, metric)
+    after = outcome_values(candidate, metric)
+    paired = paired_difference(
+        np.array([before.get(i, np.nan) for i in ids]),
+        np.array([after.get(i, np.nan) for i in ids]),
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+    )
+    if paired.difference is None:
+        return None
+    interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
+    significant = None if interval is None else (interval[1] < 0.0 or interval[0] > 0.0)
+    dropped = -paired.difference > threshold + _TOLERANCE
+    regressed = dropped and (not require_significant or bool(significant))
+    return MetricComparison(
+        metric=metric,
+        baseline=paired.baseline,
+        candidate=paired.candidate,
+        difference=paired.difference,
+        ci=interval,
+        p_value=paired.p_value,
+        threshold=threshold,
+        regressed=regressed,
+        slice=slice_name,
+        significant=significant,
+        n=paired.n,
     )

@@ -48,7 +48,7 @@ def resolve_set(name: str, config: Config) -> GoldenQuestionSet:
     )
     looks_like_path = any(part in name for part in ("/", "\\", ".jsonl", ".toml", ".json"))
     raise InputError(
-        ("no such file" if looks_like_path else f"unknown set '{name}'")
+        (f"no such file '{name}'" if looks_like_path else f"unknown set '{name}'")
         + f" (known sets: {', '.join(known) or 'none'}){broken}",
         field="--set",
         hint="give a golden set file, a [sets.NAME] from the config, or a plugin's set name",
@@ -90,12 +90,17 @@ def _resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
         known = {plugin.name for plugin in plugins.find(plugins.RETRIEVERS)}
         if name not in known:
             raise PluginError(
-                f"unknown retriever '{name}': no [retrievers.{name}] in "
+                f"unknown retriever '{name}' (--retriever): no [retrievers.{name}] in "
                 f"{config.source or 'any config file'} and no plugin of that name "
                 f"(configured: {', '.join(sorted(config.retrievers)) or 'none'}; "
                 f"plugins: {', '.join(sorted(known)) or 'none'})"
             )
-    retriever = plugins.create_retriever(plugin_name, options, instance=name)
+    retriever = plugins.create_retriever(
+        plugin_name,
+        options,
+        instance=name,
+        config_file=config.source if configured is not None else None,
+    )
     if not callable(getattr(retriever, "retrieve", None)):
         raise PluginError(
             f"retriever plugin '{plugin_name}' returned {type(retriever).__name__}, "

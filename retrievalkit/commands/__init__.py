@@ -14,7 +14,20 @@ import argparse
 from typing import Protocol, runtime_checkable
 
 #: Built-in commands in the order ``--help`` lists them (module names under this package).
-BUILTIN = ("evaluate", "listing", "history", "show", "validate", "fidelity")
+BUILTIN = (
+    "evaluate",
+    "compare",
+    "baseline",
+    "listing",
+    "history",
+    "show",
+    "validate",
+    "fidelity",
+    "export",
+    "generate",
+    "judge",
+    "judge_agreement",
+)
 
 
 @runtime_checkable

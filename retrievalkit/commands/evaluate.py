@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrievalkit.commands.options import (
     add_common,
@@ -12,10 +16,22 @@ from retrievalkit.commands.options import (
     k_list,
     load_config,
     positive,
+    seconds,
     store_url,
 )
 from retrievalkit.commands.output import emit_report
-from retrievalkit.errors import EXIT_OK, EXIT_REGRESSION, EvaluationError, InputError
+from retrievalkit.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EvaluationError,
+    InputError,
+)
+from retrievalkit.interrupts import interrupts_deferred
+from retrievalkit.redaction import secret_values
+
+if TYPE_CHECKING:
+    from retrievalkit.model import GoldenQuestion
 
 NAME = "eval"
 HELP = (
@@ -70,8 +86,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--baseline",
         metavar="RUN_ID",
-        help="compare with this stored run instead of the newest earlier run of the same "
-        "set and retriever",
+        help="compare with this stored run instead of the pinned baseline (retrievalkit "
+        "baseline pin) or, without one, the newest earlier run of the same set and retriever",
+    )
+    parser.add_argument(
+        "--require-significant",
+        action="store_true",
+        help="a drop past its threshold is a regression only when the paired interval of the "
+        "difference excludes zero (also: [regression] require_significant = true)",
     )
     parser.add_argument(
         "--max-error-rate",
@@ -86,6 +108,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=positive,
         metavar="N",
         help="ask N questions at once from threads (only for thread-safe retrievers; default 1)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="record a question as a timeout error when the retriever has not answered within "
+        "SECONDS (default: wait; also [eval] timeout in the config)",
     )
     parser.add_argument(
         "--slice",
@@ -115,6 +144,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quiet", "-q", action="store_true", help="no per-question table and no progress bar"
     )
+    parser.add_argument(
+        "--extra-labels",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also score the run with these labels merged in (e.g. from retrievalkit judge; "
+        "repeatable) and report the judged share and metrics both ways; the saved run keeps "
+        "the set's own labels",
+    )
     add_common(parser)
 
 
@@ -124,12 +162,56 @@ def describe_retriever(retriever: object) -> dict[str, str]:
     return {str(key): str(value) for key, value in describe().items()} if callable(describe) else {}
 
 
+def check_before_running(
+    args: argparse.Namespace, store: object, questions: Sequence[GoldenQuestion]
+) -> None:
+    """Refuse now what would only fail after the whole evaluation: --slice, --output-dir, store."""
+    from retrievalkit.scoring import STANDARD_SLICES
+    from retrievalkit.stores import read_only_reason
+
+    fields = sorted({key for question in questions for key in question.meta})
+    for field in args.slice:
+        if field not in STANDARD_SLICES and field not in fields:
+            raise InputError(
+                f"no question of the set has a meta field '{field}'",
+                field="--slice",
+                hint=f"its meta fields: {', '.join(fields) or 'none'}; form and hard_class "
+                "are always reported",
+            )
+    if args.output_dir:
+        directory = Path(args.output_dir)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise InputError(
+                "exists and is not a folder", source=str(directory), field="--output-dir"
+            ) from None
+        except OSError as error:
+            raise InputError(
+                f"cannot create the folder: {error.strerror}",
+                source=str(directory),
+                field="--output-dir",
+            ) from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise InputError("the folder is read-only", source=str(directory), field="--output-dir")
+    path = getattr(store, "path", None)
+    reason = read_only_reason(path) if isinstance(path, Path) and not args.no_save else None
+    if reason is not None:
+        raise InputError(
+            f"cannot save to {getattr(store, 'url', path)}: {reason}",
+            field="--store",
+            hint="choose another --store, or run with --no-save",
+        )
+
+
 def run(args: argparse.Namespace) -> int:
+    from retrievalkit.baselines import choose_baseline
     from retrievalkit.evaluator import DEFAULT_OVERFETCH, evaluate_questions
     from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+    from retrievalkit.labels import label_effect, read_label_files
     from retrievalkit.metrics import DEFAULT_KS, normalise_ks
     from retrievalkit.record import build_record
-    from retrievalkit.regression import DEFAULT_THRESHOLDS, compare_runs
+    from retrievalkit.regression import DEFAULT_THRESHOLDS, check_slices, compare_runs
     from retrievalkit.render.summary import EvalReport
     from retrievalkit.resolve import resolve_retriever, resolve_set
     from retrievalkit.scoring import ScoringOptions, score_run
@@ -142,7 +224,11 @@ def run(args: argparse.Namespace) -> int:
     scoring = ScoringOptions(
         ks=ks,
         resamples=args.resamples or settings.resamples or DEFAULT_RESAMPLES,
-        confidence=args.confidence or settings.confidence or DEFAULT_CONFIDENCE,
+        confidence=(
+            args.confidence
+            if args.confidence is not None
+            else settings.confidence or DEFAULT_CONFIDENCE
+        ),
         seed=DEFAULT_SEED,
         slices=tuple(dict.fromkeys((*settings.slices, *args.slice))),
     )
@@ -154,7 +240,9 @@ def run(args: argparse.Namespace) -> int:
         thresholds["hit@1"] = args.max_top1_drop
     if args.max_top3_drop is not None:
         thresholds["hit@3"] = args.max_top3_drop
-    for metric in thresholds:
+    slice_thresholds = config.regression.slices
+    gated = {*thresholds, *(m for metrics in slice_thresholds.values() for m in metrics)}
+    for metric in sorted(gated):
         _, _, k = metric.partition("@")
         if k and int(k) not in ks:
             ks = normalise_ks((*ks, int(k)))
@@ -166,8 +254,13 @@ def run(args: argparse.Namespace) -> int:
         max_error_rate = config.regression.max_error_rate or 0.0
 
     store = open_store(store_url(args, config))
+    extra_labels = read_label_files(args.extra_labels)
     golden = resolve_set(args.set, config)
+    check_slices(slice_thresholds, golden.questions, source=config.source, set_name=golden.name)
+    check_before_running(args, store, golden.questions)
     resolved = resolve_retriever(args.retriever, config)
+    hidden = secret_values(resolved.options)
+    timeout = args.timeout or settings.timeout
     status = console(args, stderr=True)
     show_progress = status.is_terminal and not args.quiet and args.format == "table"
     questions = golden.questions
@@ -182,6 +275,8 @@ def run(args: argparse.Namespace) -> int:
                 depth=max(ks),
                 overfetch=overfetch,
                 concurrency=args.concurrency or settings.concurrency or 1,
+                timeout=timeout,
+                secrets=hidden,
                 progress=lambda done: bar.advance(task, done),
             )
     else:
@@ -191,6 +286,8 @@ def run(args: argparse.Namespace) -> int:
             depth=max(ks),
             overfetch=overfetch,
             concurrency=args.concurrency or settings.concurrency or 1,
+            timeout=timeout,
+            secrets=hidden,
         )
     scores = score_run(questions, retrievals, scoring)
     record = build_record(
@@ -224,24 +321,11 @@ def run(args: argparse.Namespace) -> int:
             "a baseline (raise --max-error-rate to accept some errors)"
         )
 
-    baseline = None
-    note = None
-    if args.baseline:
-        baseline = store.get(args.baseline)
-        if baseline is None:
-            raise InputError(
-                f"no run {args.baseline} in {store.url}",
-                field="--baseline",
-                hint="retrievalkit history lists the stored runs",
-            )
-    else:
-        earlier = store.runs(record.set, record.model, record.grader)
-        baseline = earlier[0] if earlier else None
-        if baseline is None:
-            note = (
-                f"no baseline: this is the first run of {record.set} × {record.model} "
-                f"in {store.url}"
-            )
+    choice = choose_baseline(
+        store, record.set, record.model, explicit=args.baseline, grader=record.grader
+    )
+    baseline, note = choice.record, choice.note
+    require_significant = args.require_significant or config.regression.require_significant
     verdict = (
         compare_runs(
             record.outcomes,
@@ -251,14 +335,26 @@ def run(args: argparse.Namespace) -> int:
             resamples=scoring.resamples,
             confidence=scoring.confidence,
             seed=scoring.seed,
+            require_significant=require_significant,
+            slice_thresholds=slice_thresholds,
+            questions=questions,
+            baseline_kind=choice.kind,
         )
         if baseline is not None
         else None
     )
     saved_to = None
     if not args.no_save:
-        store.save(record)
+        with interrupts_deferred() as deferred:
+            store.save(record)
         saved_to = store.url
+        if deferred.received:
+            print(
+                f"retrievalkit: interrupted while saving; run {record.run_id} was saved whole "
+                f"to {store.url}",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
     report = EvalReport(
         record,
         questions,
@@ -266,6 +362,11 @@ def run(args: argparse.Namespace) -> int:
         saved_to,
         baseline_note=note,
         not_saved_reason=None if saved_to else "--no-save",
+        extra_labels=(
+            label_effect(record.outcomes, ks, extra_labels, sources=args.extra_labels)
+            if args.extra_labels
+            else None
+        ),
     )
     emit_report(report, args)
     if verdict is not None and verdict.regressed:

@@ -1,16 +1,18 @@
-"""``retrievalkit history``: list the stored runs of a set and retriever, newest first."""
+"""``retrievalkit history``: the runs of a set and retriever, what changed between them, pruning."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from retrievalkit.commands.options import add_common, console, load_config, positive, store_url
-from retrievalkit.errors import EXIT_OK
+from retrievalkit.errors import EXIT_OK, InputError
 
 NAME = "history"
-HELP = "List the stored runs of a set and retriever, newest first."
+HELP = (
+    "List the stored runs of a set and retriever, newest first, with what changed between "
+    "consecutive runs; --prune --keep N deletes old runs (never the pinned baseline)."
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -19,63 +21,77 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--limit", type=positive, default=20, metavar="N", help="show at most N runs (default 20)"
     )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete the runs of this set and retriever past the newest --keep N; the pinned "
+        "baseline is never deleted",
+    )
+    parser.add_argument(
+        "--keep", type=positive, metavar="N", help="with --prune: how many newest runs to keep"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --prune: list what would be deleted, delete nothing",
+    )
     add_common(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from retrievalkit.history import build_history, runs_to_prune
     from retrievalkit.model import GRADER
+    from retrievalkit.render.history import (
+        history_rows,
+        prune_line,
+        render_history_markdown,
+        render_history_table,
+    )
     from retrievalkit.render.summary import to_json_text
-    from retrievalkit.render.text import number
-    from retrievalkit.stores import open_store
+    from retrievalkit.stores import deleting, open_store, pinned_run_id
 
+    if args.prune and args.keep is None:
+        raise InputError(
+            "--prune needs to know how many runs to keep",
+            field="--keep",
+            hint="e.g. --prune --keep 10",
+        )
+    if not args.prune and (args.keep is not None or args.dry_run):
+        option = "--keep" if args.keep is not None else "--dry-run"
+        raise InputError("only means something with --prune", field=option, hint="add --prune")
     config = load_config(args)
     store = open_store(store_url(args, config))
-    runs = store.runs(args.set, args.retriever, GRADER)[: args.limit]
-    rows: list[dict[str, Any]] = [
-        {
-            "run_id": run.run_id,
-            "created_at": run.manifest.created_at,
-            "hit@1": run.pass_rate,
-            "hit@3": run.mean_score,
-            "rr": run.metrics["rr"].mean if "rr" in run.metrics else None,
-            "questions": len(run.outcomes),
-            "errored": run.errored,
-            "set_hash": run.manifest.set_hash[:12],
-            "git_commit": (run.manifest.git_commit or "")[:12] or None,
-        }
-        for run in runs
-    ]
+    runs = store.runs(args.set, args.retriever, GRADER)
+    pinned = pinned_run_id(store, args.set, args.retriever, GRADER)
+    pruned: list[str] = []
+    if args.prune:
+        pruned = runs_to_prune(runs, keep=args.keep, pinned=pinned)
+        if not args.dry_run:
+            if pruned:
+                deleting(store, "prune runs").delete(pruned)
+            runs = [record for record in runs if record.run_id not in set(pruned)]
+    history = build_history(
+        runs,
+        set_name=args.set,
+        retriever=args.retriever,
+        store=store.url,
+        pinned=pinned,
+        limit=args.limit,
+        pruned=pruned,
+        pruning=args.prune,
+        dry_run=args.dry_run,
+    )
+    note = prune_line(history)
+    if note is not None:
+        print(f"retrievalkit: {note}", file=sys.stderr)
     if args.format == "json":
-        sys.stdout.write(to_json_text(rows) + "\n")
+        sys.stdout.write(to_json_text(history_rows(history)) + "\n")
         return EXIT_OK
-    if not rows:
+    if not history.entries:
         print(f"no runs of {args.set} × {args.retriever} in {store.url}", file=sys.stderr)
         return EXIT_OK
-    header = ("run id", "created", "hit@1", "hit@3", "rr", "questions", "errored", "commit")
-    table = [
-        (
-            row["run_id"],
-            row["created_at"],
-            number(row["hit@1"]),
-            number(row["hit@3"]),
-            number(row["rr"]),
-            str(row["questions"]),
-            str(row["errored"]),
-            row["git_commit"] or "",
-        )
-        for row in rows
-    ]
     if args.format == "markdown":
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(str(cell) for cell in line) + " |" for line in table]
-        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.write(render_history_markdown(history))
         return EXIT_OK
-    from rich.table import Table
-
-    view = Table(title=f"{args.set} × {args.retriever} in {store.url}", title_justify="left")
-    for column in header:
-        view.add_column(column)
-    for line in table:
-        view.add_row(*[str(cell) for cell in line])
-    console(args).print(view)
+    render_history_table(history, console(args))
     return EXIT_OK

@@ -1,17 +1,21 @@
-"""``retrievalkit list``: the question sets, retrievers and stores found, broken ones flagged."""
+"""``retrievalkit list``: the sets, retrievers, stores and commands found, broken ones flagged."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from retrievalkit.commands.options import add_common, load_config
-from retrievalkit.errors import EXIT_OK
+from retrievalkit.errors import EXIT_OK, PluginError
+
+if TYPE_CHECKING:
+    from retrievalkit.plugins import BrokenPlugin
 
 NAME = "list"
 HELP = (
-    "List the question sets, retrievers and stores found; broken plugins are flagged with "
-    "their error."
+    "List the question sets, retrievers, stores and commands found; broken plugins are flagged "
+    "with their error."
 )
 
 
@@ -27,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     catalogue = plugins.set_catalogue()
     retrievers, broken_retrievers = plugins.load_group(plugins.RETRIEVERS)
     stores, broken_stores = plugins.load_group(plugins.STORES)
-    broken = [*catalogue.broken, *broken_retrievers, *broken_stores]
+    commands, broken_commands = _commands()
+    broken = [*catalogue.broken, *broken_retrievers, *broken_stores, *broken_commands]
     document = {
         "sets": [
             {"name": name, "provider": plugin.label}
@@ -46,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
             {"name": f"{name}:", "provider": plugin.label}
             for name, (plugin, _) in sorted(stores.items())
         ],
+        "commands": commands,
         "broken": [
             {"group": item.plugin.group, "plugin": item.plugin.label, "error": item.error}
             for item in broken
@@ -55,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_json_text(document) + "\n")
         return EXIT_OK
     lines = []
-    for section in ("sets", "retrievers", "stores"):
+    for section in ("sets", "retrievers", "stores", "commands"):
         lines.append(f"{section}:")
         lines.extend(f"  {entry['name']:<24} {entry['provider']}" for entry in document[section])
     if broken:
@@ -69,3 +75,33 @@ def run(args: argparse.Namespace) -> int:
         text = "```\n" + text + "```\n"
     sys.stdout.write(text)
     return EXIT_OK
+
+
+def _commands() -> tuple[list[dict[str, str]], list[BrokenPlugin]]:
+    """Built-in commands, then the plugin commands that load; a broken one is flagged."""
+    import importlib
+
+    from retrievalkit import plugins
+    from retrievalkit.commands import BUILTIN
+    from retrievalkit.plugins import BrokenPlugin
+
+    listed = [
+        {
+            "name": importlib.import_module(f"retrievalkit.commands.{module}").NAME,
+            "provider": "retrievalkit (built-in)",
+        }
+        for module in BUILTIN
+    ]
+    taken = {entry["name"] for entry in listed}
+    broken: list[BrokenPlugin] = []
+    loaded, failed = plugins.load_group(plugins.COMMANDS)
+    broken.extend(failed)
+    for name, (plugin, obj) in sorted(loaded.items()):
+        try:
+            plugins.as_command(plugin, obj)
+        except PluginError as error:
+            broken.append(BrokenPlugin(plugin, str(error)))
+            continue
+        shadowed = " (hidden by the built-in command of that name)" if name in taken else ""
+        listed.append({"name": name, "provider": plugin.label + shadowed})
+    return listed, broken

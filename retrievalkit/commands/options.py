@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import TYPE_CHECKING
 
@@ -46,8 +47,19 @@ def positive(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds, such as 2 or 0.5."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
 def add_common(sub: argparse.ArgumentParser, *, store: bool = True, fmt: bool = True) -> None:
-    """--config, --store, --format and --no-color, shared by the commands that read them."""
+    """--config, --store, --format, --no-color and -v, shared by the commands that read them."""
     sub.add_argument(
         "--config",
         metavar="FILE",
@@ -71,12 +83,20 @@ def add_common(sub: argparse.ArgumentParser, *, store: bool = True, fmt: bool = 
             "or Markdown (default: table)",
         )
     sub.add_argument("--no-color", action="store_true", help="no colours (also: NO_COLOR=1)")
+    sub.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log what happens (plugins loaded, stores opened) to stderr",
+    )
 
 
 def console(args: argparse.Namespace, *, stderr: bool = False) -> Console:
     from rich.console import Console
 
-    no_color = bool(getattr(args, "no_color", False)) or "NO_COLOR" in os.environ
+    # no-color.org: NO_COLOR set to any non-empty value turns colour off. Rich itself
+    # turns colour (and the progress bar's redrawing) off when the output is not a terminal.
+    no_color = bool(getattr(args, "no_color", False)) or bool(os.environ.get("NO_COLOR"))
     return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False)
 
 

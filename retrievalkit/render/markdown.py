@@ -30,6 +30,11 @@ def render_markdown(report: EvalReport) -> str:
     lines += ["## Metrics", "", "| metric | mean | 95% CI | n |", "|---|---:|---|---:|"]
     for name, value in record.metrics.items():
         lines.append(f"| {name} | {number(value.mean)} | {interval(value)} | {value.n} |")
+    if report.extra_labels is not None:
+        effect = report.extra_labels
+        lines += ["", "## With extra labels", "", _escape(effect.describe()), ""]
+        lines += ["| metric | set's labels | with extra labels |", "|---|---:|---:|"]
+        lines += [f"| {m} | {number(b)} | {number(a)} |" for m, b, a in effect.rows()]
     columns = breakdown_columns(record)
     for field, values in record.slices.items():
         if not values:
@@ -58,6 +63,9 @@ def render_markdown(report: EvalReport) -> str:
     if errors:
         lines += ["", f"## Errors ({len(errors)})", ""]
         lines += [f"- `{o.question_id}`: {_escape(o.error or '')}" for o in errors]
+    if report.warnings:
+        lines += ["", "## Warnings", ""]
+        lines += [f"- **warning**: {_escape(warning)}" for warning in report.warnings]
     lines += ["", "## Regression", ""]
     lines += [f"    {line}" for line in verdict_lines(report.verdict, report.baseline_note)]
     lines += ["", storage_line(report), ""]

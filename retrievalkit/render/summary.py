@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from retrievalkit.convert import unstructure
 from retrievalkit.model import GoldenQuestion, MetricValue, ResultRecord
 from retrievalkit.regression import Verdict
+
+if TYPE_CHECKING:
+    from retrievalkit.labels import LabelEffect
 
 
 @attrs.frozen
@@ -27,6 +30,16 @@ class EvalReport:
     saved_to: str | None
     baseline_note: str | None = None
     not_saved_reason: str | None = None
+    extra_labels: LabelEffect | None = None
+    """The run scored again with ``eval --extra-labels`` merged in, when asked for."""
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the reader must know before trusting the numbers (e.g. pooling bias)."""
+        from retrievalkit.judged_share import judged_shares, judged_warning
+
+        pooling = judged_warning(self.record.model, judged_shares(self.record.metrics))
+        return () if pooling is None else (pooling,)
 
 
 def metric_map(metrics: Mapping[str, MetricValue]) -> dict[str, Any]:
@@ -83,6 +96,8 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "saved_to": report.saved_to,
         "not_saved_reason": report.not_saved_reason,
         "manifest": unstructure(record.manifest),
+        "warnings": list(report.warnings),
+        "extra_labels": None if report.extra_labels is None else unstructure(report.extra_labels),
     }
 
 

@@ -51,13 +51,26 @@ def render_table(report: EvalReport, console: Console, *, per_question: bool = T
     for name, value in record.metrics.items():
         metrics.add_row(name, number(value.mean), interval(value), str(value.n))
     console.print(metrics)
+    if report.extra_labels is not None:
+        effect = report.extra_labels
+        both = Table(title="With extra labels (means)", title_justify="left")
+        for column, justify in (
+            ("metric", "left"),
+            ("set's labels", "right"),
+            ("with extra", "right"),
+        ):
+            both.add_column(column, justify=justify)  # type: ignore[arg-type]
+        for name, before, after in effect.rows():
+            both.add_row(name, number(before), number(after))
+        console.print(both)
+        console.print(effect.describe(), markup=False)
     columns = breakdown_columns(record)
     for field, values in record.slices.items():
         if not values:
             continue
         breakdown = Table(title=f"By {field}", title_justify="left")
         breakdown.add_column(field, no_wrap=True)
-        breakdown.add_column("questions", justify="right")
+        breakdown.add_column("questions", justify="right", no_wrap=True, min_width=9)
         for column in columns:
             breakdown.add_column(column, no_wrap=True)
         for label, size, cells in breakdown_rows(record, field):
@@ -68,6 +81,8 @@ def render_table(report: EvalReport, console: Console, *, per_question: bool = T
         console.print(f"[red]{len(errors)} questions errored:[/red]")
         for outcome in errors:
             console.print(f"  {outcome.question_id}: {outcome.error}", markup=False)
+    for warning in report.warnings:
+        console.print(f"warning: {warning}", style="yellow", markup=False)
     for line in verdict_lines(report.verdict, report.baseline_note):
         style = "bold red" if line.startswith("REGRESSION") else None
         console.print(line, style=style, markup=False)

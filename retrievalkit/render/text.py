@@ -52,21 +52,45 @@ def verdict_lines(verdict: Verdict | None, note: str | None = None) -> list[str]
             "the baseline was run on a different version of the set; compared on the "
             f"{verdict.shared_questions} shared questions"
         )
+    baseline = f"{_baseline_kind(verdict)} {verdict.baseline_run_id}"
     if verdict.regressed:
-        lines.append(f"REGRESSION against baseline {verdict.baseline_run_id}:")
+        lines.append(f"REGRESSION against {baseline}:")
         lines.extend("  " + comparison_line(item) for item in verdict.failures)
     else:
-        lines.append(f"no regression against baseline {verdict.baseline_run_id}")
+        lines.append(f"no regression against {baseline}")
         lines.extend("  " + comparison_line(item) for item in verdict.checked)
+    excused = [
+        item
+        for item in verdict.checked
+        if not item.regressed
+        and item.difference is not None
+        and -item.difference > item.threshold
+        and verdict.require_significant
+    ]
+    if excused and verdict.regressed:
+        lines.append("dropped past the threshold, but not significantly (interval includes 0):")
+        lines.extend("  " + comparison_line(item) for item in excused)
     return lines
+
+
+def _baseline_kind(verdict: Verdict) -> str:
+    if verdict.baseline_kind == "pinned":
+        return "pinned baseline"
+    if verdict.baseline_kind == "--baseline":
+        return "baseline (--baseline)"
+    return "baseline"
 
 
 def comparison_line(item: MetricComparison) -> str:
     ci = NONE if item.ci is None else f"[{item.ci[0]:+.3f}, {item.ci[1]:+.3f}]"
     diff = NONE if item.difference is None else f"{item.difference:+.3f}"
+    where = "" if item.slice is None else f" [{item.slice}, {item.n} questions]"
+    note = ""
+    if item.difference is not None and -item.difference > item.threshold and not item.regressed:
+        note = ", not significant"
     return (
-        f"{item.metric}: {number(item.baseline)} -> {number(item.candidate)} "
-        f"(difference {diff}, 95% CI {ci}, allowed drop {item.threshold:.3f})"
+        f"{item.metric}{where}: {number(item.baseline)} -> {number(item.candidate)} "
+        f"(difference {diff}, 95% CI {ci}, allowed drop {item.threshold:.3f}{note})"
     )
 
 

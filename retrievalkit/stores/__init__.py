@@ -7,13 +7,18 @@ introduce a path relative to the working directory; four, an absolute path.
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from retrievalkit.errors import InputError, PluginError
+from retrievalkit.errors import InputError, PluginError, StoreError
 from retrievalkit.model import GRADER, ResultRecord
 
 DEFAULT_STORE_URL = "sqlite:///.retrievalkit/results.sqlite3"
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -39,6 +44,72 @@ class ResultStore(Protocol):
         ...
 
 
+# Pins and deletion came after the first store protocol, so they are optional protocols of
+# their own: a third-party store written against ResultStore keeps working for eval (which
+# then compares with the newest earlier run), and only `baseline` and `history --prune`
+# tell its user, by name, what the store lacks.
+
+
+@runtime_checkable
+class PinningStore(Protocol):
+    """A store that keeps one pinned baseline run per (set, model, grader) key."""
+
+    def pin(self, record: ResultRecord) -> str | None:
+        """Pin a stored run as the baseline of its key; returns the run id it replaced."""
+        ...
+
+    def unpin(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
+        """Remove the key's pin; returns the run id that was pinned, or None."""
+        ...
+
+    def pinned(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
+        """The run id pinned for the key, or None."""
+        ...
+
+
+@runtime_checkable
+class DeletingStore(Protocol):
+    """A store that can delete runs (used by ``history --prune``)."""
+
+    def delete(self, run_ids: Sequence[str]) -> int:
+        """Delete these runs whole; returns how many were deleted.
+
+        Refuses (StoreError, nothing deleted) when one of them is a pinned baseline.
+        """
+        ...
+
+
+def pinning(store: ResultStore, action: str) -> PinningStore:
+    """The store as a :class:`PinningStore`, or a StoreError naming what it lacks."""
+    if not isinstance(store, PinningStore):
+        raise StoreError(
+            f"the store {store.url} ({type(store).__module__}.{type(store).__name__}) cannot "
+            f"{action}: it has no pin(), unpin() and pinned() methods; use a built-in store "
+            "(sqlite:, jsonl:, memory:) or ask the store plugin's authors to add them"
+        )
+    return store
+
+
+def deleting(store: ResultStore, action: str) -> DeletingStore:
+    """The store as a :class:`DeletingStore`, or a StoreError naming what it lacks."""
+    if not isinstance(store, DeletingStore):
+        raise StoreError(
+            f"the store {store.url} ({type(store).__module__}.{type(store).__name__}) cannot "
+            f"{action}: it has no delete() method; use a built-in store (sqlite:, jsonl:, "
+            "memory:) or ask the store plugin's authors to add it"
+        )
+    return store
+
+
+def pinned_run_id(
+    store: ResultStore, set_name: str, model: str, grader: str = GRADER
+) -> str | None:
+    """The key's pinned run id, or None (also for stores without pin support)."""
+    if isinstance(store, PinningStore):
+        return store.pinned(set_name, model, grader)
+    return None
+
+
 def path_from_url(url: str, scheme: str) -> Path:
     """``scheme:///rel/path`` -> ``rel/path``; ``scheme:////abs/path`` -> ``/abs/path``."""
     prefix = f"{scheme}:///"
@@ -62,11 +133,28 @@ def check_parent(path: Path, url: str, *, create: bool) -> None:
                 f"cannot create the store folder {parent}: {error.strerror}", field="--store"
             ) from None
     if not parent.is_dir():
+        blocker = next((p for p in (parent, *parent.parents) if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise InputError(
+                f"{blocker} in store {url!r} is a file, not a folder",
+                field="--store",
+                hint="choose another --store",
+            )
         raise InputError(
             f"the folder {parent} of store {url!r} does not exist",
             field="--store",
             hint="create it, or choose another --store",
         )
+
+
+def read_only_reason(path: Path) -> str | None:
+    """Why a store file cannot be written ("the folder X is read-only"), or None if it can."""
+    if path.exists():
+        return None if os.access(path, os.W_OK) else f"the file {path} is read-only"
+    parent = path.parent
+    if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):
+        return f"the folder {parent} is read-only"
+    return None
 
 
 def open_store(url: str) -> ResultStore:
@@ -89,7 +177,11 @@ def open_store(url: str) -> ResultStore:
             field="--store",
         ) from None
     factory = plugins.load(plugin)
-    store = factory(url)
+    try:
+        store = factory(url)
+    except StoreError as error:
+        raise InputError(str(error), field="--store") from None
     if not isinstance(store, ResultStore):
         raise PluginError(f"store plugin {plugin.label} did not return a result store")
+    log.info("opened store %s through %s", url, plugin.label)
     return store

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from retrievalkit.errors import StoreError
 from retrievalkit.model import GRADER, ResultRecord
@@ -17,6 +18,7 @@ class MemoryStore:
     def __init__(self, url: str = "memory:") -> None:
         self.url = url
         self._records: list[ResultRecord] = []
+        self._pins: dict[tuple[str, str, str], str] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -39,3 +41,33 @@ class MemoryStore:
     def all_runs(self) -> list[ResultRecord]:
         with self._lock:
             return list(reversed(self._records))
+
+    def pin(self, record: ResultRecord) -> str | None:
+        with self._lock:
+            if not any(existing.run_id == record.run_id for existing in self._records):
+                raise StoreError(f"run {record.run_id} is not stored in {self.url}")
+            before = self._pins.get(record.key)
+            self._pins[record.key] = record.run_id
+            return before
+
+    def unpin(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
+        with self._lock:
+            return self._pins.pop((set_name, model, grader), None)
+
+    def pinned(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
+        with self._lock:
+            return self._pins.get((set_name, model, grader))
+
+    def delete(self, run_ids: Sequence[str]) -> int:
+        wanted = set(run_ids)
+        with self._lock:
+            pinned = sorted(wanted & set(self._pins.values()))
+            if pinned:
+                raise StoreError(
+                    f"run {pinned[0]} is a pinned baseline in {self.url}; unpin it first "
+                    "(retrievalkit baseline unpin); nothing was deleted"
+                )
+            kept = [record for record in self._records if record.run_id not in wanted]
+            deleted = len(self._records) - len(kept)
+            self._records = kept
+            return deleted

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from retrievalkit.errors import StoreError
 from retrievalkit.model import GRADER, ResultRecord
-from retrievalkit.stores import DEFAULT_STORE_URL, check_parent, path_from_url
+from retrievalkit.stores import DEFAULT_STORE_URL, check_parent, path_from_url, read_only_reason
 from retrievalkit.stores.serialization import dump_record, load_record
 
 _SCHEMA = """
@@ -22,6 +24,13 @@ CREATE TABLE IF NOT EXISTS runs (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_by_key ON runs (set_name, model, grader, seq);
+CREATE TABLE IF NOT EXISTS pins (
+    set_name TEXT NOT NULL,
+    model TEXT NOT NULL,
+    grader TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (set_name, model, grader)
+);
 """
 
 
@@ -38,12 +47,17 @@ class SQLiteStore:
             with self._connection:
                 self._connection.executescript(_SCHEMA)
         except sqlite3.Error as error:
-            raise StoreError(f"cannot open store {self.url}: {error}") from None
+            reason = read_only_reason(path)
+            raise StoreError(
+                f"cannot open store {self.url}: {error}" + (f" ({reason})" if reason else "")
+            ) from None
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteStore:
         path = path_from_url(url, "sqlite")
         check_parent(path, url, create=url == DEFAULT_STORE_URL)
+        if path.is_dir():
+            raise StoreError(f"store {url!r} names a folder; name a .sqlite3 file")
         return cls(path, url=url)
 
     def save(self, record: ResultRecord) -> None:
@@ -74,7 +88,16 @@ class SQLiteStore:
             ).fetchall()
         except sqlite3.Error as error:
             raise StoreError(f"cannot read {self.url}: {error}") from None
-        return [load_record(text, where=f"{self.url} row {seq}") for seq, text in rows]
+        return [self._load(text, seq) for seq, text in rows]
+
+    def _load(self, text: str, seq: int) -> ResultRecord:
+        try:
+            return load_record(text, where=f"{self.url} row {seq}")
+        except json.JSONDecodeError as error:
+            # Rows are written in one transaction, so this is damage from outside retrievalkit.
+            raise StoreError(
+                f"{self.url} row {seq}: the stored run is not JSON ({error})"
+            ) from None
 
     def runs(self, set_name: str, model: str, grader: str = GRADER) -> list[ResultRecord]:
         return self._select(
@@ -87,3 +110,68 @@ class SQLiteStore:
 
     def all_runs(self) -> list[ResultRecord]:
         return self._select()
+
+    def pin(self, record: ResultRecord) -> str | None:
+        try:
+            with self._connection:
+                stored = self._connection.execute(
+                    "SELECT 1 FROM runs WHERE run_id = ?", (record.run_id,)
+                ).fetchone()
+                if stored is None:
+                    raise StoreError(f"run {record.run_id} is not stored in {self.url}")
+                before = self._pinned(record.set, record.model, record.grader)
+                self._connection.execute(
+                    "INSERT OR REPLACE INTO pins (set_name, model, grader, run_id)"
+                    " VALUES (?, ?, ?, ?)",
+                    (record.set, record.model, record.grader, record.run_id),
+                )
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot pin in {self.url}: {error}; nothing changed") from None
+        return before
+
+    def unpin(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
+        try:
+            with self._connection:
+                before = self._pinned(set_name, model, grader)
+                self._connection.execute(
+                    "DELETE FROM pins WHERE set_name = ? AND model = ? AND grader = ?",
+                    (set_name, model, grader),
+                )
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot unpin in {self.url}: {error}; nothing changed") from None
+        return before
+
+    def pinned(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
+        try:
+            return self._pinned(set_name, model, grader)
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read {self.url}: {error}") from None
+
+    def _pinned(self, set_name: str, model: str, grader: str) -> str | None:
+        row = self._connection.execute(
+            "SELECT run_id FROM pins WHERE set_name = ? AND model = ? AND grader = ?",
+            (set_name, model, grader),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def delete(self, run_ids: Sequence[str]) -> int:
+        wanted = list(dict.fromkeys(run_ids))
+        if not wanted:
+            return 0
+        marks = ", ".join("?" * len(wanted))
+        try:
+            with self._connection:
+                pinned = self._connection.execute(
+                    f"SELECT run_id FROM pins WHERE run_id IN ({marks})", wanted
+                ).fetchone()
+                if pinned is not None:
+                    raise StoreError(
+                        f"run {pinned[0]} is a pinned baseline in {self.url}; unpin it first "
+                        "(retrievalkit baseline unpin); nothing was deleted"
+                    )
+                deleted = self._connection.execute(
+                    f"DELETE FROM runs WHERE run_id IN ({marks})", wanted
+                ).rowcount
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot delete from {self.url}: {error}; nothing deleted") from None
+        return int(deleted)

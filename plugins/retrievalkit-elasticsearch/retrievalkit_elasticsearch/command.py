@@ -1,0 +1,214 @@
+"""``retrievalkit es``: Elasticsearch tools contributed to the retrievalkit command line.
+
+``retrievalkit es index`` bulk-loads a BEIR-style corpus into an index set up for BM25
+evaluation (see :mod:`retrievalkit_elasticsearch.indexing`). retrievalkit imports this
+module only when the command is run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from retrievalkit.errors import EXIT_OK, EvaluationError, InputError
+
+HELP = "Elasticsearch tools (retrievalkit-elasticsearch): index a corpus for BM25 evaluation."
+DEFAULT_URL = "http://127.0.0.1:9200"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    from retrievalkit_elasticsearch.indexing import (
+        ANALYZERS,
+        DEFAULT_B,
+        DEFAULT_BATCH_SIZE,
+        DEFAULT_K1,
+    )
+
+    commands = parser.add_subparsers(
+        dest="es_command", metavar="COMMAND", parser_class=type(parser)
+    )
+    index = commands.add_parser(
+        "index",
+        help="bulk-load a BEIR corpus.jsonl into a new index with an explicit BM25 similarity",
+        description="Bulk-load a BEIR corpus.jsonl (_id, title, text) into a new index: title "
+        "and text fields with the chosen analyzer and an explicit BM25 similarity, one shard, "
+        "no replicas. Refuses an existing index unless --recreate is given.",
+    )
+    index.add_argument("--corpus", required=True, metavar="PATH", help="corpus.jsonl or its folder")
+    index.add_argument("--index", required=True, metavar="NAME", help="the index to create")
+    index.add_argument(
+        "--url",
+        default=os.environ.get("RETRIEVALKIT_ES_URL") or DEFAULT_URL,
+        help=f"the cluster (default: $RETRIEVALKIT_ES_URL, else {DEFAULT_URL})",
+    )
+    index.add_argument(
+        "--k1", type=_non_negative, default=DEFAULT_K1, help=f"BM25 k1 (default {DEFAULT_K1})"
+    )
+    index.add_argument(
+        "--b", type=_fraction, default=DEFAULT_B, help=f"BM25 b, 0 to 1 (default {DEFAULT_B})"
+    )
+    index.add_argument(
+        "--analyzer",
+        choices=ANALYZERS,
+        default="standard",
+        help="analyzer of title and text: standard (lowercased words) or english (adds "
+        "stopwords and Porter stemming; needs the analysis-common module) (default standard)",
+    )
+    index.add_argument(
+        "--recreate", action="store_true", help="delete the index first if it exists"
+    )
+    index.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=DEFAULT_BATCH_SIZE,
+        metavar="N",
+        help=f"documents per bulk request (default {DEFAULT_BATCH_SIZE})",
+    )
+    index.add_argument(
+        "--shards",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="primary shards (default 1: BM25 statistics over the whole corpus, as in BEIR)",
+    )
+    index.add_argument("--timeout", type=float, default=60.0, help="seconds per request (60)")
+    index.add_argument("--api-key-env", metavar="VAR", help="environment variable with an API key")
+    index.add_argument("--username", help="user for basic authentication")
+    index.add_argument(
+        "--password-env", metavar="VAR", help="environment variable with the user's password"
+    )
+    index.add_argument("--ca-certs", metavar="FILE", help="CA certificate file for https")
+    index.add_argument(
+        "--no-verify-certs", action="store_true", help="do not verify TLS certificates (tests only)"
+    )
+    index.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    index.add_argument("--verbose", "-v", action="store_true", help="log progress to stderr")
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _non_negative(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.es_command == "index":
+        return run_index(args)
+    raise InputError("missing COMMAND", hint="see 'retrievalkit es --help'")
+
+
+def run_index(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from retrievalkit_elasticsearch.connection import cluster_name, target_from_options
+    from retrievalkit_elasticsearch.indexing import (
+        count_documents,
+        create_index,
+        index_body,
+        load_documents,
+    )
+
+    try:
+        target = target_from_options(
+            url=args.url,
+            timeout=args.timeout,
+            verify_certs=not args.no_verify_certs,
+            ca_certs=args.ca_certs,
+            api_key_env=args.api_key_env,
+            username=args.username,
+            password_env=args.password_env,
+        )
+    except InputError as error:  # name the flag, not the config option
+        flag = f"--{(error.field or 'url').replace('_', '-')}"
+        raise InputError(error.detail, field=flag, hint=error.hint) from None
+    corpus = Path(args.corpus)
+    documents = count_documents(corpus)
+    if documents == 0:
+        raise InputError("the corpus holds no documents", source=str(corpus))
+    client = target.connect()
+    cluster_name(client, target, action="check cluster health")
+    body = index_body(
+        k1=args.k1, b=args.b, analyzer=args.analyzer, shards=args.shards, corpus=str(corpus)
+    )
+    create_index(client, target, args.index, body, recreate=args.recreate)
+
+    status = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
+    if status.is_terminal and not args.quiet:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        columns: Any = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("documents"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, console=status, transient=True) as bar:
+            task = bar.add_task(f"indexing into {args.index}", total=documents)
+            report = load_documents(
+                client,
+                target,
+                corpus,
+                args.index,
+                documents=documents,
+                batch_size=args.batch_size,
+                advance=lambda done: bar.advance(task, done),
+            )
+    else:
+        report = load_documents(
+            client, target, corpus, args.index, documents=documents, batch_size=args.batch_size
+        )
+
+    out = sys.stdout
+    out.write(
+        f"indexed {report.indexed} of {report.documents} documents into '{report.index}' on "
+        f"{target.where} in {report.seconds:.1f} s ({args.analyzer} analyzer, BM25 "
+        f"k1={args.k1:g} b={args.b:g}); {report.failed} failed; "
+        f"{report.searchable} searchable\n"
+    )
+    for doc_id, reason in report.failures:
+        out.write(f"  failed: {doc_id}: {reason}\n")
+    out.flush()
+    if report.failed:
+        raise EvaluationError(
+            f"{report.failed} of {report.documents} documents could not be indexed into "
+            f"'{report.index}' (first: {report.failures[0][0]}: {report.failures[0][1]}); fix "
+            "the corpus and re-run with --recreate"
+        )
+    return EXIT_OK

@@ -1,0 +1,272 @@
+"""``retrievalkit compare``: run or load two or more systems and compare them per question."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from retrievalkit.commands.options import (
+    add_common,
+    console,
+    fraction,
+    k_list,
+    load_config,
+    positive,
+    store_url,
+)
+from retrievalkit.errors import EXIT_OK, EvaluationError, InputError
+
+if TYPE_CHECKING:
+    from retrievalkit.comparison import Side
+    from retrievalkit.config import Config
+    from retrievalkit.model import GoldenQuestionSet, ResultRecord
+
+NAME = "compare"
+HELP = (
+    "Compare retrievers (run now) or stored runs question by question: differences with paired "
+    "intervals, permutation p-values, Holm correction, win/tie/loss and the questions that moved."
+)
+
+
+def _retriever(text: str) -> tuple[str, str]:
+    return ("retriever", text)
+
+
+def _run(text: str) -> tuple[str, str]:
+    return ("run", text)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        metavar="NAME_OR_FILE",
+        help="the golden set to run the retrievers on (needed with --retriever; with --run only, "
+        "it supplies question texts and the runs must have been made on it)",
+    )
+    parser.add_argument(
+        "--retriever",
+        dest="systems",
+        action="append",
+        type=_retriever,
+        metavar="NAME",
+        help="a retriever to run on --set (repeatable); the first system given is the baseline",
+    )
+    parser.add_argument(
+        "--run",
+        dest="systems",
+        action="append",
+        type=_run,
+        metavar="RUN_ID",
+        help="a stored run (repeatable, mixable with --retriever in any order)",
+    )
+    parser.add_argument(
+        "--allow-different-sets",
+        action="store_true",
+        help="compare runs made on different versions of a set, on the question ids they share",
+    )
+    parser.add_argument(
+        "--changed-by",
+        metavar="METRIC",
+        help="order 'the questions that changed most' by this metric (default rr)",
+    )
+    parser.add_argument(
+        "--changed",
+        type=int,
+        default=10,
+        metavar="N",
+        help="how many of the questions that changed most to list per pair (default 10)",
+    )
+    parser.add_argument(
+        "--k",
+        type=k_list,
+        metavar="K,K,...",
+        help="cut-offs for the retrievers run now (default 1,3,5,10)",
+    )
+    parser.add_argument(
+        "--overfetch", type=positive, metavar="N", help="overfetch factor (default 3)"
+    )
+    parser.add_argument(
+        "--concurrency", type=positive, metavar="N", help="questions asked at once (default 1)"
+    )
+    parser.add_argument(
+        "--resamples",
+        type=positive,
+        metavar="N",
+        help="bootstrap resamples for the intervals of the differences (default 2000)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=fraction,
+        metavar="X",
+        help="confidence level of the intervals; 1 - X is the significance level (default 0.95)",
+    )
+    parser.add_argument(
+        "--max-error-rate",
+        type=fraction,
+        metavar="X",
+        help="largest share of questions a retriever may fail on; above it compare stops with "
+        "code 3 (default 0)",
+    )
+    parser.add_argument(
+        "--no-save", action="store_true", help="do not save the runs of the retrievers run now"
+    )
+    parser.add_argument(
+        "--extra-labels",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also show each system's judged share and metrics with these labels merged in "
+        "(e.g. from retrievalkit judge; repeatable)",
+    )
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrievalkit.comparison import DEFAULT_CHANGED_BY, Side, compare_records
+    from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+    from retrievalkit.labels import label_effect, read_label_files
+    from retrievalkit.render.comparison import (
+        comparison_document,
+        render_comparison_markdown,
+        render_comparison_table,
+    )
+    from retrievalkit.render.extra_labels import effects_document, effects_markdown, print_effects
+    from retrievalkit.render.summary import to_json_text
+    from retrievalkit.resolve import resolve_set
+    from retrievalkit.stores import open_store
+
+    config = load_config(args)
+    systems: list[tuple[str, str]] = args.systems or []
+    if len(systems) < 2:
+        raise InputError(
+            f"compare needs at least two systems, got {len(systems)}",
+            field="--retriever/--run",
+            hint="e.g. --set demo --retriever bm25-demo --retriever my-bm25, or --run ID --run ID",
+        )
+    if args.changed < 0:
+        raise InputError(f"must be 0 or more, got {args.changed}", field="--changed")
+    if any(kind == "retriever" for kind, _ in systems) and not args.set:
+        raise InputError(
+            "the retrievers need a set to run on",
+            field="--set",
+            hint="add --set NAME_OR_FILE, or compare stored runs with --run RUN_ID",
+        )
+    confidence = args.confidence or config.eval.confidence or DEFAULT_CONFIDENCE
+    if not 0.0 < confidence < 1.0:
+        raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
+    resamples = args.resamples or config.eval.resamples or DEFAULT_RESAMPLES
+
+    store = open_store(store_url(args, config))
+    extra_labels = read_label_files(args.extra_labels)
+    golden = resolve_set(args.set, config) if args.set else None
+    sides: list[Side] = []
+    fresh: list[ResultRecord] = []
+    used: set[str] = set()
+    for index, (kind, name) in enumerate(systems, start=1):
+        if kind == "run":
+            record = store.get(name)
+            if record is None:
+                raise InputError(
+                    f"no run {name} in {store.url}",
+                    field="--run",
+                    hint="retrievalkit history --set S --retriever R lists the stored runs",
+                )
+            label = record.model if record.model not in used else f"{record.model}@{name}"
+        else:
+            assert golden is not None
+            record = _evaluate(name, golden, config, args, resamples, confidence)
+            fresh.append(record)
+            label = name if name not in used else f"{name} #{index}"
+        used.add(label)
+        saved_to = None if kind == "run" or args.no_save else store.url
+        sides.append(Side(label, record, saved_to))
+
+    comparison = compare_records(
+        sides,
+        allow_different_sets=args.allow_different_sets,
+        resamples=resamples,
+        confidence=confidence,
+        seed=DEFAULT_SEED,
+        changed_by=args.changed_by or DEFAULT_CHANGED_BY,
+        changed_limit=args.changed,
+        question_texts=({} if golden is None else {q.id: q.question for q in golden.questions}),
+    )
+    if not args.no_save:
+        for record in fresh:
+            store.save(record)
+    effects = {
+        side.label: label_effect(
+            side.record.outcomes, side.record.manifest.ks, extra_labels, sources=args.extra_labels
+        )
+        for side in sides
+        if args.extra_labels
+    }
+    if args.format == "json":
+        document = comparison_document(comparison)
+        if effects:
+            document["extra_labels"] = effects_document(effects)
+        sys.stdout.write(to_json_text(document) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(render_comparison_markdown(comparison) + effects_markdown(effects))
+    else:
+        render_comparison_table(comparison, console(args))
+        print_effects(effects, console(args))
+    return EXIT_OK
+
+
+def _evaluate(
+    name: str,
+    golden: GoldenQuestionSet,
+    config: Config,
+    args: argparse.Namespace,
+    resamples: int,
+    confidence: float,
+) -> ResultRecord:
+    """Run one retriever on the set the way ``eval`` does, and build its record."""
+    from retrievalkit.evaluator import DEFAULT_OVERFETCH, evaluate_questions
+    from retrievalkit.intervals import DEFAULT_SEED
+    from retrievalkit.metrics import DEFAULT_KS, normalise_ks
+    from retrievalkit.record import build_record
+    from retrievalkit.resolve import resolve_retriever
+    from retrievalkit.scoring import ScoringOptions, score_run
+
+    settings = config.eval
+    scoring = ScoringOptions(
+        ks=normalise_ks(args.k or settings.k or DEFAULT_KS),
+        resamples=resamples,
+        confidence=confidence,
+        seed=DEFAULT_SEED,
+        slices=settings.slices,
+    )
+    overfetch = args.overfetch or settings.overfetch or DEFAULT_OVERFETCH
+    resolved = resolve_retriever(name, config)
+    retrievals = evaluate_questions(
+        resolved.retriever,
+        golden.questions,
+        depth=max(scoring.ks),
+        overfetch=overfetch,
+        concurrency=args.concurrency or settings.concurrency or 1,
+    )
+    scores = score_run(golden.questions, retrievals, scoring)
+    record = build_record(
+        golden,
+        resolved.name,
+        resolved.plugin,
+        resolved.options,
+        scores,
+        scoring,
+        overfetch=overfetch,
+    )
+    max_error_rate = args.max_error_rate
+    if max_error_rate is None:
+        max_error_rate = config.regression.max_error_rate or 0.0
+    total = len(golden.questions)
+    if record.errored and record.errored / total > max_error_rate:
+        example = next(outcome.error for outcome in record.outcomes if outcome.error)
+        raise EvaluationError(
+            f"retriever '{name}' failed on {record.errored} of {total} questions (e.g. "
+            f"{example}); nothing was compared or saved (raise --max-error-rate to accept "
+            "some errors)"
+        )
+    return record

@@ -1,0 +1,369 @@
+"""Compare two or more runs question by question: differences, intervals, p-values, Holm.
+
+The first system is the baseline; every other system is compared with it, paired on
+the questions all systems share. For each metric: both means, the difference, a paired
+bootstrap interval of the difference and a two-sided sign-flip permutation p-value
+(:func:`retrievalkit.intervals.paired_difference`), plus how many questions each side
+won, tied and lost. With more than one candidate, each metric's p-values are
+Holm-corrected over the candidates (the family is "every candidate against the
+baseline on this metric"); metrics are not corrected against each other, because they
+are views of the same rankings rather than separate experiments: choose the metric you
+decide on before looking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+import numpy as np
+
+from retrievalkit.errors import InputError
+from retrievalkit.intervals import paired_difference
+from retrievalkit.judged_share import judged_warning
+from retrievalkit.model import QuestionOutcome, ResultRecord
+from retrievalkit.scoring import outcome_values
+
+#: The metrics a reader looks at first; the table marks them, JSON has every metric.
+HEADLINE_METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")
+#: The metric that orders "the questions that changed most" unless told otherwise.
+DEFAULT_CHANGED_BY = "rr"
+_TIE = 1e-12
+_FAMILY_ORDER = ("hit", "recall", "precision", "ndcg", "ap", "rr", "judged")
+
+
+@attrs.frozen
+class System:
+    """One side of a comparison: a fresh or stored run, and its share of judged documents."""
+
+    label: str
+    run_id: str
+    retriever: str
+    set_name: str
+    set_hash: str
+    questions: int
+    """Questions in the run (before restricting to the shared ones)."""
+    errored: int
+    """Errored questions among the compared ones."""
+    judged: dict[str, float | None]
+    """``judged@k`` -> mean over the compared questions; empty when the set has no judged@k."""
+    saved_to: str | None = None
+
+
+@attrs.frozen
+class MetricDelta:
+    """candidate - baseline for one metric, over the questions where both are defined."""
+
+    metric: str
+    baseline: float | None
+    candidate: float | None
+    difference: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+    p_holm: float | None
+    """The Holm-adjusted p-value; None when there is a single candidate."""
+    significant: bool | None
+    """Adjusted (else raw) p below 1 - confidence; None without a p-value."""
+    n: int
+    wins: int
+    ties: int
+    losses: int
+
+
+@attrs.frozen
+class QuestionChange:
+    """A question whose value moved, with the rank of its first relevant document on each side."""
+
+    question_id: str
+    question: str | None
+    baseline: float
+    candidate: float
+    difference: float
+    baseline_rank: int | None
+    """Rank of the first relevant document (None: none in the scored depth)."""
+    candidate_rank: int | None
+    baseline_error: str | None = None
+    candidate_error: str | None = None
+
+
+@attrs.frozen
+class PairComparison:
+    baseline: str
+    candidate: str
+    metrics: tuple[MetricDelta, ...]
+    changed_by: str
+    changed: tuple[QuestionChange, ...]
+    """The questions whose ``changed_by`` value moved most, largest move first."""
+
+
+@attrs.frozen
+class Comparison:
+    """Everything ``retrievalkit compare`` shows, computed once and rendered many ways."""
+
+    set_name: str
+    systems: tuple[System, ...]
+    pairs: tuple[PairComparison, ...]
+    shared_questions: int
+    same_set: bool
+    confidence: float
+    resamples: int
+    correction: str | None
+    """``holm`` with more than one candidate, else None."""
+    warnings: tuple[str, ...]
+
+
+@attrs.frozen
+class Side:
+    """A run to compare, with the label it is shown under and where it was saved."""
+
+    label: str
+    record: ResultRecord
+    saved_to: str | None = None
+
+
+def compare_records(
+    sides: Sequence[Side],
+    *,
+    allow_different_sets: bool = False,
+    resamples: int,
+    confidence: float,
+    seed: int,
+    changed_by: str = DEFAULT_CHANGED_BY,
+    changed_limit: int = 10,
+    question_texts: Mapping[str, str] | None = None,
+) -> Comparison:
+    """Compare every side after the first with the first, paired question by question."""
+    if len(sides) < 2:
+        raise InputError(
+            "compare needs at least two systems",
+            field="--retriever/--run",
+            hint="give two or more --retriever NAME (with --set) or --run RUN_ID",
+        )
+    hashes = {side.record.manifest.set_hash for side in sides}
+    same_set = len(hashes) == 1
+    id_lists = [[outcome.question_id for outcome in side.record.outcomes] for side in sides]
+    common = set(id_lists[0]).intersection(*id_lists[1:])
+    shared = [question_id for question_id in id_lists[0] if question_id in common]
+    warnings: list[str] = []
+    if not same_set:
+        sizes = ", ".join(
+            f"{side.label} {len(ids)}" for side, ids in zip(sides, id_lists, strict=True)
+        )
+        if not allow_different_sets:
+            versions = ", ".join(
+                f"{side.label}: {side.record.manifest.set_hash[:12]}" for side in sides
+            )
+            raise InputError(
+                f"the runs were made on different versions of the set (content hashes "
+                f"{versions}); they share {len(shared)} question ids ({sizes} questions)",
+                field="--allow-different-sets",
+                hint="pass --allow-different-sets to compare the shared questions only, or "
+                "compare runs of the same set",
+            )
+        warnings.append(
+            f"the systems ran on different versions of the set: compared on the "
+            f"{len(shared)} question ids they share ({sizes} questions)"
+        )
+    if not shared:
+        raise InputError(
+            "the runs share no question id, so there is nothing to compare",
+            field="--run",
+            hint="compare runs of the same set",
+        )
+    metrics = sorted(
+        (
+            name
+            for name in sides[0].record.metrics
+            if all(name in side.record.metrics for side in sides[1:])
+        ),
+        key=metric_order,
+    )
+    if changed_by not in metrics:
+        raise InputError(
+            f"metric {changed_by!r} is not in every run (shared: {', '.join(metrics)})",
+            field="--changed-by",
+            hint="use one of the shared metrics, e.g. rr or hit@3",
+        )
+    systems = tuple(_system(side, shared) for side in sides)
+    for system in systems:
+        pooling = judged_warning(system.label, system.judged)
+        if pooling is not None:
+            warnings.append(pooling)
+
+    base = sides[0].record
+    raw_pairs = []
+    for side in sides[1:]:
+        deltas = [
+            _delta(base.outcomes, side.record.outcomes, shared, metric, resamples, confidence, seed)
+            for metric in metrics
+        ]
+        raw_pairs.append((side, deltas))
+    correction = "holm" if len(raw_pairs) > 1 else None
+    alpha = 1.0 - confidence
+    adjusted: dict[tuple[int, str], float | None] = {}
+    if correction:
+        for metric_index, metric in enumerate(metrics):
+            family = [deltas[metric_index].p_value for _, deltas in raw_pairs]
+            for pair_index, value in enumerate(holm(family)):
+                adjusted[(pair_index, metric)] = value
+    texts = question_texts or {}
+    pairs = []
+    for pair_index, (side, deltas) in enumerate(raw_pairs):
+        finished = []
+        for delta in deltas:
+            p_holm = adjusted.get((pair_index, delta.metric))
+            decisive = p_holm if correction else delta.p_value
+            finished.append(
+                attrs.evolve(
+                    delta,
+                    p_holm=p_holm,
+                    significant=None if decisive is None else decisive < alpha,
+                )
+            )
+        pairs.append(
+            PairComparison(
+                baseline=sides[0].label,
+                candidate=side.label,
+                metrics=tuple(finished),
+                changed_by=changed_by,
+                changed=_changed(
+                    base.outcomes, side.record.outcomes, shared, changed_by, changed_limit, texts
+                ),
+            )
+        )
+    return Comparison(
+        set_name=base.set,
+        systems=systems,
+        pairs=tuple(pairs),
+        shared_questions=len(shared),
+        same_set=same_set,
+        confidence=confidence,
+        resamples=resamples,
+        correction=correction,
+        warnings=tuple(warnings),
+    )
+
+
+def metric_order(name: str) -> tuple[int, int]:
+    """Report order: hit, recall, precision, ndcg, ap by k, then rr, then judged by k.
+
+    Stored records come back with their metrics sorted by name (``hit@10`` before
+    ``hit@3``); this puts them back in the order every report uses.
+    """
+    family, _, k = name.partition("@")
+    position = _FAMILY_ORDER.index(family) if family in _FAMILY_ORDER else len(_FAMILY_ORDER)
+    return (position, int(k) if k.isdigit() else 0)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p-values, in the input order; None stays None.
+
+    The i-th smallest of m p-values is multiplied by (m - i + 1), the running maximum
+    keeps the adjusted values in the order of the raw ones, and nothing exceeds 1.
+    """
+    present = sorted((value, index) for index, value in enumerate(p_values) if value is not None)
+    m = len(present)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (value, index) in enumerate(present):
+        running = max(running, min(1.0, (m - rank) * value))
+        adjusted[index] = running
+    return adjusted
+
+
+def _system(side: Side, shared: Sequence[str]) -> System:
+    record = side.record
+    wanted = set(shared)
+    compared = [outcome for outcome in record.outcomes if outcome.question_id in wanted]
+    judged: dict[str, float | None] = {}
+    for name in sorted(record.metrics, key=metric_order):
+        if not name.startswith("judged@"):
+            continue
+        values = [outcome.scores.get(name) for outcome in compared]
+        defined = [value for value in values if value is not None]
+        judged[name] = float(np.mean(defined)) if defined else None
+    return System(
+        label=side.label,
+        run_id=record.run_id,
+        retriever=record.model,
+        set_name=record.set,
+        set_hash=record.manifest.set_hash,
+        questions=len(record.outcomes),
+        errored=sum(1 for outcome in compared if outcome.error is not None),
+        judged=judged,
+        saved_to=side.saved_to,
+    )
+
+
+def _delta(
+    baseline: Sequence[QuestionOutcome],
+    candidate: Sequence[QuestionOutcome],
+    shared: Sequence[str],
+    metric: str,
+    resamples: int,
+    confidence: float,
+    seed: int,
+) -> MetricDelta:
+    before = outcome_values(baseline, metric)
+    after = outcome_values(candidate, metric)
+    left = np.array([before[question_id] for question_id in shared])
+    right = np.array([after[question_id] for question_id in shared])
+    paired = paired_difference(left, right, resamples=resamples, confidence=confidence, seed=seed)
+    both = ~np.isnan(left) & ~np.isnan(right)
+    moves = right[both] - left[both]
+    interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
+    return MetricDelta(
+        metric=metric,
+        baseline=paired.baseline,
+        candidate=paired.candidate,
+        difference=paired.difference,
+        ci=interval,
+        p_value=paired.p_value,
+        p_holm=None,
+        significant=None,
+        n=paired.n,
+        wins=int((moves > _TIE).sum()),
+        ties=int((np.abs(moves) <= _TIE).sum()),
+        losses=int((moves < -_TIE).sum()),
+    )
+
+
+def first_relevant_rank(outcome: QuestionOutcome) -> int | None:
+    """1-based rank of the first document graded 1 or more, None when there is none."""
+    for rank, doc_id in enumerate(outcome.ranking, start=1):
+        if outcome.judgments.get(doc_id, 0) >= 1:
+            return rank
+    return None
+
+
+def _changed(
+    baseline: Sequence[QuestionOutcome],
+    candidate: Sequence[QuestionOutcome],
+    shared: Sequence[str],
+    metric: str,
+    limit: int,
+    texts: Mapping[str, str],
+) -> tuple[QuestionChange, ...]:
+    before = {outcome.question_id: outcome for outcome in baseline}
+    after = {outcome.question_id: outcome for outcome in candidate}
+    changes = []
+    for question_id in shared:
+        old, new = before[question_id], after[question_id]
+        old_value, new_value = old.scores.get(metric), new.scores.get(metric)
+        if old_value is None or new_value is None or abs(new_value - old_value) <= _TIE:
+            continue
+        changes.append(
+            QuestionChange(
+                question_id=question_id,
+                question=texts.get(question_id),
+                baseline=old_value,
+                candidate=new_value,
+                difference=new_value - old_value,
+                baseline_rank=first_relevant_rank(old),
+                candidate_rank=first_relevant_rank(new),
+                baseline_error=old.error,
+                candidate_error=new.error,
+            )
+        )
+    changes.sort(key=lambda change: (-abs(change.difference), change.question_id))
+    return tuple(changes[:limit])

@@ -1,0 +1,1 @@
+"""Built-in question generators: ``offline`` (no model) and ``openai-compatible``."""

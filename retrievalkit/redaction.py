@@ -1,0 +1,109 @@
+"""Keep secrets out of everything retrievalkit writes: records, reports, logs and error messages.
+
+An option is secret when its name looks like one (``password``, ``api_key``, ``token``,
+``client_secret``, ``credentials``, ``authorization``...); a ``*_env`` option names an
+environment variable whose *value* is secret; a URL option may carry a password in its
+``user:password@`` part. Secret values are replaced by ``***`` in the options a manifest
+keeps, scrubbed from any text that passes through retrievalkit on its way out (a
+retriever's exception, a plugin's error message), and enter the options hash only
+through a slow key derivation, so the stored hash does not help to guess a weak password.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+REDACTED = "***"
+_SECRET_NAME = re.compile(
+    r"(password|passwd|api_?key|token|secret|credential|authorization|private_?key|cookie)",
+    re.IGNORECASE,
+)
+_URL_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:)(?P<pw>[^/@\s]+)@")
+#: Slow on purpose: a stored options hash must not make a weak password cheap to guess.
+_HASH_ROUNDS = 10_000
+_HASH_SALT = b"retrievalkit options hash v1"
+
+
+def is_secret_option(name: str) -> bool:
+    """True for option names whose values must never be shown or stored."""
+    return bool(_SECRET_NAME.search(name)) and not name.endswith("_env")
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return redact_options(value)
+    if isinstance(value, (list, tuple)):
+        return [_redact_value(item) for item in value]
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(lambda match: f"{match['head']}{REDACTED}@", value)
+    return value
+
+
+def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options with every secret value replaced by ``***``, recursively.
+
+    ``*_env`` options keep their value: it is the NAME of an environment variable.
+    """
+    return {
+        name: REDACTED if is_secret_option(str(name)) else _redact_value(value)
+        for name, value in options.items()
+    }
+
+
+def _values(value: Any, *, secret: bool) -> Iterable[str]:
+    if isinstance(value, Mapping):
+        yield from secret_values(value)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _values(item, secret=secret)
+    elif secret and value is not None and not isinstance(value, bool):
+        yield str(value)
+    elif isinstance(value, str):
+        match = _URL_PASSWORD.match(value)
+        if match:
+            yield match["pw"]
+            yield urllib.parse.unquote(match["pw"])
+
+
+def secret_values(options: Mapping[str, Any]) -> list[str]:
+    """Every secret value the options hold or point to, longest first, for :func:`scrub`."""
+    found: set[str] = set()
+    for name, value in options.items():
+        name = str(name)
+        if name.endswith("_env") and isinstance(value, str):
+            found.add(os.environ.get(value, ""))
+        else:
+            found.update(_values(value, secret=is_secret_option(name)))
+    found.discard("")
+    return sorted(found, key=lambda text: (-len(text), text))
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of every secret replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def options_hash(options: Mapping[str, Any]) -> str:
+    """A digest of the options and of the environment values their ``*_env`` options name.
+
+    It changes when any option or secret changes, yet neither the secret nor a cheaply
+    reversible form of it is stored: a slow key derivation (PBKDF2-SHA256) turns the
+    options into the digest.
+    """
+    environment = {
+        name: os.environ.get(str(value), "")
+        for name, value in options.items()
+        if name.endswith("_env") and isinstance(value, str)
+    }
+    payload = json.dumps({"options": options, "env": environment}, sort_keys=True, default=str)
+    digest = hashlib.pbkdf2_hmac("sha256", payload.encode("utf-8"), _HASH_SALT, _HASH_ROUNDS)
+    return digest.hex()[:16]

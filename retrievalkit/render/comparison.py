@@ -1,0 +1,223 @@
+"""Renderers of a :class:`~retrievalkit.comparison.Comparison`: JSON, Markdown and rich tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from retrievalkit.comparison import Comparison, MetricDelta, PairComparison, QuestionChange
+from retrievalkit.convert import unstructure
+from retrievalkit.render.text import NONE, number
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def comparison_document(comparison: Comparison) -> dict[str, Any]:
+    """The JSON form (``--format json``): every field of the result, undefined values null."""
+    document: dict[str, Any] = unstructure(comparison)
+    return document
+
+
+def p_text(value: float | None) -> str:
+    if value is None:
+        return NONE
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def signed(value: float | None) -> str:
+    return NONE if value is None else f"{value:+.3f}"
+
+
+def ci_text(delta: MetricDelta) -> str:
+    return NONE if delta.ci is None else f"[{delta.ci[0]:+.3f}, {delta.ci[1]:+.3f}]"
+
+
+def header_line(comparison: Comparison) -> str:
+    percent = f"{comparison.confidence:.0%}"
+    return (
+        f"set {comparison.set_name} · {comparison.shared_questions} questions compared "
+        f"pairwise · {percent} paired bootstrap intervals ({comparison.resamples} resamples) · "
+        "sign-flip permutation p-values"
+        + (" · Holm-corrected over the candidates" if comparison.correction == "holm" else "")
+    )
+
+
+def _significance_note(comparison: Comparison) -> str:
+    alpha = 1.0 - comparison.confidence
+    which = "Holm-adjusted p" if comparison.correction == "holm" else "p"
+    return (
+        f"* {which} < {alpha:.2f}; W/T/L: questions the candidate won, tied and lost "
+        "against the baseline"
+    )
+
+
+def _judged_names(comparison: Comparison) -> list[str]:
+    return sorted(
+        {name for system in comparison.systems for name in system.judged},
+        key=lambda name: int(name.partition("@")[2]),
+    )
+
+
+def system_columns(comparison: Comparison) -> list[str]:
+    judged = _judged_names(comparison)
+    ks = " ".join("@" + name.partition("@")[2] for name in judged)
+    return ["system", "run", "questions", *([f"judged {ks}"] if judged else [])]
+
+
+def system_rows(comparison: Comparison) -> list[list[str]]:
+    judged = _judged_names(comparison)
+    rows = []
+    for system in comparison.systems:
+        errored = f", {system.errored} errored" if system.errored else ""
+        row = [system.label, system.run_id, f"{system.questions}{errored}"]
+        if judged:
+            row.append(" ".join(number(system.judged.get(name), 2) for name in judged))
+        rows.append(row)
+    return rows
+
+
+def metric_columns(
+    comparison: Comparison, pair: PairComparison, *, compact: bool = False
+) -> list[str]:
+    """Markdown shows raw and Holm p-values; the compact terminal table only the decisive one."""
+    columns = ["metric", pair.baseline, pair.candidate, "diff" if compact else "difference", "CI"]
+    if compact:
+        columns.append("p (Holm)" if comparison.correction else "p")
+    else:
+        columns += ["p", "p (Holm)"] if comparison.correction else ["p"]
+    columns.append("W/T/L")
+    return columns
+
+
+def metric_rows(
+    comparison: Comparison, pair: PairComparison, *, compact: bool = False
+) -> list[list[str]]:
+    rows = []
+    for delta in pair.metrics:
+        mark = " *" if delta.significant else ""
+        row = [
+            delta.metric,
+            number(delta.baseline),
+            number(delta.candidate),
+            signed(delta.difference) + mark,
+            ci_text(delta),
+        ]
+        if not compact or not comparison.correction:
+            row.append(p_text(delta.p_value))
+        if comparison.correction:
+            row.append(p_text(delta.p_holm))
+        row.append(f"{delta.wins}/{delta.ties}/{delta.losses}")
+        rows.append(row)
+    return rows
+
+
+def _rank(value: int | None, error: str | None) -> str:
+    if error is not None:
+        return "error"
+    return "–" if value is None else str(value)
+
+
+def change_columns(pair: PairComparison) -> list[str]:
+    return [
+        "question",
+        "text",
+        pair.baseline,
+        pair.candidate,
+        "difference",
+        "first relevant rank",
+    ]
+
+
+def change_row(change: QuestionChange) -> list[str]:
+    return [
+        change.question_id,
+        change.question or "",
+        number(change.baseline),
+        number(change.candidate),
+        signed(change.difference),
+        f"{_rank(change.baseline_rank, change.baseline_error)} -> "
+        f"{_rank(change.candidate_rank, change.candidate_error)}",
+    ]
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown_table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(_escape(column) for column in columns) + " |"]
+    lines.append("|" + "---|" * len(columns))
+    lines += ["| " + " | ".join(_escape(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def render_comparison_markdown(comparison: Comparison) -> str:
+    labels = " vs ".join(system.label for system in comparison.systems)
+    lines = [f"# retrievalkit comparison: {labels}", "", header_line(comparison), ""]
+    if comparison.warnings:
+        lines += ["## Warnings", ""]
+        lines += [f"- **warning**: {_escape(warning)}" for warning in comparison.warnings]
+        lines.append("")
+    lines += ["## Systems", ""]
+    lines += _markdown_table(system_columns(comparison), system_rows(comparison))
+    for pair in comparison.pairs:
+        lines += ["", f"## {pair.candidate} against {pair.baseline}", ""]
+        lines += _markdown_table(metric_columns(comparison, pair), metric_rows(comparison, pair))
+        lines += ["", _significance_note(comparison)]
+        lines += ["", f"### Questions that changed most ({pair.changed_by})", ""]
+        if pair.changed:
+            rows = [change_row(change) for change in pair.changed]
+            lines += _markdown_table(change_columns(pair), rows)
+        else:
+            lines.append(f"No question changed its {pair.changed_by}.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_comparison_table(comparison: Comparison, console: Console) -> None:
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    def table(title: str, columns: list[str], *, numeric_from: int = 99) -> Table:
+        # Numbers never wrap; labels (system names in headers, question texts) fold.
+        view = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for index, column in enumerate(columns):
+            numeric = index >= numeric_from
+            view.add_column(
+                Text(column),
+                justify="right" if numeric else "left",
+                overflow="fold",
+                no_wrap=(numeric and column not in names) or column == "metric",
+            )
+        return view
+
+    names = [system.label for system in comparison.systems]
+
+    console.print(header_line(comparison), style="bold", markup=False)
+    systems = table("Systems", system_columns(comparison), numeric_from=1)
+    for row in system_rows(comparison):
+        systems.add_row(*[Text(cell) for cell in row])
+    console.print(systems)
+    for pair in comparison.pairs:
+        deltas = table(
+            f"{pair.candidate} against {pair.baseline}",
+            metric_columns(comparison, pair, compact=True),
+            numeric_from=1,
+        )
+        for row in metric_rows(comparison, pair, compact=True):
+            deltas.add_row(*[Text(cell) for cell in row])
+        console.print(deltas)
+        console.print(_significance_note(comparison), markup=False)
+        if not pair.changed:
+            console.print(f"No question changed its {pair.changed_by}.", markup=False)
+            continue
+        changes = table(
+            f"Questions that changed most ({pair.changed_by})", change_columns(pair), numeric_from=2
+        )
+        for change in pair.changed:
+            changes.add_row(*[Text(cell) for cell in change_row(change)])
+        console.print(changes)
+    for warning in comparison.warnings:
+        console.print(f"warning: {warning}", style="yellow", markup=False)

@@ -1,0 +1,538 @@
+"""The contract test kit: the checks retrievalkit runs on its built-ins, for plugin authors' suites.
+
+Call these from your own pytest tests::
+
+    from retrievalkit.testing import check_question_set_provider, check_retriever, check_store
+
+    def test_my_retriever_keeps_the_contract():
+        check_retriever("my-retriever", probe_questions=["a question my corpus answers"])
+
+    def test_my_store_keeps_the_contract(tmp_path):
+        check_store(f"mystore:///{tmp_path}/runs")
+
+Each function fails with :class:`ContractViolation`, an ``AssertionError`` (so pytest
+reports a failed test, not an error), whose message starts with the broken rule's id and
+statement, e.g. ``[retriever.limit] retrieve() returns at most `limit` ids: ...``.
+:data:`RULES` lists every rule. Naming a plugin by its entry-point name (or a store by
+its URL) also checks that it is installed and discoverable, exactly as the command line
+finds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+from retrievalkit.model import GRADER, GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
+
+__all__ = [
+    "DEFAULT_PROBES",
+    "RULES",
+    "ContractViolation",
+    "check_question_set_provider",
+    "check_retriever",
+    "check_store",
+]
+
+#: Every rule the kit checks: id -> what a plugin must do.
+RULES: dict[str, str] = {
+    "retriever.discovery": "the retriever's entry point is installed and loads",
+    "retriever.factory": "the factory builds a retriever from its options",
+    "retriever.identifier": "a retriever has a non-empty string `identifier`",
+    "retriever.retrieve": "a retriever has a method retrieve(question, limit)",
+    "retriever.no-error": "retrieve() answers any question without raising",
+    "retriever.sequence": "retrieve() returns a list or tuple of ids (not a string, "
+    "generator or None)",
+    "retriever.string-ids": "every document id is a non-empty string",
+    "retriever.limit": "retrieve() returns at most `limit` ids",
+    "retriever.order": "a smaller limit gives the start of the same ranking (order is kept)",
+    "retriever.deterministic": "the same question and limit give the same ranking",
+    "retriever.answers": "some probe question finds at least one document",
+    "retriever.batch": "retrieve_many() gives one ranking per question, in order, each the "
+    "one retrieve() gives",
+    "provider.discovery": "the provider's entry point is installed and loads",
+    "provider.protocol": "a provider (or what calling the entry point gives) has set_names() "
+    "and load(name)",
+    "provider.names": "set_names() returns at least one name; names are distinct non-empty "
+    "strings without whitespace, the same on every call",
+    "provider.load": "load(name) returns a GoldenQuestionSet for every offered name",
+    "provider.set-name": "the set load(name) returns is called `name`",
+    "provider.deterministic": "loading a set twice gives the same questions (content hash)",
+    "provider.validates": "every question passes the checks a golden set file gets "
+    "(unique clean ids, a question text, valid expected ids and grades)",
+    "provider.unknown-name": "load() of a name the provider does not offer raises",
+    "store.discovery": "the URL's scheme names an installed store plugin that opens it",
+    "store.protocol": "a store has a string `url` and save, runs, get and all_runs",
+    "store.whole": "a saved run reads back whole: every field, outcome and metric equal",
+    "store.newest-first": "runs() and all_runs() answer newest first",
+    "store.key": "runs(set, model, grader) returns the runs of that key and no other",
+    "store.missing": "get() of an unknown run id returns None",
+    "store.duplicate": "saving a run id that is already stored fails and keeps one copy",
+    "store.reopen": "opening the same URL again sees the saved runs",
+}
+
+#: Questions every retriever must survive: ordinary, stopwords only, non-ASCII, long.
+DEFAULT_PROBES: tuple[str, ...] = (
+    "How do I renew it before it expires?",
+    "opening hours on public holidays",
+    "the of and",
+    "Wie viel kostet die Gebühr für Überweisungen?",
+    "x",
+    " ".join(["a long question about many different things"] * 40),
+)
+
+#: Limits asked: 30 is what eval asks by default (max k 10 times overfetch 3).
+_LIMITS = (1, 3, 10, 30)
+
+
+class ContractViolation(AssertionError):
+    """A plugin broke a rule of its contract; ``rule`` is the id of the rule in :data:`RULES`."""
+
+    def __init__(self, rule: str, detail: str) -> None:
+        self.rule = rule
+        self.detail = detail
+        super().__init__(f"[{rule}] {RULES[rule]}: {detail}")
+
+
+def _fail(rule: str, detail: str, cause: BaseException | None = None) -> NoReturn:
+    if cause is not None:
+        raise ContractViolation(rule, f"{detail}: {type(cause).__name__}: {cause}") from cause
+    raise ContractViolation(rule, detail)
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+# --- retrievers ------------------------------------------------------------------------------
+
+
+def check_retriever(
+    factory: Callable[..., Any] | str,
+    /,
+    *,
+    probe_questions: Sequence[str] | None = None,
+    default_probes: bool = True,
+    approximate: bool = False,
+    **options: Any,
+) -> Any:
+    """Build a retriever with ``factory(**options)`` and check it keeps the retriever contract.
+
+    ``factory`` is a retriever factory (what a ``retrievalkit.retrievers`` entry point
+    names) or the entry point's name, which also checks that it is installed.
+    ``probe_questions`` are questions your corpus answers: with them, at least one must
+    find a document (``retriever.answers``). The kit adds :data:`DEFAULT_PROBES`, which
+    a retriever must survive but need not answer, unless ``default_probes=False`` (for a
+    retriever that only knows given questions, such as the ``run`` retriever, which
+    rightly raises on any other). ``approximate=True`` skips
+    ``retriever.order`` and the equality part of ``retriever.batch``, for approximate
+    nearest-neighbour search whose top k legitimately depends on k.
+
+    Returns the retriever, for further tests of your own.
+    """
+    if isinstance(factory, str):
+        factory = _load_entry_point("retriever.discovery", "RETRIEVERS", factory)
+    assert callable(factory)
+    try:
+        retriever = factory(**options)
+    except Exception as error:
+        _fail("retriever.factory", f"calling {_name_of(factory)}(**{options!r}) raised", error)
+    identifier = getattr(retriever, "identifier", None)
+    if not isinstance(identifier, str) or not identifier.strip():
+        _fail(
+            "retriever.identifier",
+            f"{type(retriever).__name__}.identifier is {identifier!r}",
+        )
+    if not callable(getattr(retriever, "retrieve", None)):
+        _fail("retriever.retrieve", f"{type(retriever).__name__} has no callable retrieve")
+
+    own = list(probe_questions or ())
+    questions = list(dict.fromkeys([*own, *(DEFAULT_PROBES if default_probes else ())]))
+    if not questions:
+        raise ValueError("default_probes=False needs probe_questions")
+    deepest: dict[str, list[str]] = {}
+    for question in questions:
+        rankings = {limit: _ask(retriever, question, limit) for limit in _LIMITS}
+        deepest[question] = rankings[max(_LIMITS)]
+        again = _ask(retriever, question, max(_LIMITS))
+        if again != deepest[question]:
+            _fail(
+                "retriever.deterministic",
+                f"retrieve({_short(question)}, {max(_LIMITS)}) gave {deepest[question][:5]} "
+                f"and then {again[:5]}",
+            )
+        if approximate:
+            continue
+        for limit in _LIMITS[:-1]:
+            expected = deepest[question][:limit]
+            if rankings[limit] != expected:
+                _fail(
+                    "retriever.order",
+                    f"retrieve({_short(question)}, {limit}) gave {rankings[limit]}, but the "
+                    f"first {limit} of retrieve(..., {max(_LIMITS)}) are {expected}",
+                )
+    if own and not any(deepest[question] for question in own):
+        _fail(
+            "retriever.answers",
+            f"none of the {len(own)} probe questions found a document "
+            f"(e.g. {_short(own[0])}); is the index empty or the corpus option wrong?",
+        )
+    batch = getattr(retriever, "retrieve_many", None)
+    if callable(batch):
+        _check_batch(batch, questions, deepest, approximate=approximate)
+    return retriever
+
+
+def _ask(retriever: Any, question: str, limit: int) -> list[str]:
+    call = f"retrieve({_short(question)}, {limit})"
+    try:
+        ids = retriever.retrieve(question, limit)
+    except Exception as error:
+        _fail("retriever.no-error", f"{call} raised", error)
+    return _check_ranking(ids, call, limit)
+
+
+def _check_ranking(ids: Any, call: str, limit: int) -> list[str]:
+    if not isinstance(ids, (list, tuple)):
+        _fail("retriever.sequence", f"{call} returned {type(ids).__name__}")
+    for rank, doc_id in enumerate(ids, start=1):
+        if not isinstance(doc_id, str) or not doc_id:
+            _fail(
+                "retriever.string-ids",
+                f"{call} returned {doc_id!r} ({type(doc_id).__name__}) at rank {rank}",
+            )
+    if len(ids) > limit:
+        _fail("retriever.limit", f"{call} returned {len(ids)} ids")
+    return list(ids)
+
+
+def _check_batch(
+    batch: Callable[..., Any],
+    questions: list[str],
+    expected: Mapping[str, list[str]],
+    *,
+    approximate: bool,
+) -> None:
+    limit = max(_LIMITS)
+    try:
+        answers = batch(questions, limit)
+    except Exception as error:
+        _fail(
+            "retriever.batch", f"retrieve_many({len(questions)} questions, {limit}) raised", error
+        )
+    if not isinstance(answers, (list, tuple)) or len(answers) != len(questions):
+        count = len(answers) if isinstance(answers, (list, tuple)) else type(answers).__name__
+        _fail("retriever.batch", f"{len(questions)} questions gave {count} answers")
+    for question, answer in zip(questions, answers, strict=True):
+        call = f"retrieve_many([..., {_short(question)}, ...], {limit})"
+        if isinstance(answer, BaseException):
+            _fail("retriever.batch", f"{call} failed where retrieve() answered", answer)
+        ranking = _check_ranking(answer, call, limit)
+        if not approximate and ranking != expected[question]:
+            _fail(
+                "retriever.batch",
+                f"{call} gave {ranking[:5]}, retrieve() gave {expected[question][:5]}",
+            )
+
+
+# --- question set providers ------------------------------------------------------------------
+
+
+def check_question_set_provider(provider: Any, /) -> list[GoldenQuestionSet]:
+    """Check a question-set provider: its names, its sets, and that they are valid and stable.
+
+    ``provider`` is a provider, a class or callable that makes one (what a
+    ``retrievalkit.question_sets`` entry point may name), or the entry point's name,
+    which also checks that it is installed. Returns the sets it offers.
+    """
+    from retrievalkit.plugins import QuestionSetProvider
+
+    if isinstance(provider, str):
+        provider = _load_entry_point("provider.discovery", "QUESTION_SETS", provider)
+    if isinstance(provider, type) or not isinstance(provider, QuestionSetProvider):
+        try:
+            provider = provider()
+        except Exception as error:
+            _fail(
+                "provider.protocol",
+                f"{_name_of(provider)} is not a provider, and calling it",
+                error,
+            )
+    if not isinstance(provider, QuestionSetProvider):
+        _fail("provider.protocol", f"{type(provider).__name__} lacks set_names() or load(name)")
+    names = _set_names(provider)
+    if list(_set_names(provider)) != names:
+        _fail("provider.names", "two calls of set_names() gave different names")
+    sets = []
+    for name in names:
+        golden = _load_set(provider, name)
+        if golden.name != name:
+            _fail("provider.set-name", f"load({name!r}) returned a set called {golden.name!r}")
+        again = _load_set(provider, name)
+        if again.content_hash != golden.content_hash:
+            _fail("provider.deterministic", f"two loads of {name!r} gave different questions")
+        _validate_set(golden)
+        sets.append(golden)
+    unknown = f"no-such-set-{secrets.token_hex(4)}"
+    try:
+        provider.load(unknown)
+    except Exception:
+        pass
+    else:
+        _fail("provider.unknown-name", f"load({unknown!r}) returned instead of raising")
+    return sets
+
+
+def _set_names(provider: Any) -> list[str]:
+    try:
+        names = provider.set_names()
+    except Exception as error:
+        _fail("provider.names", "set_names() raised", error)
+    if not isinstance(names, (list, tuple)) or not names:
+        _fail("provider.names", f"set_names() returned {names!r}")
+    for name in names:
+        if not isinstance(name, str) or not name or re.search(r"\s", name):
+            _fail("provider.names", f"set name {name!r} is not a non-empty string without spaces")
+    if len(set(names)) != len(names):
+        _fail("provider.names", f"set_names() lists a name twice: {list(names)}")
+    return list(names)
+
+
+def _load_set(provider: Any, name: str) -> GoldenQuestionSet:
+    try:
+        golden = provider.load(name)
+    except Exception as error:
+        _fail("provider.load", f"load({name!r}) raised", error)
+    if not isinstance(golden, GoldenQuestionSet):
+        _fail("provider.load", f"load({name!r}) returned {type(golden).__name__}")
+    return golden
+
+
+def _validate_set(golden: GoldenQuestionSet) -> None:
+    from retrievalkit.convert import unstructure
+    from retrievalkit.errors import InputError
+    from retrievalkit.golden_files import parse_question
+
+    if not golden.questions:
+        _fail("provider.validates", f"set {golden.name!r} has no questions")
+    seen: set[str] = set()
+    for index, question in enumerate(golden.questions, start=1):
+        if not isinstance(question, GoldenQuestion):
+            _fail("provider.validates", f"question {index} is a {type(question).__name__}")
+        where = f"set {golden.name!r}, question {index} ({question.id!r})"
+        if question.id in seen:
+            _fail("provider.validates", f"{where}: the id is used twice")
+        seen.add(question.id)
+        data = {key: value for key, value in unstructure(question).items() if value is not None}
+        try:
+            parse_question(data, source=where)
+        except InputError as error:
+            _fail("provider.validates", str(error))
+
+
+# --- stores ----------------------------------------------------------------------------------
+
+
+def check_store(url: str, /, *, factory: Callable[[str], Any] | None = None) -> Any:
+    """Check the store at ``url``: whole runs kept, history newest first, keys apart.
+
+    The store is opened with :func:`retrievalkit.stores.open_store`, so the URL's scheme
+    must be an installed ``retrievalkit.stores`` plugin; pass ``factory`` (what the entry
+    point names, called with the URL) to check a store class before it is installed.
+    The store may already hold runs: the check writes runs of a set name of its own
+    (``contract-check-...``) and leaves them there. Returns the opened store.
+    """
+    store = _open(url, factory)
+    set_name = f"contract-check-{secrets.token_hex(4)}"
+    start = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    plan = [("model-a", 0), ("model-a", 1), ("model-b", 2), ("model-a", 3)]
+    records = [
+        _sample_record(set_name, model, start + dt.timedelta(seconds=offset))
+        for model, offset in plan
+    ]
+    for record in records:
+        try:
+            store.save(record)
+        except Exception as error:
+            _fail("store.whole", f"save() of run {record.run_id} raised", error)
+
+    first = records[0]
+    try:
+        got = store.get(first.run_id)
+    except Exception as error:
+        _fail("store.whole", f"get({first.run_id!r}) raised", error)
+    _same_run(got, first, f"get({first.run_id!r})")
+
+    model_a = [record for record in records if record.model == "model-a"]
+    history = _call(store, "runs", "store.key", set_name, "model-a", GRADER)
+    if {run.run_id for run in history} != {run.run_id for run in model_a}:
+        _fail(
+            "store.key",
+            f"runs({set_name!r}, 'model-a') gave runs {[run.run_id for run in history]}, "
+            f"expected {[run.run_id for run in model_a]}",
+        )
+    expected_order = [run.run_id for run in reversed(model_a)]
+    if [run.run_id for run in history] != expected_order:
+        _fail(
+            "store.newest-first",
+            f"runs() gave {[run.run_id for run in history]}, newest first is {expected_order}",
+        )
+    for run, original in zip(history, reversed(model_a), strict=True):
+        _same_run(run, original, "runs()")
+    other_grader = _call(store, "runs", "store.key", set_name, "model-a", "another_grader")
+    if other_grader:
+        _fail("store.key", f"runs() for grader 'another_grader' gave {len(other_grader)} runs")
+
+    ours = {record.run_id for record in records}
+    everything = [run for run in _call(store, "all_runs", "store.whole") if run.run_id in ours]
+    newest_first = [run.run_id for run in reversed(records)]
+    if sorted(run.run_id for run in everything) != sorted(newest_first):
+        _fail("store.whole", f"all_runs() holds {len(everything)} of the {len(records)} runs saved")
+    if [run.run_id for run in everything] != newest_first:
+        _fail(
+            "store.newest-first",
+            f"all_runs() gave {[run.run_id for run in everything]}, newest first is {newest_first}",
+        )
+
+    missing = f"no-such-run-{secrets.token_hex(4)}"
+    try:
+        found = store.get(missing)
+    except Exception as error:
+        _fail("store.missing", f"get({missing!r}) raised", error)
+    if found is not None:
+        _fail("store.missing", f"get({missing!r}) returned {type(found).__name__}")
+
+    try:
+        store.save(first)
+    except Exception:
+        pass
+    else:
+        _fail("store.duplicate", f"saving run {first.run_id} a second time did not fail")
+    copies = [
+        run for run in _call(store, "all_runs", "store.duplicate") if run.run_id == first.run_id
+    ]
+    if len(copies) != 1:
+        _fail("store.duplicate", f"run {first.run_id} is stored {len(copies)} times")
+
+    reopened = _open(url, factory, rule="store.reopen")
+    try:
+        seen = {run.run_id for run in reopened.runs(set_name, "model-a", GRADER)}
+    except Exception as error:
+        _fail("store.reopen", "runs() of the reopened store raised", error)
+    if seen != {run.run_id for run in model_a}:
+        _fail("store.reopen", f"the reopened store has {len(seen)} of {len(model_a)} runs")
+    return store
+
+
+def _open(url: str, factory: Callable[[str], Any] | None, rule: str = "store.discovery") -> Any:
+    from retrievalkit.stores import ResultStore, open_store
+
+    try:
+        store = factory(url) if factory is not None else open_store(url)
+    except Exception as error:
+        _fail(rule, f"opening {url!r} raised", error)
+    if not isinstance(store, ResultStore) or not isinstance(getattr(store, "url", None), str):
+        _fail(
+            "store.protocol",
+            f"{type(store).__name__} lacks a string url or one of save, runs, get, all_runs",
+        )
+    return store
+
+
+def _call(store: Any, method: str, rule: str, *args: str) -> list[ResultRecord]:
+    try:
+        result = getattr(store, method)(*args)
+    except Exception as error:
+        _fail(rule, f"{method}{args!r} raised", error)
+    if not isinstance(result, list) or not all(isinstance(r, ResultRecord) for r in result):
+        _fail(rule, f"{method}{args!r} returned {type(result).__name__}, not a list of records")
+    return result
+
+
+def _same_run(got: Any, saved: ResultRecord, call: str) -> None:
+    from retrievalkit.convert import to_json
+
+    if not isinstance(got, ResultRecord):
+        _fail("store.whole", f"{call} returned {type(got).__name__}, not the saved record")
+    if to_json(got) != to_json(saved):
+        differing = [
+            field
+            for field in ("run_id", "set", "model", "metrics", "slices", "outcomes", "manifest")
+            if to_json(getattr(got, field)) != to_json(getattr(saved, field))
+        ]
+        _fail(
+            "store.whole",
+            f"{call} gave back run {saved.run_id} changed in "
+            + (", ".join(differing) or "its fields"),
+        )
+
+
+def _sample_record(set_name: str, model: str, moment: dt.datetime) -> ResultRecord:
+    """A real scored run over a small set that uses every feature a store must keep."""
+    from retrievalkit.evaluator import Retrieval
+    from retrievalkit.record import build_record
+    from retrievalkit.scoring import ScoringOptions, score_run
+
+    questions = [
+        GoldenQuestion(
+            id="c1",
+            question="Où est la bibliothèque ?",
+            form=QuestionForm.MATCH,
+            expected=["doc-1", "doc-2"],
+            grades={"doc-1": 2, "doc-9": 0},
+            hard_class="near-duplicate",
+            gist="either branch",
+            meta={"topic": "places"},
+        ),
+        GoldenQuestion(
+            id="c2", question="opening hours", form=QuestionForm.GAP, expected=["doc-3"]
+        ),
+        # A no-answer question alone in its slice: every mean there is None, not 0.0.
+        GoldenQuestion(
+            id="c3",
+            question="fishing licence",
+            form=QuestionForm.GAP,
+            expected=[],
+            meta={"topic": "elsewhere"},
+        ),
+        GoldenQuestion(id="c4", question="late fees", expected=["doc-4"], hard_class="normal"),
+    ]
+    golden = GoldenQuestionSet(name=set_name, questions=questions, source="retrievalkit.testing")
+    retrievals = [
+        Retrieval(("doc-2", "doc-9", "doc-1"), 1.5),
+        Retrieval(("doc-7", "doc-3"), 0.25),
+        Retrieval((), 0.5),
+        Retrieval((), 3.0, error="ConnectionError: backend unreachable"),
+    ]
+    scoring = ScoringOptions(ks=(1, 3, 5), resamples=50, slices=("topic",))
+    scores = score_run(questions, retrievals, scoring)
+    return build_record(
+        golden,
+        model,
+        "contract-check",
+        {"api_key": "s3cret"},
+        scores,
+        scoring,
+        overfetch=3,
+        now=moment,
+    )
+
+
+# --- shared ----------------------------------------------------------------------------------
+
+
+def _load_entry_point(rule: str, group_constant: str, name: str) -> Any:
+    from retrievalkit import plugins
+
+    group = getattr(plugins, group_constant)
+    try:
+        return plugins.load(plugins.find_one(group, name))
+    except Exception as error:
+        _fail(rule, f"entry point '{name}' in {group}", error)
+
+
+def _name_of(obj: Any) -> str:
+    return str(getattr(obj, "__qualname__", None) or type(obj).__name__)
