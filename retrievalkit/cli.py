@@ -24,6 +24,7 @@ from retrievalkit.errors import (
     InputError,
     PluginError,
     RetrievalkitError,
+    one_line,
 )
 
 COMMANDS_GROUP = "retrievalkit.commands"  # plugins.COMMANDS
@@ -136,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(args)
         return int(args.handler(args))
     except RetrievalkitError as error:
-        print(f"retrievalkit: error: {error}", file=sys.stderr)
+        print(f"retrievalkit: error: {one_line(str(error))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("retrievalkit: interrupted; nothing was saved", file=sys.stderr)

@@ -10,6 +10,17 @@ EXIT_EVALUATION_FAILED = 3
 EXIT_INTERRUPTED = 130
 
 
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other unprintable characters shown as escapes.
+
+    An error message is one line on stderr, even when it quotes a field name or a value
+    from the input that holds a newline.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 class RetrievalkitError(Exception):
     """Base class: a message a person can act on, and the exit code it maps to."""
 
@@ -48,7 +59,7 @@ class InputError(RetrievalkitError):
         text = f"{where}: {self.detail}" if where else self.detail
         if self.hint:
             text += f" ({self.hint})"
-        return text
+        return one_line(text)
 
 
 class PluginError(RetrievalkitError):

@@ -25,6 +25,8 @@ DEFAULT_SEED = 20240611
 #: run's weight matrix serves enough resamples.
 _BATCH_CELLS = 1 << 20
 _MIN_BATCH_ROWS = 64
+#: Sign flips per batch of the permutation test (its batches shape the random stream).
+_PERMUTATION_CELLS = 4_000_000
 #: float32 holds every whole number up to 2**24 exactly; resample counts and sizes never
 #: exceed the number of questions.
 _EXACT_FLOAT32 = 1 << 24
@@ -254,7 +256,7 @@ def paired_difference(
     else:
         extreme = 0
         done = 0
-        batch = max(1, min(permutations, _BATCH_CELLS // n))
+        batch = max(1, min(permutations, _PERMUTATION_CELLS // n))
         while done < permutations:
             size = min(batch, permutations - done)
             signs = rng.integers(0, 2, size=(size, n)) * 2.0 - 1.0

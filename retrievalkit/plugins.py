@@ -8,9 +8,12 @@ that names the package and entry point. A broken plugin never stops the others.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import logging
+import os
 import re
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -29,6 +32,7 @@ GENERATORS = "retrievalkit.generators"
 JUDGES = "retrievalkit.judges"
 COMMANDS = "retrievalkit.commands"
 GROUPS = (QUESTION_SETS, RETRIEVERS, STORES, COMMANDS)
+_PREFIX = "retrievalkit."
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +70,47 @@ class BrokenPlugin:
 
 def find(group: str) -> list[Plugin]:
     """Every entry point of ``group``, sorted, duplicates of one installation folded."""
-    found: set[Plugin] = set()
-    for entry_point in importlib.metadata.entry_points(group=group):
-        dist = getattr(entry_point, "dist", None)
-        package = dist.metadata["Name"] if dist is not None else "?"
-        version = dist.version if dist is not None else "?"
-        found.add(Plugin(group, entry_point.name, entry_point.value, package, version))
-    return sorted(found)
+    return list(_installed(_path_state()).get(group, ()))
+
+
+def _path_state() -> tuple[tuple[str, float], ...]:
+    """sys.path with each folder's modification time: installing a package changes it."""
+    state = []
+    for entry in sys.path:
+        try:
+            modified = os.stat(entry or ".").st_mtime
+        except OSError:
+            modified = -1.0
+        state.append((entry, modified))
+    return tuple(state)
+
+
+@functools.lru_cache(maxsize=8)
+def _installed(path_state: tuple[tuple[str, float], ...]) -> dict[str, tuple[Plugin, ...]]:
+    """Every retrievalkit entry point installed, by group, from one pass over the packages.
+
+    A command asks for several groups, and each ``entry_points()`` call reads every
+    installed package's entry points again, so one pass is kept per state of sys.path.
+    Only a package that registers a retrievalkit entry point has its METADATA parsed
+    (for its name and version); the first installation of a name wins, as in
+    ``importlib.metadata.entry_points()``.
+    """
+    found: dict[str, set[Plugin]] = {}
+    seen: set[str] = set()
+    for dist in importlib.metadata.distributions():
+        points = [point for point in dist.entry_points if point.group.startswith(_PREFIX)]
+        if not points:
+            continue
+        package = dist.metadata["Name"] or "?"
+        normalized = re.sub(r"[-_.]+", "-", package).lower()
+        if normalized in seen:
+            continue
+        seen.add(normalized)
+        for point in points:
+            found.setdefault(point.group, set()).add(
+                Plugin(point.group, point.name, point.value, package, dist.version)
+            )
+    return {group: tuple(sorted(plugins)) for group, plugins in found.items()}
 
 
 def find_one(group: str, name: str) -> Plugin:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrievalkit.commands.options import console
 from retrievalkit.errors import InputError
-from retrievalkit.render.summary import EvalReport
+
+if TYPE_CHECKING:
+    # Only a type here: importing the renderer pulls numpy into every start-up.
+    from retrievalkit.render.summary import EvalReport
 
 
 def emit_report(report: EvalReport, args: argparse.Namespace) -> None:

@@ -14,10 +14,11 @@ import attrs
 
 from retrievalkit.convert import unstructure
 from retrievalkit.model import GoldenQuestion, MetricValue, ResultRecord
-from retrievalkit.regression import Verdict
 
 if TYPE_CHECKING:
     from retrievalkit.labels import LabelEffect
+    # A type only: the regression module brings numpy, which `list` and `show` never need.
+    from retrievalkit.regression import Verdict
 
 
 @attrs.frozen
