@@ -8,8 +8,9 @@ are left out of a mean, so a resampled mean is sum(defined values) / count(defin
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import attrs
 import numpy as np
@@ -24,11 +25,19 @@ DEFAULT_SEED = 20240611
 #: in cache for small runs, and at least _MIN_BATCH_ROWS rows, so each pass over a large
 #: run's weight matrix serves enough resamples.
 _BATCH_CELLS = 1 << 20
-_MIN_BATCH_ROWS = 64
+_MIN_BATCH_ROWS = 16
+#: Threads that draw and multiply batches of resamples (the machines have 2 cores).
+_THREADS = 2
+#: Multiply-adds up to which OpenBLAS runs a product on the calling thread alone.
+_SINGLE_THREADED_PRODUCT = 1 << 18
+#: ...but never pieces so thin that calls outnumber the work (the per-group fallback).
+_MIN_PIECE_ROWS = 256
+#: Beyond this many blocks of questions sharing the same groups, see _resampled_means.
+_MAX_BLOCKS = 64
 #: Sign flips per batch of the permutation test (its batches shape the random stream).
 _PERMUTATION_CELLS = 4_000_000
-#: float32 holds every whole number up to 2**24 exactly; resample counts and sizes never
-#: exceed the number of questions.
+#: float32 holds every whole number up to 2**24 exactly; resampled sizes never exceed
+#: the number of questions.
 _EXACT_FLOAT32 = 1 << 24
 
 
@@ -42,38 +51,26 @@ class Estimate:
     n: int
 
 
-def _count_batches(count: int, resamples: int, seed: int) -> Iterator[npt.NDArray[np.float32]]:
-    """Yield (batch, count) matrices: how often each question is drawn in each resample.
+def _draw_counts(
+    count: int, size: int, seed: int, number: int, order: npt.NDArray[np.intp] | None
+) -> npt.NDArray[np.float32]:
+    """Batch ``number`` of the resamples: how often each question is drawn in each.
 
-    Counts are whole numbers far below 2**24, so float32 holds them exactly and halves
-    the memory the matrix product streams through. One generator draws every batch in
-    order, so the counts depend on the seed alone; a helper thread draws the next batch
-    while the caller multiplies this one (numpy releases the GIL for both).
+    Each batch has its own generator, seeded with (seed, number), so the counts depend
+    on the seed alone, whichever thread draws which batch. Counts are small whole
+    numbers, exact in float32. With ``order``, column j holds question ``order[j]``'s
+    count; a question's count is the same either way.
     """
-    rng = np.random.default_rng(seed)
-    batch = max(1, min(resamples, max(_MIN_BATCH_ROWS, _BATCH_CELLS // max(count, 1))))
-    sizes = [min(batch, resamples - done) for done in range(0, resamples, batch)]
-    # int32 draws are the same stream as int64 ones below 2**31, at half the memory.
     index_type = np.int32 if count < 2**31 else np.int64
-
-    def draw(size: int) -> npt.NDArray[np.float32]:
-        draws = rng.integers(0, count, size=(size, count), dtype=index_type)
-        counts = np.empty((size, count), dtype=np.float32)
-        # Row by row keeps each bincount's table in cache and needs no row offsets.
-        for row in range(size):
-            counts[row] = np.bincount(draws[row], minlength=count)
-        return counts
-
-    if len(sizes) == 1:
-        yield draw(sizes[0])
-        return
-    with ThreadPoolExecutor(max_workers=1) as helper:
-        pending = helper.submit(draw, sizes[0])
-        for size in sizes[1:]:
-            ready = pending.result()
-            pending = helper.submit(draw, size)
-            yield ready
-        yield pending.result()
+    draws = np.random.default_rng((seed, number)).integers(
+        0, count, size=(size, count), dtype=index_type
+    )
+    counts = np.empty((size, count), dtype=np.float32)
+    # Row by row keeps each bincount's table in cache and needs no row offsets.
+    for row in range(size):
+        drawn = np.bincount(draws[row], minlength=count)
+        counts[row] = drawn if order is None else drawn[order]
+    return counts
 
 
 def bootstrap_means(
@@ -95,55 +92,20 @@ def bootstrap_means(
     group_count = groups.shape[0]
     defined = ~np.isnan(values)
     filled = np.where(defined, values, 0.0)
-    # Which questions count towards a mean: metrics defined on the same questions (all
-    # but hit@k are undefined exactly on no-answer questions) share one pattern, so
-    # each group needs a resampled size per pattern, not per metric.
-    keys = [defined[:, metric].tobytes() for metric in range(metrics)]
-    distinct = list(dict.fromkeys(keys))
-    pattern_of = np.array([distinct.index(key) for key in keys], dtype=np.intp)
-    patterns = defined[:, [keys.index(key) for key in distinct]]
-    pattern_count = len(distinct)
     cells = group_count * metrics
     totals = np.empty(cells)
     sizes = np.empty(cells)
-    # One matrix: a column per (group, metric) sum of values, then a column per
-    # (group, pattern) count of questions; float32 (see _count_batches) when the
-    # counts stay exact, float64 for runs past 2**24 questions.
-    weights = np.empty(
-        (count, cells + group_count * pattern_count),
-        dtype=np.float32 if count < _EXACT_FLOAT32 else np.float64,
-    )
-    means = np.full(cells, np.nan)
     for group, mask in enumerate(groups):
         columns = slice(group * metrics, (group + 1) * metrics)
-        numerators = filled * mask[:, None]
         # Summed over questions in order, as one (questions, cells) matrix would be, so
         # the means are the same to the last bit whatever the number of groups.
-        totals[columns] = numerators.sum(axis=0)
-        counted = defined & mask[:, None]
-        sizes[columns] = counted.sum(axis=0)
-        np.divide(totals[columns], sizes[columns], out=means[columns], where=sizes[columns] > 0)
-        # Centred on the group's mean: a resampled mean is mean + sum(count * deviation)
-        # / size, and deviations sum to a small number, so float32 rounding in the
-        # product stays far below the resampling noise (about 1e-9 instead of 1e-7).
-        center = np.nan_to_num(means[columns])
-        weights[:, columns] = np.where(counted, filled - center, 0.0)
-        first = cells + group * pattern_count
-        weights[:, first : first + pattern_count] = patterns & mask[:, None]
+        totals[columns] = (filled * mask[:, None]).sum(axis=0)
+        sizes[columns] = (defined & mask[:, None]).sum(axis=0)
+    means = np.divide(totals, sizes, out=np.full_like(totals, np.nan), where=sizes > 0)
     low = np.full_like(means, np.nan)
     high = np.full_like(means, np.nan)
-    if count and resamples > 0:
-        sums = np.empty((resamples, weights.shape[1]), dtype=weights.dtype)
-        row = 0
-        for counts in _count_batches(count, resamples, seed):
-            batch = counts.astype(weights.dtype, copy=False)
-            np.matmul(batch, weights, out=sums[row : row + len(batch)])
-            row += len(batch)
-        deviations = sums[:, :cells].astype(np.float64)
-        size_columns = cells + np.repeat(np.arange(group_count) * pattern_count, metrics)
-        bottom = sums[:, size_columns + np.tile(pattern_of, group_count)].astype(np.float64)
-        samples = np.divide(deviations, bottom, out=np.full_like(deviations, np.nan), where=bottom > 0)
-        samples += means
+    if count and resamples > 0 and group_count:
+        samples = _resampled_means(filled, defined, groups, resamples, seed)
         tail = (1.0 - confidence) / 2.0 * 100.0
         low, high = _nanpercentiles(samples, (tail, 100.0 - tail))
     estimates: list[list[Estimate]] = []
@@ -165,6 +127,160 @@ def bootstrap_means(
             )
         estimates.append(row_estimates)
     return estimates
+
+
+@attrs.frozen
+class _Block:
+    """Consecutive questions (in resampling order) whose sums one matrix product gives.
+
+    ``weights`` has a column per metric (the values less the part's centre, 0 where
+    undefined) and per definedness pattern (1 where the question counts) for each part;
+    ``to_totals`` and ``to_sizes`` turn the product's columns into every (group,
+    metric) cell's resampled sum of values and number of values.
+    """
+
+    start: int
+    end: int
+    weights: npt.NDArray[np.floating[Any]]
+    to_totals: FloatArray
+    to_sizes: FloatArray
+
+
+def _resampled_means(
+    filled: FloatArray,
+    defined: npt.NDArray[np.bool_],
+    groups: npt.NDArray[np.bool_],
+    resamples: int,
+    seed: int,
+) -> FloatArray:
+    """(resamples, groups x metrics) resampled means; NaN where nothing was defined.
+
+    The questions are sorted into blocks of questions that belong to the same groups
+    (form x hard class gives a handful). Each block's sums are one small product per
+    batch of resamples, and a group's sums add up its blocks', so the work grows with
+    the questions, not with questions x groups. Past _MAX_BLOCKS blocks (many small
+    slices) one block of all questions with a part per group costs less.
+
+    Values are centred on their part's mean before the float32 product: the centred
+    sums stay small, so float32 rounding stays near 1e-9, far below resampling noise,
+    and the centre comes back exactly in float64 (centre x resampled size).
+    """
+    count, metrics = filled.shape
+    group_count = len(groups)
+    # Metrics defined on the same questions (all but hit@k are undefined exactly on
+    # no-answer questions) share one resampled size per part.
+    keys = [defined[:, metric].tobytes() for metric in range(metrics)]
+    distinct = list(dict.fromkeys(keys))
+    pattern_of = np.array([distinct.index(key) for key in keys], dtype=np.intp)
+    patterns = defined[:, [keys.index(key) for key in distinct]]
+    # float32 sums of counts are exact below 2**24 questions; past that, float64.
+    precision = np.float32 if count < _EXACT_FLOAT32 else np.float64
+    order = np.lexsort(groups[::-1])
+    member = groups[:, order]
+    cuts = np.flatnonzero(np.any(member[:, 1:] != member[:, :-1], axis=0)) + 1
+    bounds = list(zip([0, *cuts.tolist()], [*cuts.tolist(), count], strict=True))
+    parts: list[tuple[int, int, list[tuple[list[int], npt.NDArray[np.bool_]]]]]
+    if len(bounds) <= _MAX_BLOCKS:
+        parts = [
+            (start, end, [(np.flatnonzero(member[:, start]).tolist(), np.ones(end - start, bool))])
+            for start, end in bounds
+            if member[:, start].any()
+        ]
+        rows: npt.NDArray[np.intp] | None = order
+    else:
+        parts = [(0, count, [([group], mask) for group, mask in enumerate(groups)])]
+        rows = None
+    blocks = []
+    for start, end, block_parts in parts:
+        taken = slice(start, end) if rows is None else rows[start:end]
+        blocks.append(
+            _block(
+                start,
+                end,
+                filled[taken],
+                defined[taken],
+                patterns[taken],
+                pattern_of,
+                block_parts,
+                group_count,
+                precision,
+            )
+        )
+    sums = [np.empty((resamples, block.weights.shape[1])) for block in blocks]
+    batch = max(1, min(resamples, max(_MIN_BATCH_ROWS, _BATCH_CELLS // count)))
+    # Small products run on one BLAS thread (OpenBLAS threads a product only past
+    # 2**18 multiply-adds), so pieces of blocks stay under that and the two cores are
+    # used by drawing and multiplying whole batches in two threads instead: OpenBLAS's
+    # own threads stall on every small product when the machine is busy.
+    width = max(block.weights.shape[1] for block in blocks)
+    piece = max(_MIN_PIECE_ROWS, _SINGLE_THREADED_PRODUCT // (batch * width))
+    pieces = [
+        (index, low, min(low + piece, block.end))
+        for index, block in enumerate(blocks)
+        for low in range(block.start, block.end, piece)
+    ]
+
+    def resample(number: int) -> None:
+        first = number * batch
+        size = min(batch, resamples - first)
+        counts = _draw_counts(count, size, seed, number, rows).astype(precision, copy=False)
+        # Pieces add up in float64: only a piece's own product rounds to float32.
+        totals = [np.zeros((size, block.weights.shape[1])) for block in blocks]
+        for index, low, high in pieces:
+            block = blocks[index]
+            weights = block.weights[low - block.start : high - block.start]
+            totals[index] += counts[:, low:high] @ weights
+        # Each batch writes its own rows, so the threads never touch the same cells.
+        for block_sums, total in zip(sums, totals, strict=True):
+            block_sums[first : first + size] = total
+
+    numbers = range(-(-resamples // batch))
+    if len(numbers) == 1:
+        resample(0)
+    else:
+        with ThreadPoolExecutor(max_workers=_THREADS) as threads:
+            for _ in threads.map(resample, numbers):
+                pass
+    wide = np.concatenate(sums, axis=1)
+    top = wide @ np.concatenate([block.to_totals for block in blocks])
+    bottom = wide @ np.concatenate([block.to_sizes for block in blocks])
+    return np.divide(top, bottom, out=np.full_like(top, np.nan), where=bottom > 0)
+
+
+def _block(
+    start: int,
+    end: int,
+    filled: FloatArray,
+    defined: npt.NDArray[np.bool_],
+    patterns: npt.NDArray[np.bool_],
+    pattern_of: npt.NDArray[np.intp],
+    parts: list[tuple[list[int], npt.NDArray[np.bool_]]],
+    group_count: int,
+    precision: type[np.floating[Any]],
+) -> _Block:
+    """The weights of one block: for each part (its groups, its questions), the columns."""
+    metrics = filled.shape[1]
+    width = metrics + patterns.shape[1]
+    weights = np.empty((end - start, width * len(parts)), dtype=precision)
+    to_totals = np.zeros((weights.shape[1], group_count * metrics))
+    to_sizes = np.zeros_like(to_totals)
+    metric_rows = np.arange(metrics)
+    for index, (part_groups, mask) in enumerate(parts):
+        first = index * width
+        counted = defined & mask[:, None]
+        tally = counted.sum(axis=0)
+        center = np.divide(
+            (filled * counted).sum(axis=0), tally, out=np.zeros(metrics), where=tally > 0
+        )
+        weights[:, first : first + metrics] = np.where(counted, filled - center, 0.0)
+        weights[:, first + metrics : first + width] = patterns & mask[:, None]
+        size_rows = first + metrics + pattern_of
+        for group in part_groups:
+            cells = group * metrics + metric_rows
+            to_totals[first + metric_rows, cells] = 1.0
+            to_totals[size_rows, cells] = center
+            to_sizes[size_rows, cells] = 1.0
+    return _Block(start, end, weights, to_totals, to_sizes)
 
 
 def _nanpercentiles(samples: FloatArray, percents: tuple[float, ...]) -> FloatArray:

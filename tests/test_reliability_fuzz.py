@@ -365,8 +365,13 @@ def test_values_are_in_range_monotone_and_as_defined(
             assert values[f"hit@{k}"][index] == float(found > 0)
             assert values[f"recall@{k}"][index] == pytest.approx(found / len(relevant))
             assert values[f"precision@{k}"][index] == pytest.approx(found / k)
-            judged = sum(doc in labels for doc in shown[:k])
-            assert values[f"judged@{k}"][index] == pytest.approx(judged / k)
+            # judged@k: the labelled share of what was returned in the top k, if anything was.
+            top = shown[:k]
+            judged = values[f"judged@{k}"][index]
+            if top:
+                assert judged == pytest.approx(sum(doc in labels for doc in top) / len(top))
+            else:
+                assert np.isnan(judged)
         first = next((rank for rank, doc in enumerate(shown, 1) if doc in relevant), None)
         assert values["rr"][index] == pytest.approx(0.0 if first is None else 1 / first)
 

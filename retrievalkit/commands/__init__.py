@@ -21,6 +21,7 @@ BUILTIN = (
     "listing",
     "history",
     "show",
+    "report",
     "validate",
     "fidelity",
     "export",
