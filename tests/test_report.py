@@ -11,6 +11,7 @@ clicks column headings and measures the charts), and save a screenshot.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -159,11 +160,17 @@ def test_a_comparison_report_shows_the_paired_differences(runs: Runs) -> None:
     compared = json.loads(
         ok(
             retrievalkit(
-                "compare", "--run", runs.demo, "--run", runs.titles, "--format", "json",
+                "compare",
+                "--run",
+                runs.demo,
+                "--run",
+                runs.titles,
+                "--format",
+                "json",
                 cwd=runs.folder,
             )
         )
-    )  # fmt: skip
+    )
     (pair,) = compared["pairs"]
     deltas = {delta["metric"]: delta for delta in pair["metrics"]}
     for metric in ("hit@1", "hit@3", "rr", "ndcg@10"):
@@ -180,7 +187,11 @@ def test_a_comparison_report_shows_the_paired_differences(runs: Runs) -> None:
 
 def test_the_same_runs_give_a_byte_identical_report(runs: Runs) -> None:
     again = runs.folder / "again.html"
-    ok(retrievalkit("report", runs.titles, "--compare", runs.demo, "-o", str(again), cwd=runs.folder))
+    ok(
+        retrievalkit(
+            "report", runs.titles, "--compare", runs.demo, "-o", str(again), cwd=runs.folder
+        )
+    )
     assert again.read_bytes() == runs.compared.read_bytes()
 
 
@@ -216,17 +227,29 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]
     scoring = ScoringOptions(ks=(1, 3), resamples=200)
     record = build_record(
-        golden, "x<i>", "test", {}, score_run(golden.questions, retrievals, scoring), scoring,
+        golden,
+        "x<i>",
+        "test",
+        {},
+        score_run(golden.questions, retrievals, scoring),
+        scoring,
         overfetch=1,
-    )  # fmt: skip
+    )
     open_store(f"jsonl:///{folder}/runs.jsonl").save(record)
     page = folder / "hostile.html"
     ok(
         retrievalkit(
-            "report", record.run_id, "-o", str(page), "--set", str(set_file),
-            "--store", f"jsonl:///{folder}/runs.jsonl", cwd=folder,
+            "report",
+            record.run_id,
+            "-o",
+            str(page),
+            "--set",
+            str(set_file),
+            "--store",
+            f"jsonl:///{folder}/runs.jsonl",
+            cwd=folder,
         )
-    )  # fmt: skip
+    )
     return page
 
 
@@ -278,10 +301,21 @@ def test_without_matplotlib_report_exits_2_and_names_the_extra(runs: Runs) -> No
     assert not out.exists()
     # The control: with matplotlib importable, the same script writes the report.
     allowed = subprocess.run(
-        [sys.executable, "-c", BLOCK_MATPLOTLIB.replace('== "matplotlib"', '== "-"'), "report",
-         runs.demo, "-o", str(out)],
-        cwd=runs.folder, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            BLOCK_MATPLOTLIB.replace('== "matplotlib"', '== "-"'),
+            "report",
+            runs.demo,
+            "-o",
+            str(out),
+        ],
+        cwd=runs.folder,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert allowed.returncode == 0, allowed.stderr
     assert out.exists()
 
@@ -340,7 +374,8 @@ ERROR_TRAP = (
 PROBE = """
 <script>
 (function () {
-  var result = {errors: window.__errors, pwned: window.__pwned === undefined ? null : window.__pwned};
+  var pwned = window.__pwned === undefined ? null : window.__pwned;
+  var result = {errors: window.__errors, pwned: pwned};
   try {
     var table = document.getElementById("questions-table");
     var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
@@ -415,16 +450,14 @@ def console_messages(log: str) -> list[str]:
 
 def probe(page: Path, tmp_path: Path) -> dict[str, Any]:
     """The probe's findings on a copy of ``page`` (the copy gets the trap and the probe)."""
-    html = page.read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8").replace("<head>", "<head>" + ERROR_TRAP, 1)
     probed = tmp_path / f"probed-{page.name}"
-    html = html.replace("<head>", "<head>" + ERROR_TRAP, 1)
-    probed.write_text(html.replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
+    probed.write_text(text.replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
     result = browse(probed, tmp_path / f"profile-{page.stem}", "--dump-dom")
     assert result.returncode == 0, result.stderr[-3000:]
     found = re.search(r'<pre id="probe-result">(.*?)</pre>', result.stdout, re.DOTALL)
     assert found is not None, "the probe did not run: " + result.stdout[-2000:]
-    text = found.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"')
-    findings: dict[str, Any] = json.loads(text.replace("&amp;", "&"))
+    findings: dict[str, Any] = json.loads(html.unescape(found.group(1)))
     # Only messages of the page itself count (the probe writes none).
     findings["console"] = console_messages(result.stderr)
     return findings
