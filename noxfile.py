@@ -113,5 +113,25 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks: ratios against pytrec_eval, ranx and Elasticsearch's _rank_eval."""
-    session.install("-e", ".[test]", "-r", "benchmarks/requirements.txt")
-    session.run("python", "benchmarks/run_all.py", *session.posargs)
+    session.install(
+        "-e",
+        ".[test]",
+        "-r",
+        "benchmarks/requirements.txt",
+        "-e",
+        "plugins/retrievalkit-elasticsearch",
+        ES_CLIENT,
+    )
+    try:
+        _es_up(session)  # for bench_es.py: 9.x on ES_PORT, 7.17 with _rank_eval on RANK_EVAL_PORT
+    except nox.command.CommandFailed:
+        session.warn("Elasticsearch did not start: bench_es.py will report it as skipped")
+    session.run(
+        "python",
+        "benchmarks/run_all.py",
+        *session.posargs,
+        env={
+            "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
+            "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
+        },
+    )

@@ -26,6 +26,7 @@ from retrievalkit.errors import (
     RetrievalkitError,
     one_line,
 )
+from retrievalkit.redaction import RedactingFilter, scrub_known
 
 COMMANDS_GROUP = "retrievalkit.commands"  # plugins.COMMANDS
 
@@ -121,11 +122,15 @@ def _configure_logging(args: argparse.Namespace) -> None:
     # The handler's own level too: some libraries (bm25s) set their loggers to DEBUG.
     handler.setLevel(level)
     handler.setFormatter(logging.Formatter("retrievalkit: %(levelname)s: %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
     logging.basicConfig(level=level, handlers=[handler])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if logging.lastResort is not None and not logging.lastResort.filters:
+        # Warnings go through Python's last-resort handler when no -v or -q configured one.
+        logging.lastResort.addFilter(RedactingFilter())
     try:
         parser, plugin_commands = build_parser()
         if arguments and arguments[0] in plugin_commands:
@@ -137,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _configure_logging(args)
         return int(args.handler(args))
     except RetrievalkitError as error:
-        print(f"retrievalkit: error: {one_line(str(error))}", file=sys.stderr)
+        print(f"retrievalkit: error: {one_line(scrub_known(str(error)))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("retrievalkit: interrupted; nothing was saved", file=sys.stderr)

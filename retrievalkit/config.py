@@ -205,6 +205,9 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
     if set(store) - {"url"}:
         raise fail(f"store.{sorted(set(store) - {'url'})[0]}", "unknown key (the store has url)")
 
+    from retrievalkit.redaction import remember, secret_values
+
+    remember(value for entry in retrievers.values() for value in secret_values(entry.options))
     regression = _parse_regression(_table(table, "regression", fail), fail)
     evaluation = _parse_eval(_table(table, "eval", fail), fail)
     return Config(

@@ -11,6 +11,7 @@ import math
 from typing import Any, TypeVar
 
 import cattrs
+from cattrs.fns import identity
 
 from retrievalkit.model import QuestionForm
 
@@ -21,6 +22,11 @@ converter = cattrs.Converter(forbid_extra_keys=True)
 converter.register_unstructure_hook(QuestionForm, lambda form: form.value)
 converter.register_structure_hook(QuestionForm, lambda value, _: QuestionForm(value))
 converter.register_unstructure_hook(tuple, lambda value: [converter.unstructure(v) for v in value])
+# A plain value or None is already plain data; cattrs' generic optional hook would
+# dispatch on the value's type each time, millions of times for a large run's scores.
+converter.register_unstructure_hook(float | None, identity)
+converter.register_unstructure_hook(str | None, identity)
+converter.register_unstructure_hook(int | None, identity)
 
 
 def _finite_or_none(value: Any, _: Any) -> float | None:

@@ -104,6 +104,8 @@ def evaluate_questions(
     """One :class:`Retrieval` per question, in the set's order.
 
     ``timeout`` bounds each question (a batch of n questions gets n times as long);
+    ``concurrency`` is how many questions, or for a retriever with ``retrieve_many``
+    how many batches, are asked at once;
     ``secrets`` are scrubbed from every error text, since a retriever's exception may
     quote its own credentials.
     """
@@ -115,7 +117,9 @@ def evaluate_questions(
         return scrub(_describe(error), secrets)
 
     if callable(getattr(retriever, "retrieve_many", None)):
-        return _evaluate_batched(retriever, texts, limit, depth, advance, timeout, describe)
+        return _evaluate_batched(
+            retriever, texts, limit, depth, advance, timeout, describe, concurrency
+        )
 
     def ask(text: str) -> Retrieval:
         start = time.perf_counter()
@@ -182,10 +186,11 @@ def _evaluate_batched(
     advance: ProgressCallback,
     timeout: float | None = None,
     describe: Callable[[BaseException], str] = _describe,
+    concurrency: int = 1,
 ) -> list[Retrieval]:
-    results: list[Retrieval] = []
-    for start in range(0, len(texts), _BATCH):
-        batch = texts[start : start + _BATCH]
+    """``_BATCH`` questions a call of ``retrieve_many``; ``concurrency`` calls at once."""
+
+    def ask(batch: list[str]) -> list[Retrieval]:
         began = time.perf_counter()
         try:
             bound = None if timeout is None else timeout * len(batch)
@@ -200,6 +205,7 @@ def _evaluate_batched(
         except Exception as error:
             answers = [error] * len(batch)
         each = (time.perf_counter() - began) * 1000.0 / len(batch)
+        results: list[Retrieval] = []
         for answer in answers:
             if isinstance(answer, BaseException):
                 results.append(Retrieval((), each, describe(answer)))
@@ -208,5 +214,46 @@ def _evaluate_batched(
                 results.append(Retrieval(distinct_ranking(answer, limit, depth), each))
             except ValueError as error:
                 results.append(Retrieval((), each, describe(error)))
-        advance(len(batch))
-    return results
+        return results
+
+    batches = [texts[start : start + _BATCH] for start in range(0, len(texts), _BATCH)]
+    if concurrency <= 1 or len(batches) <= 1:
+        retrievals: list[Retrieval] = []
+        for batch in batches:
+            retrievals += ask(batch)
+            advance(len(batch))
+        return retrievals
+    return _batches_concurrently(ask, batches, concurrency, advance)
+
+
+def _batches_concurrently(
+    ask: Callable[[list[str]], list[Retrieval]],
+    batches: list[list[str]],
+    concurrency: int,
+    advance: ProgressCallback,
+) -> list[Retrieval]:
+    """Up to ``concurrency`` batches in flight, from daemon threads, as in
+    :func:`_evaluate_concurrently`; the outcomes keep the set's order."""
+    results: list[list[Retrieval] | None] = [None] * len(batches)
+    pending: queue.Queue[int] = queue.Queue()
+    finished: queue.Queue[int] = queue.Queue()
+    for index in range(len(batches)):
+        pending.put(index)
+
+    def work() -> None:
+        while True:
+            try:
+                index = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results[index] = ask(batches[index])
+            except BaseException as error:  # never lose a question, whatever escaped
+                results[index] = [Retrieval((), 0.0, _describe(error))] * len(batches[index])
+            finished.put(index)
+
+    for number in range(min(concurrency, len(batches))):
+        threading.Thread(target=work, name=f"retrievalkit-batch-{number}", daemon=True).start()
+    for _ in batches:
+        advance(len(batches[finished.get()]))
+    return [retrieval for batch in results if batch is not None for retrieval in batch]

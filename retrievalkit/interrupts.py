@@ -28,11 +28,13 @@ class Deferred:
 def interrupts_deferred() -> Iterator[Deferred]:
     """Note SIGINT instead of raising KeyboardInterrupt until the block ends.
 
-    Only the main thread can handle signals; elsewhere this changes nothing.
+    Only Python's own Ctrl-C handler in the main thread is replaced; where SIGINT is
+    ignored (``nohup``) or handled by someone else, nothing changes.
     """
     deferred = Deferred()
-    if threading.current_thread() is not threading.main_thread():
-        yield deferred
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield deferred  # not ours to change: another thread, or SIGINT ignored or handled
         return
 
     def note(_signal: int, _frame: FrameType | None) -> None:

@@ -245,12 +245,13 @@ def create_retriever(
     message, even when the plugin puts them in its own exception.
     """
     from retrievalkit.errors import EvaluationError
-    from retrievalkit.redaction import scrub, secret_values
+    from retrievalkit.redaction import remember, scrub, secret_values
 
     section = f"[retrievers.{instance}]"
     if config_file is not None:
         section = f"{config_file}, {section}"
     hidden = secret_values(options)
+    remember(hidden)
 
     def place(option: str | None) -> dict[str, Any]:
         """Where an option of this instance is set: file, line and dotted key."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import urllib.parse
@@ -25,6 +26,12 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 _URL_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:)(?P<pw>[^/@\s]+)@")
+_URL_PASSWORD_ANYWHERE = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:'\"]*:)[^/@\s'\"]+@"
+)
+#: Every secret value this process has read from a configuration, for the last line of
+#: defence: log records and the final error message are scrubbed of them too.
+_KNOWN: set[str] = set()
 #: Slow on purpose: a stored options hash must not make a weak password cheap to guess.
 _HASH_ROUNDS = 10_000
 _HASH_SALT = b"retrievalkit options hash v1"
@@ -90,6 +97,28 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
         if secret:
             text = text.replace(secret, REDACTED)
     return text
+
+
+def remember(values: Iterable[str]) -> None:
+    """Add secret values to those every log line and error message is scrubbed of."""
+    _KNOWN.update(value for value in values if value)
+
+
+def scrub_known(text: str) -> str:
+    """``text`` without any remembered secret, and without the password of any URL in it."""
+    text = _URL_PASSWORD_ANYWHERE.sub(lambda match: f"{match['head']}{REDACTED}@", text)
+    return scrub(text, sorted(_KNOWN, key=lambda value: (-len(value), value)))
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that scrubs secrets (see :func:`scrub_known`) from each record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = scrub_known(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
 
 
 def options_hash(options: Mapping[str, Any]) -> str:

@@ -59,9 +59,10 @@ def score_run(
 ) -> Scores:
     """Per-question values, overall means and slice means, each with its interval."""
     with_judged = any(question.grades for question in questions)
+    judgments = [question.judgments() for question in questions]
     judged = judge_rankings(
         [retrieval.ranking for retrieval in retrievals],
-        [question.judgments() for question in questions],
+        judgments,
         depth=max(options.ks),
         errored=[retrieval.error is not None for retrieval in retrievals],
     )
@@ -96,11 +97,14 @@ def score_run(
         slices[field][label] = _metric_map(names, row)
 
     outcomes = []
-    for index, (question, retrieval) in enumerate(zip(questions, retrievals, strict=True)):
-        scores = {
-            name: (None if np.isnan(values[index, column]) else float(values[index, column]))
-            for column, name in enumerate(names)
-        }
+    # One conversion of the whole table to Python floats: reading a numpy array one
+    # element at a time costs more than all the rest of this loop.
+    rows = values.tolist()
+    for question, retrieval, row, labels in zip(
+        questions, retrievals, rows, judgments, strict=True
+    ):
+        # value != value only for NaN: undefined is None in every output.
+        scores = {name: None if value != value else value for name, value in zip(names, row)}
         outcomes.append(
             QuestionOutcome(
                 question_id=question.id,
@@ -110,7 +114,7 @@ def score_run(
                 error=retrieval.error,
                 form=question.form,
                 hard_class=question.hard_class,
-                judgments=question.judgments(),
+                judgments=labels,
             )
         )
     return Scores(overall, slices, tuple(outcomes))

@@ -196,6 +196,8 @@ CASES: list[Case] = [
          {"s.jsonl": jsonl(line(grades={"doc-card": 0}))}),
     Case("jsonl-unknown-field", (*EVAL, "s.jsonl"), ("line 1", "field 'answer'", "known fields"),
          {"s.jsonl": jsonl(line(answer="42"))}),
+    Case("jsonl-field-name-with-newline", (*EVAL, "s.jsonl"), ("line 1", "field '\\n'"),
+         {"s.jsonl": '{"id": "q1", "question": "x", "expected": [], "\\n": 1}\n'}),
     Case("jsonl-meta-not-strings", (*EVAL, "s.jsonl"), ("line 1", "field 'meta'"),
          {"s.jsonl": jsonl(line(meta={"topic": 3}))}),
     Case("jsonl-blank-hard-class", (*EVAL, "s.jsonl"), ("line 1", "field 'hard_class'"),

@@ -86,7 +86,7 @@ def test_no_secret_reaches_any_output(faulty_site: Path, tmp_path: Path) -> None
         "sqlite-json": ("--store", "sqlite:///runs.sqlite3", "--output-dir", "out1",
                         "--format", "json"),
         "jsonl-table": ("--store", "jsonl:///runs.jsonl", "--output-dir", "out2"),
-        "markdown": ("--store", "jsonl:///runs.jsonl", "--format", "markdown"),
+        "markdown-verbose": ("--store", "jsonl:///runs.jsonl", "--format", "markdown", "-v"),
         "failing": ("--store", "jsonl:///runs.jsonl", "--max-error-rate", "0"),
     }.items():  # fmt: skip
         done = run(tmp_path, faulty_site, "eval", *common, *extra)
@@ -106,7 +106,7 @@ def test_no_secret_reaches_any_output(faulty_site: Path, tmp_path: Path) -> None
         "show": ("show", run_id, "--store", "sqlite:///runs.sqlite3"),
         "show-json": ("show", run_id, "--store", "sqlite:///runs.sqlite3", "--format", "json"),
         "history": ("history", "--set", "golden", "--retriever", "vault", "--store",
-                    "jsonl:///runs.jsonl"),
+                    "jsonl:///runs.jsonl", "-v"),
         "unreachable": ("eval", "--set", "golden.jsonl", "--retriever", "gone", "--store",
                         "memory:"),
     }.items():  # fmt: skip
@@ -179,3 +179,22 @@ def test_nested_options_and_env_values(monkeypatch: pytest.MonkeyPatch) -> None:
     before = options_hash(options)
     monkeypatch.setenv("RK_SECRET_FOR_TEST", "changed")
     assert options_hash(options) != before
+
+
+def test_log_lines_are_scrubbed_of_remembered_secrets_and_url_passwords() -> None:
+    import io
+    import logging
+
+    from retrievalkit.redaction import RedactingFilter, remember
+
+    remember(["log-S3CRET-77"])
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger("retrievalkit.test.redaction")
+    logger.addHandler(handler)
+    try:
+        logger.warning("opened %s with %s", "https://svc:pa55word@db.example/x", "log-S3CRET-77")
+    finally:
+        logger.removeHandler(handler)
+    assert stream.getvalue() == "opened https://svc:***@db.example/x with ***\n"

@@ -28,7 +28,7 @@ from retrievalkit.errors import (
     InputError,
 )
 from retrievalkit.interrupts import interrupts_deferred
-from retrievalkit.redaction import secret_values
+from retrievalkit.redaction import scrub, secret_values
 
 if TYPE_CHECKING:
     from retrievalkit.model import GoldenQuestion
@@ -107,7 +107,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--concurrency",
         type=positive,
         metavar="N",
-        help="ask N questions at once from threads (only for thread-safe retrievers; default 1)",
+        help="ask N questions at once from threads, or N batches for a retriever that batches "
+        "(only for thread-safe retrievers; default 1)",
     )
     parser.add_argument(
         "--timeout",
@@ -259,7 +260,16 @@ def run(args: argparse.Namespace) -> int:
     check_slices(slice_thresholds, golden.questions, source=config.source, set_name=golden.name)
     check_before_running(args, store, golden.questions)
     resolved = resolve_retriever(args.retriever, config)
-    hidden = secret_values(resolved.options)
+    # Every configured secret, not only this retriever's: a composed one (fusion) holds
+    # its parts' clients, whose errors may quote their credentials.
+    hidden = sorted(
+        {
+            value
+            for options in (resolved.options, *(c.options for c in config.retrievers.values()))
+            for value in secret_values(options)
+        },
+        key=lambda value: (-len(value), value),
+    )
     timeout = args.timeout or settings.timeout
     status = console(args, stderr=True)
     show_progress = status.is_terminal and not args.quiet and args.format == "table"
@@ -298,7 +308,10 @@ def run(args: argparse.Namespace) -> int:
         scores,
         scoring,
         overfetch=overfetch,
-        extra=describe_retriever(resolved.retriever),
+        extra={
+            key: scrub(value, hidden)
+            for key, value in describe_retriever(resolved.retriever).items()
+        },
     )
 
     errored = record.errored

@@ -43,7 +43,7 @@ _CSS = """
 * { box-sizing: border-box; }
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Liberation Sans", Arial,
   sans-serif; color: var(--ink); margin: 0; background: #f6f7f9; }
-main { max-width: 1240px; margin: 0 auto; padding: 24px 28px 48px; background: #fff; }
+main { max-width: 1500px; margin: 0 auto; padding: 24px 28px 48px; background: #fff; }
 h1 { font-size: 24px; margin: 0 0 4px; }
 h2 { font-size: 19px; margin: 36px 0 8px; padding-top: 8px; border-top: 1px solid var(--line); }
 h3 { font-size: 15px; margin: 16px 0 6px; }
@@ -51,7 +51,7 @@ p.meta, p.note, figcaption { color: var(--muted); margin: 4px 0; }
 nav { margin: 12px 0 0; font-size: 14px; }
 nav a { margin-right: 14px; color: var(--run); text-decoration: none; }
 code, .ids { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "Liberation Mono",
-  monospace; font-size: 12.5px; }
+  monospace; font-size: 12px; }
 ul.warnings { background: #fff7e0; border: 1px solid #f0d68a; padding: 10px 10px 10px 30px;
   border-radius: 6px; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(250px, 1fr)); gap: 12px; }
@@ -66,8 +66,8 @@ ul.warnings { background: #fff7e0; border: 1px solid #f0d68a; padding: 10px 10px
 .better { color: var(--run); }
 .worse { color: var(--worse); }
 figure { margin: 8px 0 0; }
-svg.chart { width: 100%; height: auto; display: block; }
-table { border-collapse: collapse; font-size: 13.5px; margin: 6px 0; }
+svg.chart { width: 100%; max-width: 1180px; height: auto; display: block; }
+table { border-collapse: collapse; font-size: 13px; margin: 6px 0; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left;
   vertical-align: top; }
 th { background: #f1f3f5; position: sticky; top: 0; z-index: 1; }
@@ -79,7 +79,7 @@ table.sortable th::after { content: " \\2195"; color: #aab3bc; }
 table.sortable th[aria-sort="ascending"]::after { content: " \\2191"; color: var(--ink); }
 table.sortable th[aria-sort="descending"]::after { content: " \\2193"; color: var(--ink); }
 #questions-table { width: 100%; }
-#questions-table td.text { min-width: 220px; }
+#questions-table td.text { min-width: 200px; }
 tr.miss td { background: var(--miss); }
 tr.error td { background: var(--error); }
 ol.ranking { margin: 0; padding-left: 22px; }
@@ -455,8 +455,8 @@ def _mark(value: float | None) -> str:
     if value is None:
         return NONE
     if value >= 1.0:
-        return '<span class="mark-hit" title="hit">✓ hit</span>'
-    return '<span class="mark-miss" title="miss">✗ miss</span>'
+        return '<span class="mark-hit" title="hit">✓</span>'
+    return '<span class="mark-miss" title="miss">✗</span>'
 
 
 def _ranking(row: QuestionRow, result: QuestionResult) -> str:
@@ -498,7 +498,13 @@ def _question_table(report: RunReport) -> str:
     columns.append((metric, "number"))
     if compare:
         columns += [("baseline rank", "number"), (f"Δ {metric}", "number")]
-    columns += [("latency ms", "number"), ("error", "text")]
+    columns.append(("latency ms", "number"))
+    errors_shown = any(
+        row.result.error is not None or (row.baseline is not None and row.baseline.error)
+        for row in report.questions
+    )
+    if errors_shown:
+        columns.append(("error", "text"))
     head = "".join(
         f'<th data-type="{kind}"{" class=num" if kind == "number" else ""}>{_e(name)}</th>'
         for name, kind in columns
@@ -539,10 +545,11 @@ def _question_table(report: RunReport) -> str:
             tone = "" if move is None or abs(move) < 1e-12 else ("better" if move > 0 else "worse")
             cells.append(_cell(signed(move), move, css=f"num {tone}".strip()))
         cells.append(_cell(f"{result.latency_ms:.1f}", result.latency_ms, css="num"))
-        errors = [] if result.error is None else [result.error]
-        if compare and row.baseline is not None and row.baseline.error is not None:
-            errors.append(f"baseline: {row.baseline.error}")
-        cells.append(_cell(_e("; ".join(errors)), "; ".join(errors)))
+        if errors_shown:
+            errors = [] if result.error is None else [result.error]
+            if compare and row.baseline is not None and row.baseline.error is not None:
+                errors.append(f"baseline: {row.baseline.error}")
+            cells.append(_cell(_e("; ".join(errors)), "; ".join(errors)))
         body.append(f'<tr class="{css}">{"".join(cells)}</tr>')
     total = len(report.questions)
     note = f"<p class=note>{_e(report.texts_note)}</p>" if report.texts_note else ""
