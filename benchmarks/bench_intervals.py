@@ -131,11 +131,16 @@ def main() -> int:
     gaps = np.abs(ours - np.array(scipy_run["bounds"])) / errors[:, None]
     # Adding slices must not move the overall intervals (beyond float rounding).
     same_overall = np.allclose(
-        runs["retrievalkit-overall"]["bounds"], runs["retrievalkit-all"]["bounds"], rtol=0, atol=1e-7
+        runs["retrievalkit-overall"]["bounds"],
+        runs["retrievalkit-all"]["bounds"],
+        rtol=0,
+        atol=1e-7,
     )
 
-    print(f"## Intervals: {len(METRICS)} metrics x {QUESTIONS:,} questions x {RESAMPLES:,} "
-          f"resamples, {CONFIDENCE:.0%} percentile")
+    print(
+        f"## Intervals: {len(METRICS)} metrics x {QUESTIONS:,} questions x {RESAMPLES:,} "
+        f"resamples, {CONFIDENCE:.0%} percentile"
+    )
     print(f"best of {args.repeats} fresh processes (scipy: {args.scipy_repeats})\n")
     reference = scipy_run["cold"]
     rows = []
@@ -172,8 +177,12 @@ def main() -> int:
         f"(Monte Carlo tolerance {AGREEMENT}); same seed, same bounds"
     )
     total = runs["retrievalkit-all"]["cold"]
-    print(goal(total < GOAL_SECONDS, f"intervals, 10 metrics overall + 6 slices under "
-               f"{GOAL_SECONDS:g} s: {seconds(total)}"))
+    print(
+        goal(
+            total < GOAL_SECONDS,
+            f"intervals, 10 metrics overall + 6 slices under {GOAL_SECONDS:g} s: {seconds(total)}",
+        )
+    )
     return 0
 
 

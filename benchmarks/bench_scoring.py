@@ -13,6 +13,7 @@ timed apart. Per-question values must agree to 1e-9 before any time is compared.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import tempfile
 import time
@@ -22,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
-from harness import emit, goal, ratio, run_worker, seconds, table
+from harness import EXIT_SKIPPED, emit, goal, ratio, run_worker, seconds, table
 from synthetic import synthetic_run
 
 DEPTH = 100
@@ -128,6 +129,10 @@ def main() -> int:
     if args.worker:
         worker(args.tool, args.questions, args.out)
         return 0
+    missing = [peer for peer in ("pytrec_eval", "ranx") if importlib.util.find_spec(peer) is None]
+    if missing:
+        print(f"{', '.join(missing)} not installed (pip install -r benchmarks/requirements.txt)")
+        return EXIT_SKIPPED
 
     print(f"## Scoring engine: {', '.join(METRICS)} at depth {DEPTH}")
     print("best of", args.repeats, "fresh processes per tool; times exclude imports\n")
@@ -154,7 +159,9 @@ def main() -> int:
                 for name in METRICS:
                     gap = np.max(np.abs(values["retrievalkit"][name] - values[tool][name]))
                     if not gap <= TOLERANCE:
-                        mismatches.append(f"{questions} questions: {name} differs from {tool} by {gap:.3g}")
+                        mismatches.append(
+                            f"{questions} questions: {name} differs from {tool} by {gap:.3g}"
+                        )
             ours = best["retrievalkit"]
             for tool in TOOLS:
                 entry = best[tool]

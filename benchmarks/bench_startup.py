@@ -58,7 +58,7 @@ def main() -> int:
     }
     best = dict.fromkeys(cases, float("inf"))
     with tempfile.TemporaryDirectory() as folder:
-        for name, command in cases.items():
+        for command in cases.values():
             _wall(command, folder)  # first run warms the OS file cache and .pyc files
         for _ in range(args.repeats):
             for name, command in cases.items():
@@ -71,8 +71,12 @@ def main() -> int:
     print()
     for name, value in list(best.items())[1:]:
         extra = value - bare
-        print(goal(extra < GOAL_SECONDS, f"{name} under {GOAL_SECONDS} s over bare python: "
-                   f"{seconds(extra)}"))
+        print(
+            goal(
+                extra < GOAL_SECONDS,
+                f"{name} under {GOAL_SECONDS} s over bare python: {seconds(extra)}",
+            )
+        )
     return 0
 
 

@@ -70,7 +70,8 @@ def blas_kernel() -> str:
 
     for pool in threadpool_info():
         if pool.get("user_api") == "blas":
-            return f"{pool.get('internal_api')} {pool.get('architecture')}, {pool.get('num_threads')} threads"
+            kernel = f"{pool.get('internal_api')} {pool.get('architecture')}"
+            return f"{kernel}, {pool.get('num_threads')} threads"
     return "no BLAS found"
 
 

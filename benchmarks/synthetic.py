@@ -17,9 +17,7 @@ CORPUS = 1_000_003
 EXTRA = 5  # ids beyond the ranking that relevant-but-not-retrieved documents take
 
 
-def synthetic_indices(
-    questions: int, depth: int = 100, seed: int = 7
-) -> tuple[Any, Any, Any, Any]:
+def synthetic_indices(questions: int, depth: int = 100, seed: int = 7) -> tuple[Any, Any, Any, Any]:
     """(rankings, relevant, relevant counts, grades) as document numbers, all seeded.
 
     ``rankings`` is (questions, depth); ``relevant`` and ``grades`` are (questions, 5),
@@ -52,7 +50,7 @@ def synthetic_run(
     # Judgment ids are separate string objects, as when the set is read from a file: a
     # lookup then hashes and compares text, as it would in a real run.
     judgments: list[dict[str, int]] = [
-        {f"doc-{doc}": grade for doc, grade in zip(row[:count], grade_row)}
+        {f"doc-{doc}": grade for doc, grade in zip(row[:count], grade_row[:count], strict=True)}
         for row, count, grade_row in zip(
             relevant.tolist(), relevant_count.tolist(), grades.tolist(), strict=True
         )

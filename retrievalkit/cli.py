@@ -131,6 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if logging.lastResort is not None and not logging.lastResort.filters:
         # Warnings go through Python's last-resort handler when no -v or -q configured one.
         logging.lastResort.addFilter(RedactingFilter())
+    if arguments == ["--version"]:
+        # What argparse would print, without importing every command and scanning the
+        # installed packages for plugin commands first.
+        print(f"retrievalkit {__version__}")
+        return EXIT_OK
     try:
         parser, plugin_commands = build_parser()
         if arguments and arguments[0] in plugin_commands:

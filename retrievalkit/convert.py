@@ -27,6 +27,9 @@ converter.register_unstructure_hook(tuple, lambda value: [converter.unstructure(
 converter.register_unstructure_hook(float | None, identity)
 converter.register_unstructure_hook(str | None, identity)
 converter.register_unstructure_hook(int | None, identity)
+converter.register_unstructure_hook(
+    QuestionForm | None, lambda form: None if form is None else form.value
+)
 
 
 def _finite_or_none(value: Any, _: Any) -> float | None:

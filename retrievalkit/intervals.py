@@ -245,7 +245,8 @@ def _resampled_means(
     wide = np.concatenate(sums, axis=1)
     top = wide @ np.concatenate([block.to_totals for block in blocks])
     bottom = wide @ np.concatenate([block.to_sizes for block in blocks])
-    return np.divide(top, bottom, out=np.full_like(top, np.nan), where=bottom > 0)
+    means: FloatArray = np.divide(top, bottom, out=np.full_like(top, np.nan), where=bottom > 0)
+    return means
 
 
 def _block(

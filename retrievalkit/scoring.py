@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from retrievalkit.evaluator import Retrieval
 from retrievalkit.intervals import (
@@ -86,6 +87,7 @@ def score_run(
         confidence=options.confidence,
         seed=options.seed,
     )
+    outcomes = _outcomes(questions, retrievals, judgments, names, values)
 
     overall = _metric_map(names, estimates[0])
     slices: dict[str, dict[str, dict[str, MetricValue]]] = {
@@ -96,15 +98,29 @@ def score_run(
         field, label = group
         slices[field][label] = _metric_map(names, row)
 
+    return Scores(overall, slices, tuple(outcomes))
+
+
+def _outcomes(
+    questions: Sequence[GoldenQuestion],
+    retrievals: Sequence[Retrieval],
+    judgments: list[dict[str, int]],
+    names: list[str],
+    values: npt.NDArray[np.float64],
+) -> list[QuestionOutcome]:
+    """One outcome per question: its ranking, its scores (None where undefined), its labels."""
     outcomes = []
     # One conversion of the whole table to Python floats: reading a numpy array one
     # element at a time costs more than all the rest of this loop.
     rows = values.tolist()
-    for question, retrieval, row, labels in zip(
+    for question, retrieval, values_row, question_labels in zip(
         questions, retrievals, rows, judgments, strict=True
     ):
         # value != value only for NaN: undefined is None in every output.
-        scores = {name: None if value != value else value for name, value in zip(names, row)}
+        scores = {
+            name: None if value != value else value
+            for name, value in zip(names, values_row, strict=True)
+        }
         outcomes.append(
             QuestionOutcome(
                 question_id=question.id,
@@ -114,10 +130,10 @@ def score_run(
                 error=retrieval.error,
                 form=question.form,
                 hard_class=question.hard_class,
-                judgments=labels,
+                judgments=question_labels,
             )
         )
-    return Scores(overall, slices, tuple(outcomes))
+    return outcomes
 
 
 def _metric_map(names: list[str], row: list[Estimate]) -> dict[str, MetricValue]:

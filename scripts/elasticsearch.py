@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import hashlib
+import http.client
 import json
 import os
 import pwd
@@ -40,6 +42,11 @@ PROBES_PER_MAJOR = 8
 STOP_WAIT = 30.0
 LOG_TAIL = 60
 VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+#: ``up --security``: the superuser's name and password come from these variables (the
+#: password never from the command line); ``request`` sends them when the password is set.
+USER_ENV = "RETRIEVALKIT_ES_USER"
+PASSWORD_ENV = "RETRIEVALKIT_ES_PASSWORD"
+DEFAULT_USER = "retrievalkit"
 
 
 @dataclass(frozen=True)
@@ -230,12 +237,29 @@ def jdks_for(version: str) -> list[Jdk]:
     return sorted((j for j in jdks if j.major >= 17), key=lambda j: (j.major != 17, j.major))
 
 
+def credentials() -> tuple[str, str] | None:
+    """(user, password) from $RETRIEVALKIT_ES_USER and $RETRIEVALKIT_ES_PASSWORD, if set."""
+    password = os.environ.get(PASSWORD_ENV)
+    return (os.environ.get(USER_ENV) or DEFAULT_USER, password) if password else None
+
+
 def request(port: int, path: str, timeout: float = 5.0) -> dict[str, object] | None:
-    """GET a JSON document from the node, or None on any failure."""
+    """GET a JSON document from the node, or None on any failure.
+
+    With $RETRIEVALKIT_ES_PASSWORD set the request carries basic authentication, which a
+    node started with ``--security`` requires and any other node ignores.
+    """
+    headers = {}
+    login = credentials()
+    if login:
+        token = base64.b64encode(":".join(login).encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    query = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as response:
+        with urllib.request.urlopen(query, timeout=timeout) as response:
             data = json.loads(response.read().decode())
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
+        # HTTPException: something else (another node's transport port) answers there.
         return None
     return data if isinstance(data, dict) else None
 
@@ -455,8 +479,23 @@ def install_rank_eval_module(home: Path, version: str) -> bool:
     return True
 
 
-def start(base: Path, home: Path, jdk: Jdk, port: int, timeout: float) -> str | None:
-    """Start a fresh node and wait for yellow; return its version, or None (log printed)."""
+def write_file_realm(config: Path, login: tuple[str, str]) -> None:
+    """A file-realm superuser (salted SHA-256, a hash Elasticsearch's file realm reads)."""
+    user, password = login
+    salt = os.urandom(8)
+    hashed = base64.b64encode(hashlib.sha256(password.encode() + salt).digest()).decode()
+    (config / "users").write_text(f"{user}:{{SSHA256}}{base64.b64encode(salt).decode()}{hashed}\n")
+    (config / "users_roles").write_text(f"superuser:{user}\n")
+
+
+def start(
+    base: Path, home: Path, jdk: Jdk, port: int, timeout: float, *, secure: bool = False
+) -> str | None:
+    """Start a fresh node and wait for yellow; return its version, or None (log printed).
+
+    ``secure`` turns security on (plain HTTP, a file-realm superuser from
+    $RETRIEVALKIT_ES_USER / $RETRIEVALKIT_ES_PASSWORD), for tests of credentials.
+    """
     if vkey(home.name.removeprefix("elasticsearch-"))[0] >= 8:
         install_english_analysis(home, jdk)
     folder = node_dir(base, port)
@@ -474,6 +513,12 @@ def start(base: Path, home: Path, jdk: Jdk, port: int, timeout: float) -> str | 
         text = text.replace("ErrorFile=logs/", f"ErrorFile={folder}/logs/")
         text = text.replace("HeapDumpPath=data", f"HeapDumpPath={folder}/data")
         jvm_options.write_text(text)
+    login = credentials()
+    if secure:
+        if login is None or not (home / "modules" / "x-pack-security").is_dir():
+            say(f"--security needs ${PASSWORD_ENV} and a distribution with x-pack-security")
+            return None
+        write_file_realm(folder / "config", login)
     ids = ensure_user()
     chown_tree(folder, ids)
     settings = {
@@ -491,7 +536,7 @@ def start(base: Path, home: Path, jdk: Jdk, port: int, timeout: float) -> str | 
     }
     if (home / "modules" / "x-pack-security").is_dir():
         # Without this the node enables security and answers 401 to plain HTTP.
-        settings["xpack.security.enabled"] = "false"
+        settings["xpack.security.enabled"] = "true" if secure else "false"
     command = [str(home / "bin" / "elasticsearch"), "-d", "-p", str(pid_file(base, port))]
     for key, value in settings.items():
         command += ["-E", f"{key}={value}"]
@@ -567,7 +612,7 @@ def record_selection(base: Path, version: str, jdk: Jdk) -> None:
 
 
 def try_version(
-    base: Path, version: str, jdks: list[Jdk], port: int, timeout: float
+    base: Path, version: str, jdks: list[Jdk], port: int, timeout: float, *, secure: bool = False
 ) -> tuple[str, Jdk] | None:
     """Fetch, unpack and start version with each JDK in turn; return what worked."""
     if not jdks:
@@ -580,12 +625,14 @@ def try_version(
     if vkey(version)[0] == 7 and not install_rank_eval_module(home, version):
         return None
     for jdk in jdks:
-        if start(base, home, jdk, port, timeout):
+        if start(base, home, jdk, port, timeout, secure=secure):
             return version, jdk
     return None
 
 
-def discover_and_start(base: Path, port: int, timeout: float) -> tuple[str, Jdk] | None:
+def discover_and_start(
+    base: Path, port: int, timeout: float, *, secure: bool = False
+) -> tuple[str, Jdk] | None:
     """Start the newest served 9.x on Java >= 21, else the newest served 8.x on Java 17."""
     served = served_versions()
     for major in (9, 8):
@@ -597,7 +644,7 @@ def discover_and_start(base: Path, port: int, timeout: float) -> tuple[str, Jdk]
                 say(f"no JDK that can run {major}.x: skipping it")
                 break
             if zip_path(version).is_file() or fetch_zip(version):
-                result = try_version(base, version, jdks, port, timeout)
+                result = try_version(base, version, jdks, port, timeout, secure=secure)
                 if result:
                     return result
                 break  # the newest served release of this major does not run: try the next major
@@ -634,20 +681,24 @@ def cmd_up(args: argparse.Namespace) -> int:
         if not traversable_by_others(base):
             say(f"{base} must be reachable by user {ES_USER}: choose another RETRIEVALKIT_ES_HOME")
             return 1
+    secure = bool(args.security)
+    if secure and credentials() is None:
+        say(f"--security needs the superuser's password in ${PASSWORD_ENV} (user: ${USER_ENV})")
+        return 2
     pinned = args.version if args.version != "auto" else os.environ.get("RETRIEVALKIT_ES_VERSION")
     recorded = read_selection(base)
     if pinned:
         if not VERSION_RE.match(pinned):
             say(f"--version must be auto or X.Y.Z, not {pinned!r}")
             return 2
-        result = try_version(base, pinned, jdks_for(pinned), port, args.timeout)
+        result = try_version(base, pinned, jdks_for(pinned), port, args.timeout, secure=secure)
     elif recorded:
         version, java = recorded
         preferred = [j for j in jdks_for(version) if j.home == java.resolve()]
         others = [j for j in jdks_for(version) if j.home != java.resolve()]
-        result = try_version(base, version, preferred + others, port, args.timeout)
+        result = try_version(base, version, preferred + others, port, args.timeout, secure=secure)
     else:
-        result = discover_and_start(base, port, args.timeout)
+        result = discover_and_start(base, port, args.timeout, secure=secure)
         if result:
             record_selection(base, *result)
     if not result:
@@ -693,6 +744,12 @@ def main(argv: list[str] | None = None) -> int:
         sub.set_defaults(handler=handler)
         if name == "up":
             sub.add_argument("--version", default="auto", help="auto (default) or X.Y.Z")
+            sub.add_argument(
+                "--security",
+                action="store_true",
+                help=f"turn security on: a superuser ${USER_ENV} (default {DEFAULT_USER}) with "
+                f"the password in ${PASSWORD_ENV}; plain HTTP (for tests of credentials)",
+            )
             sub.add_argument(
                 "--timeout", type=float, default=180.0, help="seconds to wait for start-up"
             )

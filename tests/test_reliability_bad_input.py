@@ -4,6 +4,10 @@ Every case must end with exit code 2 and ONE line on stderr that names the file,
 line and the field (or the option) and says what is expected: never a traceback. The
 cases run concurrently in one module fixture (each its own ``python -m retrievalkit``
 in its own folder), and each is then checked by its own parametrized test.
+
+A read-only store folder: the tests run as root, for whom permission bits mean nothing,
+so the folder is made immutable with ``chattr +i`` (those two cases are left out where
+chattr does not work); a store path under a regular file is tested everywhere.
 """
 
 from __future__ import annotations
@@ -405,6 +409,11 @@ if CHATTR:
 ACCEPTED = [
     # A UTF-8 byte order mark (Notepad writes one) is harmless: accepted on purpose.
     ("jsonl-with-bom", {"s.jsonl": "\ufeff" + jsonl(line(expected=["doc-membership-card"]))},
+     (*EVAL, "s.jsonl")),
+    # Windows line endings, and a U+2028 LINE SEPARATOR inside a string (valid JSON).
+    ("jsonl-crlf-and-line-separator",
+     {"s.jsonl": line(question="card?\u2028new line", expected=["doc-membership-card"])
+      .replace("\\u2028", "\u2028") + "\r\n" + line(id="q2", expected=[]) + "\r\n"},
      (*EVAL, "s.jsonl")),
     ("config-with-bom", {"cfg.toml": "\ufeff[eval]\nk = [1, 3]\n"},
      ("eval", "--config", "cfg.toml", "--set", "demo", "--retriever", "bm25-demo", "--store",

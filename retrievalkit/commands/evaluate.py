@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -316,7 +317,9 @@ def run(args: argparse.Namespace) -> int:
 
     errored = record.errored
     if errored and errored / len(questions) > max_error_rate:
-        reasons = sorted({outcome.error or "" for outcome in record.outcomes if outcome.error})
+        # The most frequent reason (ties: the first in order) is the example the message gives.
+        counted = Counter(outcome.error for outcome in record.outcomes if outcome.error)
+        reasons = [reason for reason, _ in counted.most_common()]
         report = EvalReport(
             record,
             questions,

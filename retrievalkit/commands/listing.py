@@ -25,7 +25,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit import plugins
-    from retrievalkit.render.summary import to_json_text
 
     config = load_config(args)
     catalogue = plugins.set_catalogue()
@@ -58,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
         ],
     }
     if args.format == "json":
+        # Imported here: the renderer brings cattrs, which the text listing never needs.
+        from retrievalkit.render.summary import to_json_text
+
         sys.stdout.write(to_json_text(document) + "\n")
         return EXIT_OK
     lines = []

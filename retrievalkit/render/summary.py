@@ -16,8 +16,8 @@ from retrievalkit.convert import unstructure
 from retrievalkit.model import GoldenQuestion, MetricValue, ResultRecord
 
 if TYPE_CHECKING:
+    # Types only: the regression module brings numpy, which `list` and `show` never need.
     from retrievalkit.labels import LabelEffect
-    # A type only: the regression module brings numpy, which `list` and `show` never need.
     from retrievalkit.regression import Verdict
 
 

@@ -69,10 +69,12 @@ def render_table(report: EvalReport, console: Console, *, per_question: bool = T
         if not values:
             continue
         breakdown = Table(title=f"By {field}", title_justify="left")
-        breakdown.add_column(field, no_wrap=True)
+        # Labels and counts never fold; the "mean [low, high]" cells may wrap at the space.
+        widest = max((len(label) for label in values), default=0)
+        breakdown.add_column(field, no_wrap=True, min_width=min(max(widest, len(field)), 24))
         breakdown.add_column("questions", justify="right", no_wrap=True, min_width=9)
         for column in columns:
-            breakdown.add_column(column, no_wrap=True)
+            breakdown.add_column(column, min_width=5)
         for label, size, cells in breakdown_rows(record, field):
             breakdown.add_row(label, str(size), *cells)
         console.print(breakdown)

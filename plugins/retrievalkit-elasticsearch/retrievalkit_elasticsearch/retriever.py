@@ -157,7 +157,8 @@ class ElasticsearchBM25Retriever:
             if "error" in item:
                 answers.append(
                     SearchFailed(
-                        f"Elasticsearch rejected the search ({item.get('status', '?')}): "
+                        f"Elasticsearch rejected the search of index '{self._index}' "
+                        f"({item.get('status', '?')}): "
                         f"{describe_error_body(item['error'])}"
                     )
                 )

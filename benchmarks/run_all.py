@@ -1,0 +1,86 @@
+"""Run every ``benchmarks/bench_*.py`` as a fresh process and print their ratio tables.
+
+This is what ``nox -s bench`` runs. A benchmark that lacks something it needs (say an
+Elasticsearch node for the throughput benchmark) exits with code 77 and is reported
+as skipped, not failed. Goals are collected from the ``goal:`` lines the benchmarks
+print and summed up at the end; a missed goal is reported, not fatal, because
+timings vary with the machine. The exit code is 1 when a benchmark crashed or found
+values that disagree, since then its times mean nothing.
+
+    python benchmarks/run_all.py [--only scoring,intervals] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import BENCHMARKS, EXIT_SKIPPED, REPO, blas_kernel, worker_env
+
+#: Fewer repeats and smaller sizes, for checking that the benchmarks run at all.
+QUICK = {
+    "scoring": ["--sizes", "10000", "--repeats", "1"],
+    "intervals": ["--repeats", "1"],
+    "overhead": ["--questions", "20000", "--repeats", "1"],
+    "startup": ["--repeats", "3"],
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated names, e.g. scoring,startup")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
+    args = parser.parse_args()
+    scripts = sorted(BENCHMARKS.glob("bench_*.py"))
+    if args.only:
+        wanted = {name.strip() for name in args.only.split(",")}
+        scripts = [script for script in scripts if script.stem.removeprefix("bench_") in wanted]
+
+    print(f"python {sys.version.split()[0]}; numpy BLAS: {blas_kernel()}")
+    print("(benchmark processes run without OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE overrides)\n")
+    goals: list[str] = []
+    skipped: list[str] = []
+    failed: list[str] = []
+    for script in scripts:
+        name = script.stem.removeprefix("bench_")
+        extra = QUICK.get(name, []) if args.quick else []
+        began = time.perf_counter()
+        completed = subprocess.run(
+            [sys.executable, str(script), *extra],
+            cwd=REPO,
+            env=worker_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        elapsed = time.perf_counter() - began
+        output = completed.stdout.rstrip()
+        if completed.returncode == EXIT_SKIPPED:
+            reason = (completed.stdout + completed.stderr).strip().splitlines()
+            skipped.append(f"{name}: {reason[-1] if reason else 'skipped'}")
+            print(f"## {name}: skipped ({skipped[-1].split(': ', 1)[1]})\n")
+            continue
+        print(output)
+        print(f"({name}: {elapsed:.0f} s)\n")
+        goals.extend(line for line in output.splitlines() if line.startswith("goal:"))
+        if completed.returncode != 0:
+            failed.append(name)
+            print(f"!! {name} failed with exit code {completed.returncode}")
+            print(completed.stderr[-3000:])
+    print("## Goals")
+    print("\n".join(goals) if goals else "(none reported)")
+    for line in skipped:
+        print(f"skipped: {line}")
+    if failed:
+        print(f"FAILED: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
