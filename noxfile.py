@@ -81,6 +81,8 @@ def integration(session: nox.Session) -> None:
         env={
             "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
             "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
+            # test_reliability.py starts, and stops mid-run, a node of its own here.
+            "RETRIEVALKIT_ES_THROWAWAY_PORT": str(int(ES_PORT) + 2),
         },
     )
 

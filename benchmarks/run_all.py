@@ -28,6 +28,7 @@ QUICK = {
     "intervals": ["--repeats", "1"],
     "overhead": ["--questions", "20000", "--repeats", "1"],
     "startup": ["--repeats", "3"],
+    "es": ["--repeats", "1"],
 }
 
 

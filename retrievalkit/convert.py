@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import cattrs
@@ -30,6 +31,11 @@ converter.register_unstructure_hook(int | None, identity)
 converter.register_unstructure_hook(
     QuestionForm | None, lambda form: None if form is None else form.value
 )
+# Ids, labels and scores are plain already: copying them whole (in C) replaces cattrs'
+# per-item handlers, which dominated saving a run of many questions.
+_PLAIN_MAPPINGS = (Mapping[str, int], Mapping[str, str], Mapping[str, float | None])
+converter.register_unstructure_hook_func(lambda kind: kind == tuple[str, ...], list)
+converter.register_unstructure_hook_func(lambda kind: kind in _PLAIN_MAPPINGS, dict)
 
 
 def _finite_or_none(value: Any, _: Any) -> float | None:
