@@ -98,12 +98,18 @@ def bootstrap_means(
     cells = group_count * metrics
     totals = np.empty(cells)
     sizes = np.empty(cells)
+    lowest = np.full(cells, np.inf)
+    highest = np.full(cells, -np.inf)
     for group, mask in enumerate(groups):
         columns = slice(group * metrics, (group + 1) * metrics)
         # Summed over questions in order, as one (questions, cells) matrix would be, so
         # the means are the same to the last bit whatever the number of groups.
         totals[columns] = (filled * mask[:, None]).sum(axis=0)
-        sizes[columns] = (defined & mask[:, None]).sum(axis=0)
+        members = defined & mask[:, None]
+        sizes[columns] = members.sum(axis=0)
+        if count:
+            lowest[columns] = np.where(members, values, np.inf).min(axis=0)
+            highest[columns] = np.where(members, values, -np.inf).max(axis=0)
     means = np.divide(totals, sizes, out=np.full_like(totals, np.nan), where=sizes > 0)
     low = np.full_like(means, np.nan)
     high = np.full_like(means, np.nan)
@@ -123,8 +129,10 @@ def bootstrap_means(
             row_estimates.append(
                 Estimate(
                     float(means[cell]),
-                    _clip(low[cell], means[cell]),
-                    _clip(high[cell], means[cell]),
+                    # A resampled mean cannot leave [min, max] of the values; float32
+                    # sums can stray by an ulp (a "-0.000" bound), so clamp to it.
+                    max(_clip(low[cell], means[cell]), float(lowest[cell])),
+                    min(_clip(high[cell], means[cell]), float(highest[cell])),
                     size,
                 )
             )
