@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from retrievalkit.commands.options import add_common, load_config, store_url
+from retrievalkit.commands.options import add_common, load_config, stored_run
 from retrievalkit.errors import EXIT_OK, InputError
 
 NAME = "export"
@@ -45,18 +45,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.stores import open_store
     from retrievalkit.trec import format_qrels, format_run
 
     config = load_config(args)
-    store = open_store(store_url(args, config))
-    record = store.get(args.run_id)
-    if record is None:
-        raise InputError(
-            f"no run {args.run_id} in {store.url}",
-            field="RUN_ID",
-            hint="retrievalkit history --set S --retriever R lists the stored runs",
-        )
+    _, record = stored_run(args, config)
     tag = args.tag or re.sub(r"\s+", "_", record.model)
     rankings = {outcome.question_id: list(outcome.ranking) for outcome in record.outcomes}
     # A question with nothing relevant is undefined in retrievalkit's metrics, while

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.commands.generate import progress_bar
-from retrievalkit.commands.options import add_common, load_config, positive, store_url
+from retrievalkit.commands.options import add_common, load_config, positive, stored_run
 from retrievalkit.errors import EXIT_OK, EvaluationError, InputError, PluginError
 
 if TYPE_CHECKING:
@@ -128,17 +128,9 @@ def _question_texts(
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.judging import JudgeTask, judge_pairs
     from retrievalkit.labels import label_effect, read_labels, write_labels
-    from retrievalkit.stores import open_store
 
     config = load_config(args)
-    store = open_store(store_url(args, config))
-    record = store.get(args.run_id)
-    if record is None:
-        raise InputError(
-            f"no run {args.run_id} in {store.url}",
-            field="RUN_ID",
-            hint="retrievalkit history lists the stored runs",
-        )
+    _, record = stored_run(args, config)
     output = Path(args.output)
     existing = read_labels(output) if output.exists() else []
     texts = _question_texts(args, record, config)

@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from retrievalkit.config import Config
+    from retrievalkit.model import ResultRecord
+    from retrievalkit.stores import ResultStore
 
 FORMATS = ("table", "json", "markdown")
 
@@ -110,3 +112,19 @@ def store_url(args: argparse.Namespace, config: Config) -> str:
     from retrievalkit.stores import DEFAULT_STORE_URL
 
     return getattr(args, "store", None) or config.store_url or DEFAULT_STORE_URL
+
+
+def stored_run(args: argparse.Namespace, config: Config) -> tuple[ResultStore, ResultRecord]:
+    """The store the options name, and the run ``args.run_id`` in it (exit 2 if absent)."""
+    from retrievalkit.errors import InputError
+    from retrievalkit.stores import open_store
+
+    store = open_store(store_url(args, config))
+    record = store.get(args.run_id)
+    if record is None:
+        raise InputError(
+            f"no run {args.run_id} in {store.url}",
+            field="RUN_ID",
+            hint="retrievalkit history --set S --retriever R lists the stored runs",
+        )
+    return store, record

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from retrievalkit.commands.options import add_common, load_config, store_url
+from retrievalkit.commands.options import add_common, load_config, stored_run
 from retrievalkit.commands.output import emit_report
-from retrievalkit.errors import EXIT_OK, InputError
+from retrievalkit.errors import EXIT_OK
 
 NAME = "show"
 HELP = "Show a stored run."
@@ -19,17 +19,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.render.summary import EvalReport
-    from retrievalkit.stores import open_store
 
     config = load_config(args)
-    store = open_store(store_url(args, config))
-    record = store.get(args.run_id)
-    if record is None:
-        raise InputError(
-            f"no run {args.run_id} in {store.url}",
-            field="RUN_ID",
-            hint="retrievalkit history --set S --retriever R lists the stored runs",
-        )
+    store, record = stored_run(args, config)
     report = EvalReport(record, (), None, store.url, baseline_note="(stored run)")
     args.output_dir = None
     args.quiet = False
