@@ -244,10 +244,13 @@ def test_interrupts_are_held_back_while_saving() -> None:
     from retrievalkit.interrupts import interrupts_deferred
 
     before = signal.getsignal(signal.SIGINT)
-    if before is not signal.default_int_handler:
-        pytest.skip("SIGINT is not Python's default handler in this test process")
-    with interrupts_deferred() as deferred:
-        os.kill(os.getpid(), signal.SIGINT)  # a real signal: no KeyboardInterrupt here
-        time.sleep(0)
-    assert deferred.received
-    assert signal.getsignal(signal.SIGINT) is before
+    # The command line runs with Python's default handler; install it for this test.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with interrupts_deferred() as deferred:
+            os.kill(os.getpid(), signal.SIGINT)  # a real signal: no KeyboardInterrupt here
+            time.sleep(0)
+        assert deferred.received
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
