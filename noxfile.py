@@ -11,6 +11,7 @@ nox -s bench             # benchmarks against pytrec_eval, ranx and Elasticsearc
 from __future__ import annotations
 
 import os
+import shutil
 
 import nox
 
@@ -32,7 +33,18 @@ ES_CLIENT = "elasticsearch>=9,<10"
 def tests(session: nox.Session) -> None:
     """Unit tests of the core, including parity with pytrec_eval and real plugin installs."""
     session.install("-e", ".[test]")
+    _ensure_chromium(session)
     session.run("pytest", "tests", *session.posargs)
+
+
+def _ensure_chromium(session: nox.Session) -> None:
+    """The HTML report's test opens it in headless Chromium: Debian's package, as root."""
+    if shutil.which("chromium"):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        session.error("tests/test_report.py needs Chromium: install Debian's 'chromium' package")
+    session.run("apt-get", "update", "-qq", external=True)
+    session.run("apt-get", "install", "-y", "-qq", "chromium", external=True)
 
 
 @nox.session(python=PYTHON)
