@@ -56,6 +56,8 @@ class Verdict:
     baseline_kind: str = "newest earlier run"
     """How the baseline was chosen: ``pinned``, ``--baseline`` or ``newest earlier run``."""
     require_significant: bool = False
+    unchecked: tuple[str, ...] = ()
+    """Thresholds that could not be checked, each with the reason, so none is dropped silently."""
 
 
 def split_slice(name: str) -> tuple[str, str]:
@@ -127,6 +129,7 @@ def compare_runs(
             (name, metric, threshold, members) for metric, threshold in sorted(metrics.items())
         )
     checked = []
+    unchecked = []
     for slice_name, metric, threshold, ids in gates:
         item = _compare_metric(
             baseline.outcomes,
@@ -142,6 +145,15 @@ def compare_runs(
         )
         if item is not None:
             checked.append(item)
+            continue
+        where = f"{metric} [{slice_name}]" if slice_name else metric
+        reason = (
+            "no question of the slice is in both runs"
+            if not ids
+            else "no question has a value in both runs (is the metric missing from the "
+            "baseline, e.g. a deeper k?)"
+        )
+        unchecked.append(f"{where}: {reason}")
     failures = tuple(item for item in checked if item.regressed)
     return Verdict(
         baseline_run_id=baseline.run_id,
@@ -152,6 +164,7 @@ def compare_runs(
         same_set=baseline.manifest.set_hash == candidate_set_hash,
         baseline_kind=baseline_kind,
         require_significant=require_significant,
+        unchecked=tuple(unchecked),
     )
 
 

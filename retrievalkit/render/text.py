@@ -70,6 +70,9 @@ def verdict_lines(verdict: Verdict | None, note: str | None = None) -> list[str]
     if excused and verdict.regressed:
         lines.append("dropped past the threshold, but not significantly (interval includes 0):")
         lines.extend("  " + comparison_line(item) for item in excused)
+    if verdict.unchecked:
+        lines.append("NOT checked (no verdict for these thresholds):")
+        lines.extend(f"  {item}" for item in verdict.unchecked)
     return lines
 
 
