@@ -144,6 +144,42 @@ class ChatClient:
         return text.replace(self._api_key, "***") if self._api_key else text
 
 
+def configured_client(
+    *,
+    base_url: str | None,
+    model: str | None,
+    api_key_env: str | None,
+    timeout: float,
+    retries: int,
+    backoff: float,
+    max_tokens: int,
+    whole_numbers: Mapping[str, object],
+) -> ChatClient:
+    """The client a model-backed plugin's options describe, every option checked first.
+
+    ``whole_numbers`` are the plugin's own options that must be integers >= 1 (such as
+    ``concurrency``), checked here so each plugin reports them the same way.
+    """
+    if not base_url or not model:
+        raise InputError(
+            "needs base_url and model",
+            field="base_url" if not base_url else "model",
+            hint='e.g. base_url = "http://127.0.0.1:8000/v1", model = "llama3"',
+        )
+    for name, value in {**whole_numbers, "max_tokens": max_tokens}.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"must be a whole number >= 1, got {value!r}", field=name)
+    return ChatClient(
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+        timeout=timeout,
+        retries=retries,
+        backoff=backoff,
+        max_tokens=max_tokens,
+    )
+
+
 def _error_detail(error: urllib.error.HTTPError) -> str:
     try:
         body = error.read(300).decode("utf-8", errors="replace").strip()

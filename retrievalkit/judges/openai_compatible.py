@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 
-from retrievalkit.chat import ChatClient
+from retrievalkit.chat import ChatClient, configured_client
 from retrievalkit.corpus import CorpusDocument
-from retrievalkit.errors import InputError
 from retrievalkit.judging import JudgeFailed
 
 PROMPT_VERSION = "judge-v1"
@@ -85,20 +84,7 @@ def create_openai_judge(
     ``api_key_env``, ``timeout`` (60), ``retries`` (3), ``backoff`` (1), ``concurrency``
     (4), ``max_document_chars`` (6000) and ``max_tokens`` (16).
     """
-    if not base_url or not model:
-        raise InputError(
-            "needs base_url and model",
-            field="base_url" if not base_url else "model",
-            hint='e.g. base_url = "http://127.0.0.1:8000/v1", model = "llama3"',
-        )
-    for name, value in (
-        ("concurrency", concurrency),
-        ("max_document_chars", max_document_chars),
-        ("max_tokens", max_tokens),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"must be a whole number >= 1, got {value!r}", field=name)
-    client = ChatClient(
+    client = configured_client(
         base_url=base_url,
         model=model,
         api_key_env=api_key_env,
@@ -106,6 +92,7 @@ def create_openai_judge(
         retries=retries,
         backoff=backoff,
         max_tokens=max_tokens,
+        whole_numbers={"concurrency": concurrency, "max_document_chars": max_document_chars},
     )
     return OpenAICompatibleJudge(
         client, concurrency=concurrency, max_document_chars=max_document_chars
