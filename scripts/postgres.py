@@ -382,8 +382,17 @@ def stop(base: Path, port: int) -> bool:
         return False
     say(f"stopping the server (pid {pid})")
     result = as_server_user(
-        [binary(base, "pg_ctl"), "stop", "-m", "fast", "-w", "-t", "30"]
-        + ["-D", str(data_dir(base, port))],
+        [
+            binary(base, "pg_ctl"),
+            "stop",
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "30",
+            "-D",
+            str(data_dir(base, port)),
+        ],
         ensure_user(),
     )
     if result.returncode != 0 and server_pid(base, port) is not None:
@@ -467,9 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     for name, handler in (("up", cmd_up), ("down", cmd_down), ("status", cmd_status)):
         sub = commands.add_parser(name)
-        sub.add_argument(
-            "--port", type=int, default=default_port(), help="TCP port on 127.0.0.1"
-        )
+        sub.add_argument("--port", type=int, default=default_port(), help="TCP port on 127.0.0.1")
         sub.set_defaults(handler=handler)
     args = parser.parse_args(argv)
     if not 1024 <= args.port <= 65535:
