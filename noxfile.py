@@ -2,7 +2,9 @@
 
 nox                      # tests, integration (starts Elasticsearch), lint, typecheck, docs
 nox -s tests             # unit tests of the core
-nox -s example           # the example third-party plugin's own tests, against the core
+nox -s package           # build sdist + wheel, install the WHEEL in a fresh virtualenv,
+                         # run the README tour and the example plugin's tests against it
+nox -s example           # the example third-party plugin's own tests, against the source tree
 nox -s integration       # the Elasticsearch plugin against a real node (started for you)
 nox -s es-up / es-down   # start or stop the development Elasticsearch node
 nox -s bench             # benchmarks against pytrec_eval, ranx and Elasticsearch
@@ -10,14 +12,24 @@ nox -s bench             # benchmarks against pytrec_eval, ranx and Elasticsearc
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import nox
+import nox.virtualenv
 
-nox.options.default_venv_backend = "uv|virtualenv"
+# uv when nox can find it (on PATH or installed next to nox), else plain virtualenv: naming
+# the fallback explicitly keeps a `pip install nox` without uv free of a warning per session.
+nox.options.default_venv_backend = "uv" if nox.virtualenv.HAS_UV else "virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["tests", "example", "integration", "lint", "typecheck", "docs"]
+nox.options.sessions = ["tests", "package", "integration", "lint", "typecheck", "docs"]
+
+ROOT = Path(__file__).resolve().parent
 
 PYTHON = "3.11"
 ES_PORT = os.environ.get("RETRIEVALKIT_ES_PORT", "9200")
@@ -54,18 +66,88 @@ def example(session: nox.Session) -> None:
     session.run("pytest", "plugins/retrievalkit-example/tests", *session.posargs)
 
 
-def _es_up(session: nox.Session) -> None:
-    session.run("python3", "scripts/elasticsearch.py", "up", "--port", ES_PORT, external=True)
-    session.run(
-        "python3",
-        "scripts/elasticsearch.py",
-        "up",
-        "--port",
-        RANK_EVAL_PORT,
-        "--version",
-        RANK_EVAL_VERSION,
-        external=True,
+@nox.session(python=PYTHON)
+def package(session: nox.Session) -> None:
+    """Build the sdist and wheel, check them, and use the WHEEL as a user would.
+
+    The wheel goes into a fresh virtualenv of its own (not this session's, not editable),
+    the README's tour runs from an empty folder (so nothing imports from the source tree),
+    and the example plugin is installed next to it and runs its own tests.
+    """
+    session.install("build", "twine")
+    work = Path(tempfile.mkdtemp(prefix="retrievalkit-package-"))
+    dist = work / "dist"
+    session.run("python", "-m", "build", "--outdir", str(dist), ".")
+    session.run("twine", "check", "--strict", *glob.glob(str(dist / "*")))
+    wheels = glob.glob(str(dist / "retrievalkit_eval-*.whl"))
+    if len(wheels) != 1 or not glob.glob(str(dist / "retrievalkit_eval-*.tar.gz")):
+        session.error(f"expected one retrievalkit_eval wheel and one sdist in {dist}")
+    fresh = work / "venv"
+    session.run("python", "-m", "venv", str(fresh))
+    python = str(fresh / "bin" / "python")
+    example_plugin = str(ROOT / "plugins" / "retrievalkit-example")
+    # uv installs the same files as pip, only faster; a fresh venv from `python -m venv`
+    # either way.
+    uv = shutil.which("uv")
+    install = [uv, "pip", "install", "--python", python] if uv else [python, "-m", "pip", "install"]
+    session.run(*install, wheels[0], f"{example_plugin}[test]", external=True)
+    tour = work / "tour"
+    tour.mkdir()
+    command = str(fresh / "bin" / "retrievalkit")
+    with session.chdir(tour):
+        where = session.run(
+            python,
+            "-c",
+            "import retrievalkit; print(retrievalkit.__file__)",
+            external=True,
+            silent=True,
+        )
+        if not str(where).strip().startswith(str(fresh)):
+            session.error(f"retrievalkit was imported from {where}, not from the installed wheel")
+        session.run(command, "--version", external=True)
+        session.run(
+            command, "eval", "--set", "demo", "--retriever", "bm25-demo", "--quiet", external=True
+        )
+        session.run(python, "-m", "retrievalkit", "list", external=True)
+        session.run(
+            python,
+            "-m",
+            "pytest",
+            "-q",
+            str(ROOT / "plugins" / "retrievalkit-example" / "tests"),
+            "-p",
+            "no:cacheprovider",
+            external=True,
+        )
+    shutil.rmtree(work)
+
+
+def _es_up(session: nox.Session) -> list[str]:
+    """Start the two development nodes unless they run; return the ports this call started."""
+    started = []
+    for port, version in ((ES_PORT, None), (RANK_EVAL_PORT, RANK_EVAL_VERSION)):
+        if _es_healthy(port):
+            continue
+        extra = ["--version", version] if version else []
+        session.run(
+            "python3", "scripts/elasticsearch.py", "up", "--port", port, *extra, external=True
+        )
+        started.append(port)
+    return started
+
+
+def _es_healthy(port: str) -> bool:
+    status = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "elasticsearch.py"), "status", "--port", port],
+        capture_output=True,
+        check=False,
     )
+    return status.returncode == 0
+
+
+def _es_down(session: nox.Session, ports: list[str]) -> None:
+    for port in ports:
+        session.run("python3", "scripts/elasticsearch.py", "down", "--port", port, external=True)
 
 
 @nox.session(name="es-up", python=False)
@@ -77,26 +159,34 @@ def es_up(session: nox.Session) -> None:
 @nox.session(name="es-down", python=False)
 def es_down(session: nox.Session) -> None:
     """Stop the development Elasticsearch nodes."""
-    for port in (ES_PORT, RANK_EVAL_PORT):
-        session.run("python3", "scripts/elasticsearch.py", "down", "--port", port)
+    _es_down(session, [ES_PORT, RANK_EVAL_PORT])
 
 
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
-    """The Elasticsearch plugin's tests against a real node; starts one if none is up."""
+    """The Elasticsearch plugin's tests against a real node.
+
+    Nodes already up (CI's `.ci/run` starts them) are used and left running; a node this
+    session starts is stopped when it ends, so `nox` leaves nothing behind.
+    """
     session.install("-e", ".[test]", "-e", "plugins/retrievalkit-elasticsearch[test]", ES_CLIENT)
-    _es_up(session)
-    session.run(
-        "pytest",
-        "plugins/retrievalkit-elasticsearch/tests",
-        *session.posargs,
-        env={
-            "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
-            "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
-            # test_reliability.py starts, and stops mid-run, a node of its own here.
-            "RETRIEVALKIT_ES_THROWAWAY_PORT": str(int(ES_PORT) + 2),
-        },
-    )
+    started = _es_up(session)
+    try:
+        session.run(
+            "pytest",
+            "plugins/retrievalkit-elasticsearch/tests",
+            *session.posargs,
+            env={
+                "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
+                "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
+                # test_reliability.py starts, and stops mid-run, a node of its own here.
+                "RETRIEVALKIT_ES_THROWAWAY_PORT": os.environ.get(
+                    "RETRIEVALKIT_ES_THROWAWAY_PORT", str(int(ES_PORT) + 2)
+                ),
+            },
+        )
+    finally:
+        _es_down(session, started)
 
 
 @nox.session(python=PYTHON)
@@ -136,16 +226,20 @@ def bench(session: nox.Session) -> None:
         "plugins/retrievalkit-elasticsearch",
         ES_CLIENT,
     )
+    started: list[str] = []
     try:
-        _es_up(session)  # for bench_es.py: 9.x on ES_PORT, 7.17 with _rank_eval on RANK_EVAL_PORT
+        started = _es_up(session)  # bench_es.py: 9.x on ES_PORT, 7.17 with _rank_eval
     except nox.command.CommandFailed:
         session.warn("Elasticsearch did not start: bench_es.py will report it as skipped")
-    session.run(
-        "python",
-        "benchmarks/run_all.py",
-        *session.posargs,
-        env={
-            "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
-            "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
-        },
-    )
+    try:
+        session.run(
+            "python",
+            "benchmarks/run_all.py",
+            *session.posargs,
+            env={
+                "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
+                "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
+            },
+        )
+    finally:
+        _es_down(session, started)

@@ -128,8 +128,9 @@ def test_verbose_logs_to_stderr_and_quiet_keeps_it_short(tmp_path: Path) -> None
     verbose = piped(*EVAL, "-v", env=env, cwd=tmp_path)
     quiet = piped(*EVAL, "--quiet", env=env, cwd=tmp_path)
     assert "INFO" not in plain.stderr
-    assert "retrievalkit: INFO: retrievalkit.plugins: loaded plugin retrievalkit[bm25-demo]" in (
-        verbose.stderr
+    assert (
+        "retrievalkit: INFO: retrievalkit.plugins: loaded plugin retrievalkit-eval[bm25-demo]"
+        in (verbose.stderr)
     )
     assert "retrievalkit: INFO: retrievalkit.stores: opened store memory:" in verbose.stderr
     assert "INFO" not in verbose.stdout, "logs never mix into the report"
@@ -188,7 +189,7 @@ def _build_wheel(out: Path, tmp_path: Path) -> Path:
         [*command, str(source)], capture_output=True, text=True, check=False, timeout=600
     )
     assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = out.glob("retrievalkit-*.whl")
+    (wheel,) = out.glob("retrievalkit_eval-*.whl")
     return wheel
 
 
@@ -211,6 +212,8 @@ def test_the_wheel_ships_py_typed_the_demo_and_the_entry_points(tmp_path: Path) 
     assert "run = retrievalkit.retrievers.run:create_run" in registered
     assert "retrievalkit = retrievalkit.cli:main" in registered
     assert "Classifier: Typing :: Typed" in classifiers
+    # `retrievalkit` on PyPI is another project: the distribution is published by this name.
+    assert "\nName: retrievalkit-eval\n" in classifiers
 
 
 def test_a_changelog_sits_at_the_root_and_names_this_version() -> None:

@@ -19,13 +19,13 @@ def test_list_shows_the_plugins_and_flags_the_broken_one(
     sets = {entry["name"]: entry["provider"] for entry in listing["sets"]}
     retrievers = {entry["name"]: entry["provider"] for entry in listing["retrievers"]}
     stores = {entry["name"]: entry["provider"] for entry in listing["stores"]}
-    assert sets == {"demo": "retrievalkit[demo]", "tiny": "rk-testplugin[tiny]"}
+    assert sets == {"demo": "retrievalkit-eval[demo]", "tiny": "rk-testplugin[tiny]"}
     assert retrievers["tiny-keyword"] == "rk-testplugin[tiny-keyword]"
     assert retrievers["tiny-failing"] == "rk-testplugin[tiny-failing]"
-    assert retrievers["bm25-demo"] == "retrievalkit[bm25-demo]"
+    assert retrievers["bm25-demo"] == "retrievalkit-eval[bm25-demo]"
     assert "broken-one" not in retrievers
     assert stores["tinystore:"] == "rk-testplugin[tinystore]"
-    assert stores["sqlite:"] == "retrievalkit[sqlite]"
+    assert stores["sqlite:"] == "retrievalkit-eval[sqlite]"
     (broken,) = listing["broken"]
     assert broken["group"] == "retrievalkit.retrievers"
     assert broken["plugin"] == "rk-testplugin[broken-one]"

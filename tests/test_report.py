@@ -297,7 +297,7 @@ def test_without_matplotlib_report_exits_2_and_names_the_extra(runs: Runs) -> No
         timeout=120,
     )
     assert blocked.returncode == 2, blocked.stderr
-    assert "pip install 'retrievalkit[report]'" in blocked.stderr
+    assert "pip install 'retrievalkit-eval[report]'" in blocked.stderr
     assert not out.exists()
     # The control: with matplotlib importable, the same script writes the report.
     allowed = subprocess.run(

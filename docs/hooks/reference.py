@@ -83,7 +83,7 @@ def render_retrievers() -> str:
     entry_points = sorted(
         (
             entry_point
-            for entry_point in importlib.metadata.distribution("retrievalkit").entry_points
+            for entry_point in importlib.metadata.distribution("retrievalkit-eval").entry_points
             if entry_point.group == "retrievalkit.retrievers"
         ),
         key=lambda entry_point: entry_point.name,

@@ -20,7 +20,7 @@ HELP = (
     "charts by form and hard class, first relevant ranks, the run history and a sortable "
     "question table; --compare adds the paired comparison with another run."
 )
-INSTALL_HINT = "pip install 'retrievalkit[report]'"
+INSTALL_HINT = "pip install 'retrievalkit-eval[report]'"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

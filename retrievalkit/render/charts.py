@@ -1,6 +1,6 @@
 """The HTML report's charts: matplotlib figures written as inline SVG strings.
 
-matplotlib is an optional dependency (``pip install 'retrievalkit[report]'``) and is
+matplotlib is an optional dependency (``pip install 'retrievalkit-eval[report]'``) and is
 imported inside these functions only, so the command line starts without it. Figures
 are made with :class:`matplotlib.figure.Figure` rather than pyplot: no GUI backend is
 ever selected and no global figure state is touched, which is what choosing the Agg
