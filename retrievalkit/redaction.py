@@ -2,8 +2,10 @@
 
 An option is secret when its name looks like one (``password``, ``api_key``, ``token``,
 ``client_secret``, ``credentials``, ``authorization``...); a ``*_env`` option names an
-environment variable whose *value* is secret; a URL option may carry a password in its
-``user:password@`` part. Secret values are replaced by ``***`` in the options a manifest
+environment variable whose *value* is secret (or, as a table such as
+``headers_env = {Authorization = "SEARCH_AUTH"}``, maps names to such variables); a URL
+option may carry a password in its ``user:password@`` part or a key in its query string
+(``?api_key=...``, ``&code=...``). Secret values are replaced by ``***`` in the options a manifest
 keeps, scrubbed from any text that passes through retrievalkit on its way out (a
 retriever's exception, a plugin's error message), and enter the options hash only
 through a slow key derivation, so the stored hash does not help to guess a weak password.
@@ -29,6 +31,12 @@ _URL_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:)(?P<
 _URL_PASSWORD_ANYWHERE = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:'\"]*:)[^/@\s'\"]+@"
 )
+#: Query-string parameters whose values are keys: the option names above, and the short
+#: names services use (``key``, ``sig``, Azure Functions' ``code``).
+_SECRET_QUERY_NAME = re.compile(
+    r"^(key|apikey|sig|signature|code|auth|access_?key)$|" + _SECRET_NAME.pattern, re.IGNORECASE
+)
+_QUERY_PARAMETER = re.compile(r"(?P<head>[?&;](?P<name>[^=&;#?\s]+)=)(?P<value>[^&;#\s]*)")
 #: Every secret value this process has read from a configuration, for the last line of
 #: defence: log records and the final error message are scrubbed of them too.
 _KNOWN: set[str] = set()
@@ -42,23 +50,60 @@ def is_secret_option(name: str) -> bool:
     return bool(_SECRET_NAME.search(name)) and not name.endswith("_env")
 
 
+def _is_url(value: str) -> bool:
+    return "://" in value
+
+
+def _query_secrets(url: str) -> list[str]:
+    """Values of the secret-named query parameters of ``url`` (placeholders excluded)."""
+    return [
+        match["value"]
+        for match in _QUERY_PARAMETER.finditer(url.partition("#")[0])
+        if _SECRET_QUERY_NAME.search(match["name"])
+        and match["value"]
+        and not match["value"].startswith("{")
+    ]
+
+
+def redact_url(url: str) -> str:
+    """``url`` without the password of its ``user:password@`` part or its query-string keys."""
+    url = _URL_PASSWORD.sub(lambda match: f"{match['head']}{REDACTED}@", url)
+    if "?" not in url:
+        return url
+
+    def hide(match: re.Match[str]) -> str:
+        value = match["value"]
+        if not value or value.startswith("{") or not _SECRET_QUERY_NAME.search(match["name"]):
+            return match[0]
+        return f"{match['head']}{REDACTED}"
+
+    return _QUERY_PARAMETER.sub(hide, url)
+
+
 def _redact_value(value: Any) -> Any:
     if isinstance(value, Mapping):
         return redact_options(value)
     if isinstance(value, (list, tuple)):
         return [_redact_value(item) for item in value]
     if isinstance(value, str):
-        return _URL_PASSWORD.sub(lambda match: f"{match['head']}{REDACTED}@", value)
+        return redact_url(value) if _is_url(value) else value
     return value
 
 
 def redact_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """The options with every secret value replaced by ``***``, recursively.
 
-    ``*_env`` options keep their value: it is the NAME of an environment variable.
+    ``*_env`` options keep their value: it is the NAME of an environment variable (or a
+    table of such names).
     """
     return {
-        name: REDACTED if is_secret_option(str(name)) else _redact_value(value)
+        name: (
+            value
+            if str(name).endswith("_env")
+            else REDACTED
+            if is_secret_option(str(name))
+            else _redact_value(value)
+        )
         for name, value in options.items()
     }
 
@@ -76,6 +121,10 @@ def _values(value: Any, *, secret: bool) -> Iterable[str]:
         if match:
             yield match["pw"]
             yield urllib.parse.unquote(match["pw"])
+        if _is_url(value):
+            for key in _query_secrets(value):
+                yield key
+                yield urllib.parse.unquote_plus(key)
 
 
 def secret_values(options: Mapping[str, Any]) -> list[str]:
@@ -83,12 +132,21 @@ def secret_values(options: Mapping[str, Any]) -> list[str]:
     found: set[str] = set()
     for name, value in options.items():
         name = str(name)
-        if name.endswith("_env") and isinstance(value, str):
-            found.add(os.environ.get(value, ""))
+        if name.endswith("_env"):
+            found.update(os.environ.get(variable, "") for variable in _env_names(value))
         else:
             found.update(_values(value, secret=is_secret_option(name)))
     found.discard("")
     return sorted(found, key=lambda text: (-len(text), text))
+
+
+def _env_names(value: Any) -> list[str]:
+    """The environment variables a ``*_env`` option names: one, or a table's values."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [item for item in value.values() if isinstance(item, str)]
+    return []
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
@@ -128,10 +186,12 @@ def options_hash(options: Mapping[str, Any]) -> str:
     reversible form of it is stored: a slow key derivation (PBKDF2-SHA256) turns the
     options into the digest.
     """
-    environment = {
+    environment: dict[str, Any] = {
         name: os.environ.get(str(value), "")
+        if isinstance(value, str)
+        else {variable: os.environ.get(variable, "") for variable in _env_names(value)}
         for name, value in options.items()
-        if name.endswith("_env") and isinstance(value, str)
+        if name.endswith("_env") and isinstance(value, (str, Mapping))
     }
     payload = json.dumps({"options": options, "env": environment}, sort_keys=True, default=str)
     digest = hashlib.pbkdf2_hmac("sha256", payload.encode("utf-8"), _HASH_SALT, _HASH_ROUNDS)
