@@ -144,6 +144,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also write summary.json, per_question.jsonl and report.md into DIR",
     )
     parser.add_argument(
+        "--junit-xml",
+        metavar="PATH",
+        help="also write the gate as JUnit XML (one test case per gated metric and slice; a "
+        "regression is a failed test) for GitLab, Jenkins or GitHub test reports",
+    )
+    parser.add_argument(
         "--quiet", "-q", action="store_true", help="no per-question table and no progress bar"
     )
     parser.add_argument(
@@ -329,13 +335,14 @@ def run(args: argparse.Namespace) -> int:
             not_saved_reason=f"{errored} of {len(questions)} questions errored, over the "
             f"allowed error rate {max_error_rate:g}",
         )
-        emit_report(report, args)
         everything = " on every question" if errored == len(questions) else ""
-        raise EvaluationError(
+        failure = (
             f"retriever '{resolved.name}' failed{everything} ({errored} of {len(questions)} "
             f"questions errored, e.g. {reasons[0]}); the run was not saved and does not become "
             "a baseline (raise --max-error-rate to accept some errors)"
         )
+        emit_report(report, args, ci=True, failed=failure)
+        raise EvaluationError(failure)
 
     choice = choose_baseline(
         store, record.set, record.model, explicit=args.baseline, grader=record.grader
@@ -384,7 +391,7 @@ def run(args: argparse.Namespace) -> int:
             else None
         ),
     )
-    emit_report(report, args)
+    emit_report(report, args, ci=True)
     if verdict is not None and verdict.regressed:
         if args.fail_on_regression:
             return EXIT_REGRESSION

@@ -15,7 +15,14 @@ if TYPE_CHECKING:
     from retrievalkit.render.summary import EvalReport
 
 
-def emit_report(report: EvalReport, args: argparse.Namespace) -> None:
+def emit_report(
+    report: EvalReport, args: argparse.Namespace, *, ci: bool = False, failed: str | None = None
+) -> None:
+    """Print the report and write --output-dir; with ``ci``, also the CI-native outputs.
+
+    Those are --junit-xml, the GitHub job summary and annotations; ``failed`` says why
+    the evaluation could not be carried out, for the JUnit report.
+    """
     from retrievalkit.render.markdown import render_markdown
     from retrievalkit.render.summary import per_question_lines, summary, to_json_text
 
@@ -36,6 +43,8 @@ def emit_report(report: EvalReport, args: argparse.Namespace) -> None:
                 source=str(directory),
                 field="--output-dir",
             ) from None
+    if ci:
+        _ci_outputs(report, args, failed)
     if args.format == "json":
         sys.stdout.write(to_json_text(summary(report)) + "\n")
     elif args.format == "markdown":
@@ -44,3 +53,24 @@ def emit_report(report: EvalReport, args: argparse.Namespace) -> None:
         from retrievalkit.render.table import render_table
 
         render_table(report, console(args), per_question=not args.quiet)
+
+
+def _ci_outputs(report: EvalReport, args: argparse.Namespace, failed: str | None) -> None:
+    import os
+
+    from retrievalkit.ci_output import (
+        on_github_actions,
+        workflow_annotations,
+        write_junit_xml,
+        write_step_summary,
+    )
+
+    junit = getattr(args, "junit_xml", None)
+    if junit:
+        write_junit_xml(report, Path(junit), failed=failed)
+    write_step_summary(report)
+    if on_github_actions(os.environ):
+        # Workflow commands are read from stdout; JSON output keeps stdout for the document.
+        stream = sys.stderr if args.format == "json" else sys.stdout
+        for line in workflow_annotations(report):
+            print(line, file=stream, flush=True)
