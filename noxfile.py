@@ -44,7 +44,7 @@ ES_CLIENT = "elasticsearch>=9,<10"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit tests of the core, including parity with pytrec_eval and real plugin installs."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,dense]")  # [dense]: the offline embedder's model
     _ensure_chromium(session)
     session.run("pytest", "tests", *session.posargs)
 

@@ -31,6 +31,7 @@ CORPORA = "retrievalkit.corpora"
 GENERATORS = "retrievalkit.generators"
 JUDGES = "retrievalkit.judges"
 COMMANDS = "retrievalkit.commands"
+EMBEDDERS = "retrievalkit.embedders"
 GROUPS = (QUESTION_SETS, RETRIEVERS, STORES, COMMANDS)
 _PREFIX = "retrievalkit."
 

@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_PROBES",
     "RULES",
     "ContractViolation",
+    "check_embedder",
     "check_question_set_provider",
     "check_retriever",
     "check_store",
@@ -72,6 +73,21 @@ RULES: dict[str, str] = {
     "store.missing": "get() of an unknown run id returns None",
     "store.duplicate": "saving a run id that is already stored fails and keeps one copy",
     "store.reopen": "opening the same URL again sees the saved runs",
+    "embedder.discovery": "the embedder's entry point is installed and loads",
+    "embedder.factory": "the factory builds an embedder from its options",
+    "embedder.attributes": "an embedder has a non-empty string `model_id`, whole-number "
+    "`dimensions` >= 1, a `similarity` Elasticsearch knows (cosine, dot_product, "
+    "max_inner_product, l2_norm) and a method embed(texts)",
+    "embedder.matrix": "embed() returns a numpy float32 matrix of shape (len(texts), dimensions)",
+    "embedder.empty": "embed([]) returns a (0, dimensions) float32 matrix",
+    "embedder.finite": "every value is finite (no NaN or infinity), whatever the text",
+    "embedder.deterministic": "the same texts give the same bits on every call",
+    "embedder.independent": "a text's vector does not depend on the other texts of the call "
+    "(equal within 1e-5)",
+    "embedder.unit": "with similarity dot_product, every non-zero vector has length 1 "
+    "(within 1e-3), as Elasticsearch requires",
+    "embedder.distinct": "different probe texts do not all get the same vector",
+    "embedder.queries": "embed_queries(), when offered, returns the same shape and dtype",
 }
 
 #: Questions every retriever must survive: ordinary, stopwords only, non-ASCII, long.
@@ -519,6 +535,95 @@ def _sample_record(set_name: str, model: str, moment: dt.datetime) -> ResultReco
         overfetch=3,
         now=moment,
     )
+
+
+# --- embedders -------------------------------------------------------------------------------
+
+
+def check_embedder(
+    factory: Callable[..., Any] | str,
+    /,
+    *,
+    probe_texts: Sequence[str] | None = None,
+    **options: Any,
+) -> Any:
+    """Build an embedder with ``factory(**options)`` and check it keeps the embedder contract.
+
+    ``factory`` is an embedder factory (what a ``retrievalkit.embedders`` entry point names)
+    or the entry point's name, which also checks that it is installed. ``probe_texts`` are
+    added to :data:`DEFAULT_PROBES` (which include an empty-ish, a non-ASCII and a long text).
+    Returns the embedder, for further tests of your own.
+    """
+    import numpy as np
+
+    from retrievalkit.embedders import SIMILARITIES
+
+    if isinstance(factory, str):
+        factory = _load_entry_point("embedder.discovery", "EMBEDDERS", factory)
+    assert callable(factory)
+    try:
+        embedder = factory(**options)
+    except Exception as error:
+        _fail("embedder.factory", f"calling {_name_of(factory)}(**{options!r}) raised", error)
+    kind = type(embedder).__name__
+    model_id = getattr(embedder, "model_id", None)
+    dimensions = getattr(embedder, "dimensions", None)
+    similarity = getattr(embedder, "similarity", None)
+    if not isinstance(model_id, str) or not model_id.strip():
+        _fail("embedder.attributes", f"{kind}.model_id is {model_id!r}")
+    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
+        _fail("embedder.attributes", f"{kind}.dimensions is {dimensions!r}")
+    if similarity not in SIMILARITIES:
+        _fail("embedder.attributes", f"{kind}.similarity is {similarity!r}")
+    if not callable(getattr(embedder, "embed", None)):
+        _fail("embedder.attributes", f"{kind} has no callable embed")
+
+    texts = list(dict.fromkeys([*(probe_texts or ()), *DEFAULT_PROBES, ""]))
+
+    def embed(batch: list[str], method: str = "embed") -> Any:
+        call = f"{method}({len(batch)} texts)"
+        try:
+            matrix = getattr(embedder, method)(batch)
+        except Exception as error:
+            _fail("embedder.matrix" if batch else "embedder.empty", f"{call} raised", error)
+        rule = "embedder.matrix" if batch else "embedder.empty"
+        if method != "embed":
+            rule = "embedder.queries"
+        if not isinstance(matrix, np.ndarray):
+            _fail(rule, f"{call} returned {type(matrix).__name__}")
+        if matrix.dtype != np.float32:
+            _fail(rule, f"{call} returned dtype {matrix.dtype}")
+        if matrix.shape != (len(batch), dimensions):
+            _fail(rule, f"{call} returned shape {matrix.shape}, not {(len(batch), dimensions)}")
+        return matrix
+
+    embed([])
+    matrix = embed(texts)
+    bad = [texts[row] for row in np.flatnonzero(~np.isfinite(matrix).all(axis=1))]
+    if bad:
+        _fail("embedder.finite", f"the vector of {_short(bad[0])} has NaN or infinity")
+    again = embed(texts)
+    if not np.array_equal(matrix.view(np.uint32), again.view(np.uint32)):
+        row = int(np.flatnonzero((matrix != again).any(axis=1))[0])
+        _fail("embedder.deterministic", f"{_short(texts[row])} gave different bits twice")
+    for row, text in enumerate(texts):
+        alone = embed([text])[0]
+        if not np.allclose(alone, matrix[row], rtol=1e-5, atol=1e-5):
+            _fail(
+                "embedder.independent",
+                f"{_short(text)} embedded alone differs from the same text in a batch of "
+                f"{len(texts)} by up to {float(np.abs(alone - matrix[row]).max()):.3g}",
+            )
+    if similarity == "dot_product":
+        norms = np.linalg.norm(matrix, axis=1)
+        off = [texts[row] for row in np.flatnonzero((norms > 0) & (np.abs(norms - 1) > 1e-3))]
+        if off:
+            _fail("embedder.unit", f"the vector of {_short(off[0])} is not unit length")
+    if len({matrix[row].tobytes() for row in range(len(texts))}) < 2:
+        _fail("embedder.distinct", f"all {len(texts)} probe texts got the same vector")
+    if callable(getattr(embedder, "embed_queries", None)):
+        embed(texts, "embed_queries")
+    return embedder
 
 
 # --- shared ----------------------------------------------------------------------------------

@@ -82,6 +82,7 @@ def test_every_excerpt_of_the_example_is_verbatim() -> None:
 
 
 def test_the_rule_table_lists_every_rule_of_the_kit() -> None:
-    rows = re.findall(r"^\| `((?:retriever|provider|store)\.[a-z-]+)` \|", PAGE.read_text(), re.M)
+    kinds = "retriever|provider|store|embedder"
+    rows = re.findall(rf"^\| `((?:{kinds})\.[a-z-]+)` \|", PAGE.read_text(), re.M)
     documented = set(rows)
     assert documented == set(RULES)

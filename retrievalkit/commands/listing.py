@@ -1,4 +1,4 @@
-"""``retrievalkit list``: the sets, retrievers, stores and commands found, broken ones flagged."""
+"""``retrievalkit list``: the sets, retrievers, stores, embedders and commands, broken flagged."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 NAME = "list"
 HELP = (
-    "List the question sets, retrievers, stores and commands found; broken plugins are flagged "
-    "with their error."
+    "List the question sets, retrievers, stores, embedders and commands found; broken plugins "
+    "are flagged with their error."
 )
 
 
@@ -30,8 +30,15 @@ def run(args: argparse.Namespace) -> int:
     catalogue = plugins.set_catalogue()
     retrievers, broken_retrievers = plugins.load_group(plugins.RETRIEVERS)
     stores, broken_stores = plugins.load_group(plugins.STORES)
+    embedders, broken_embedders = plugins.load_group(plugins.EMBEDDERS)
     commands, broken_commands = _commands()
-    broken = [*catalogue.broken, *broken_retrievers, *broken_stores, *broken_commands]
+    broken = [
+        *catalogue.broken,
+        *broken_retrievers,
+        *broken_stores,
+        *broken_embedders,
+        *broken_commands,
+    ]
     document = {
         "sets": [
             {"name": name, "provider": plugin.label}
@@ -50,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
             {"name": f"{name}:", "provider": plugin.label}
             for name, (plugin, _) in sorted(stores.items())
         ],
+        # Loading an embedder's entry point imports no model: that happens when one is made.
+        "embedders": [
+            {"name": name, "provider": plugin.label}
+            for name, (plugin, _) in sorted(embedders.items())
+        ],
         "commands": commands,
         "broken": [
             {"group": item.plugin.group, "plugin": item.plugin.label, "error": item.error}
@@ -63,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_json_text(document) + "\n")
         return EXIT_OK
     lines = []
-    for section in ("sets", "retrievers", "stores", "commands"):
+    for section in ("sets", "retrievers", "stores", "embedders", "commands"):
         lines.append(f"{section}:")
         lines.extend(f"  {entry['name']:<24} {entry['provider']}" for entry in document[section])
     if broken:
