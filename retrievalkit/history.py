@@ -2,8 +2,9 @@
 
 Consecutive runs are told apart by the manifest fields that explain a change in the
 numbers: the retriever's options hash, the set's content hash, the retrievalkit
-version and the git commit. Pruning keeps the newest N runs and, always, the pinned
-baseline, whatever its age.
+version, the git commit, and the embedding backend and model (read from the index, so a
+re-embedded index shows even when no option changed). Pruning keeps the newest N runs
+and, always, the pinned baseline, whatever its age.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import attrs
 from retrievalkit.model import ResultRecord
 
 #: Manifest fields compared between consecutive runs, in the order they are reported.
-MANIFEST_FIELDS = ("retriever_options_hash", "set_hash", "retrievalkit_version", "git_commit")
+MANIFEST_FIELDS = (
+    "retriever_options_hash",
+    "set_hash",
+    "retrievalkit_version",
+    "git_commit",
+    "embedding_backend",
+    "embedding_model_id",
+)
 #: The metrics a history row shows.
 KEY_METRICS = ("hit@1", "hit@3", "rr")
 

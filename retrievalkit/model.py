@@ -142,6 +142,10 @@ class Manifest:
     seed: int
     git_commit: str | None = None
     extra: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    embedding_backend: str | None = None
+    """Where the vectors live (``embedded``, ``elasticsearch``, ...); None without vectors."""
+    embedding_model_id: str | None = None
+    """The embedder's ``model_id`` that made the vectors; None without vectors."""
 
 
 @attrs.frozen

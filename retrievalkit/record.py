@@ -61,8 +61,15 @@ def build_record(
     overfetch: int,
     now: dt.datetime | None = None,
     extra: Mapping[str, str] | None = None,
+    embedding_backend: str | None = None,
+    embedding_model_id: str | None = None,
 ) -> ResultRecord:
-    """The generic record: pass_rate is top-1 hit rate, mean_score top-3 hit rate."""
+    """The generic record: pass_rate is top-1 hit rate, mean_score top-3 hit rate.
+
+    ``embedding_backend`` and ``embedding_model_id`` come from the retriever
+    (:func:`retrievalkit.embedders.embedding_of`): the model lives in the index, not in
+    the options, so a swapped model shows in history even when no option changed.
+    """
     moment = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)
     manifest = Manifest(
         retrievalkit_version=__version__,
@@ -80,6 +87,8 @@ def build_record(
         seed=scoring.seed,
         git_commit=git_commit(),
         extra=dict(extra or {}),
+        embedding_backend=embedding_backend,
+        embedding_model_id=embedding_model_id,
     )
     items = tuple(
         QuestionVerdict(

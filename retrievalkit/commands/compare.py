@@ -224,6 +224,7 @@ def _evaluate(
     confidence: float,
 ) -> ResultRecord:
     """Run one retriever on the set the way ``eval`` does, and build its record."""
+    from retrievalkit.embedders import embedding_of
     from retrievalkit.evaluator import DEFAULT_OVERFETCH, evaluate_questions
     from retrievalkit.intervals import DEFAULT_SEED
     from retrievalkit.metrics import DEFAULT_KS, normalise_ks
@@ -249,6 +250,7 @@ def _evaluate(
         concurrency=args.concurrency or settings.concurrency or 1,
     )
     scores = score_run(golden.questions, retrievals, scoring)
+    backend, model_id = embedding_of(resolved.retriever)
     record = build_record(
         golden,
         resolved.name,
@@ -257,6 +259,8 @@ def _evaluate(
         scores,
         scoring,
         overfetch=overfetch,
+        embedding_backend=backend,
+        embedding_model_id=model_id,
     )
     max_error_rate = args.max_error_rate
     if max_error_rate is None:

@@ -214,6 +214,7 @@ def check_before_running(
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.baselines import choose_baseline
+    from retrievalkit.embedders import embedding_of
     from retrievalkit.evaluator import DEFAULT_OVERFETCH, evaluate_questions
     from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
     from retrievalkit.labels import label_effect, read_label_files
@@ -307,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
             secrets=hidden,
         )
     scores = score_run(questions, retrievals, scoring)
+    backend, model_id = embedding_of(resolved.retriever)
     record = build_record(
         golden,
         resolved.name,
@@ -319,6 +321,8 @@ def run(args: argparse.Namespace) -> int:
             key: scrub(value, hidden)
             for key, value in describe_retriever(resolved.retriever).items()
         },
+        embedding_backend=backend,
+        embedding_model_id=model_id,
     )
 
     errored = record.errored

@@ -16,6 +16,8 @@ SHORT_NAMES = {
     "set_hash": "set",
     "retrievalkit_version": "version",
     "git_commit": "commit",
+    "embedding_backend": "vectors",
+    "embedding_model_id": "embedding",
 }
 COLUMNS = ("run id", "created", "hit@1", "hit@3", "rr", "questions", "errored", "commit", "pin")
 COMPACT_COLUMNS = ("run id", "hit@1", "hit@3", "rr", "n", "commit", "pin")
