@@ -150,7 +150,7 @@ def test_list_shows_embedders(cli: RunCli) -> None:
     done = cli("list", "--format", "json")
     assert done.returncode == 0, done.stderr
     listing = json.loads(done.stdout)
-    assert {"name": "wordllama", "provider": "retrievalkit[wordllama]"} in listing["embedders"]
+    assert {"name": "wordllama", "provider": "retrievalkit-eval[wordllama]"} in listing["embedders"]
 
 
 def test_start_up_imports_no_model_code() -> None:
