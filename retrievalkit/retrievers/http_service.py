@@ -192,7 +192,10 @@ class HttpRetriever:
         if self._body is not None:
             content = json.dumps(self._body.fill(context), ensure_ascii=False).encode("utf-8")
         document = self._send(self._method, url, content, self._endpoint)
-        return self._hits_of(document, limit)
+        try:
+            return self._hits_of(document, limit)
+        except ServiceError as error:
+            raise ServiceError(f"{self._endpoint}: {error}") from None
 
     def _hits_of(self, document: Any, limit: int) -> list[tuple[str, float | None]]:
         if isinstance(document, Mapping) and isinstance(document.get("error"), str):
@@ -283,14 +286,14 @@ class HttpRetriever:
         if not isinstance(results, list) or len(results) != len(questions):
             count = len(results) if isinstance(results, list) else type(results).__name__
             raise ServiceError(
-                f"the batch endpoint answered {count} results for {len(questions)} questions"
+                f"{endpoint}: answered {count} results for {len(questions)} questions"
             )
         answers: list[list[str] | BaseException] = []
         for result in results:
             try:
                 answers.append([doc_id for doc_id, _ in self._hits_of(result, limit)])
             except ServiceError as error:
-                answers.append(error)
+                answers.append(ServiceError(f"{endpoint}: {error}"))
         return answers
 
     # --- the wire -----------------------------------------------------------------------
