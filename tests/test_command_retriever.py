@@ -186,3 +186,44 @@ def test_a_missing_program_is_a_usage_error() -> None:
         create_command(["no-such-ranker", "--index", "kb"])
     with pytest.raises(InputError, match="needs the program to start"):
         create_command([])
+
+
+def test_requests_carry_the_question_id_and_meta_with_questions(
+    rankings: Path, tmp_path: Path
+) -> None:
+    record = tmp_path / "requests.jsonl"
+    retriever = child(rankings, "--record", str(record), questions=str(DEMO_SET))
+    try:
+        retriever.retrieve(CARD, 12)
+    finally:
+        retriever.close()
+    (sent,) = [json.loads(line) for line in record.read_text().splitlines()]
+    assert sent == {
+        "id": 1,
+        "question": CARD,
+        "limit": 12,
+        "question_id": "q01",
+        "meta": {"topic": "membership"},
+    }
+
+
+def test_the_child_is_reaped_when_the_run_ends(rankings: Path, tmp_path: Path) -> None:
+    """A whole ``retrievalkit eval`` process: once it has exited, so has its child."""
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "child.pid"
+    argv = [node(), str(CHILD), "--rankings", str(rankings), "--pid-file", str(pid_file)]
+    (tmp_path / "retrievalkit.toml").write_text(
+        f'[retrievers.ranker]\nplugin = "command"\ncommand = {json.dumps(argv)}\n'
+        'doc_id_separator = "#"\n',
+        encoding="utf-8",
+    )
+    completed = subprocess.run(
+        [sys.executable, "-m", "retrievalkit", "eval", "--set", "demo", "--retriever", "ranker",
+         "--no-save", "--format", "json"],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["errored"] == 0
+    assert gone(int(pid_file.read_text()))

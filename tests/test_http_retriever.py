@@ -306,3 +306,78 @@ def _certificates(folder: Path) -> dict[str, Path]:
         "client": folder / "client.pem",
         "client_key": folder / "client.key",
     }
+
+
+def test_credentials_in_the_url_are_used_but_never_recorded(service: SearchService) -> None:
+    from retrievalkit.redaction import redact_options, secret_values
+
+    url = service.url.replace("http://", "http://reader:pa55word@")
+    options = {
+        "url": f"{url}/search?q={{question}}&size={{limit}}&api_key=LiteralKey123&index=kb",
+        **HITS,
+    }
+    retriever = create_http(**options)
+    assert retriever.retrieve(QUESTION, 5)
+    assert service.raw_paths[-1].endswith("&api_key=LiteralKey123&index=kb")
+    assert service.requests[-1][3]["Authorization"].startswith("Basic ")  # from user:password
+    shown = json.dumps([retriever.describe(), redact_options(options)])
+    assert (
+        "pa55word" not in shown
+        and "LiteralKey123" not in shown
+        and "reader" not in (retriever.describe()["http.endpoint"])
+    )
+    assert "api_key=***&index=kb" in retriever.describe()["http.endpoint"]
+    assert {"pa55word", "LiteralKey123"} <= set(secret_values(options))
+
+
+def test_env_tables_are_secrets_by_value_and_names_by_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from retrievalkit.redaction import options_hash, redact_options, secret_values
+
+    options = {"headers_env": {"Authorization": "SEARCH_AUTH"}, "url": "http://h/s"}
+    monkeypatch.setenv("SEARCH_AUTH", "Bearer one")
+    first = options_hash(options)
+    assert secret_values(options) == ["Bearer one"]
+    assert redact_options(options) == options  # the variable's name is no secret
+    monkeypatch.setenv("SEARCH_AUTH", "Bearer two")
+    assert options_hash(options) != first
+
+
+def test_httpx_is_imported_only_when_an_http_retriever_is_made() -> None:
+    import sys
+
+    code = (
+        "import sys, retrievalkit.retrievers.http_service, retrievalkit.cli; "
+        "print('httpx' in sys.modules)"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert completed.stdout.strip() == "False"
+
+
+def test_score_fusion_can_use_the_services_scores(service: SearchService) -> None:
+    from retrievalkit.config import Config, RetrieverConfig
+    from retrievalkit.resolve import resolve_retriever
+
+    url = f"{service.url}/search?q={{question}}&size={{limit}}"
+    scored = {"url": url, **HITS, "doc_id_separator": "#"}
+    config = Config(
+        retrievers={
+            "scored": RetrieverConfig("scored", "http", scored),
+            "unscored": RetrieverConfig("unscored", "http", {**scored, "score_field": None}),
+            "fused": RetrieverConfig(
+                "fused", "fusion", {"retrievers": ["scored", "bm25-demo"], "method": "combsum"}
+            ),
+            "refused": RetrieverConfig(
+                "refused", "fusion", {"retrievers": ["unscored", "bm25-demo"], "method": "combsum"}
+            ),
+        }
+    )
+    fused = resolve_retriever("fused", config).retriever
+    bm25 = BM25Retriever(DEMO_CORPUS, doc_id_separator="#")
+    # Both parts score alike, so the fused order is BM25's order of distinct documents.
+    assert fused.retrieve(QUESTION, 10) == list(dict.fromkeys(bm25.retrieve(QUESTION, 10)))
+    with pytest.raises(InputError, match="retriever 'unscored' gives no scores"):
+        resolve_retriever("refused", config)

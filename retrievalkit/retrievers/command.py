@@ -360,7 +360,7 @@ class CommandRetriever:
         if "error" in response:
             tail = child.stderr_tail()
             raise ChildError(
-                f"the child answered an error: {str(response['error'])[:300]}"
+                f"the child answered an error: {' '.join(str(response['error']).split())[:300]}"
                 + (f"; stderr: {tail}" if tail else "")
             )
         hits = response.get("hits")

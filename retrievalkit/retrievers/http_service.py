@@ -22,11 +22,11 @@ import email.utils
 import json
 import math
 import os
+import queue
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.errors import InputError
@@ -159,8 +159,6 @@ class HttpRetriever:
             client_cert=client_cert,
             client_key=client_key,
         )
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
         if score_field is not None:
             self.retrieve_scored = self._retrieve_scored
         if batch_url is not None or concurrency > 1:
@@ -172,8 +170,6 @@ class HttpRetriever:
 
     def close(self) -> None:
         self._client.close()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
 
     # --- one question -------------------------------------------------------------------
 
@@ -199,7 +195,8 @@ class HttpRetriever:
 
     def _hits_of(self, document: Any, limit: int) -> list[tuple[str, float | None]]:
         if isinstance(document, Mapping) and isinstance(document.get("error"), str):
-            raise ServiceError(f"the service answered with an error: {document['error'][:200]}")
+            text = " ".join(document["error"].split())[:200]
+            raise ServiceError(f"the service answered with an error: {text}")
         listed = _dig(document, self._hits, "list of hits")
         if not isinstance(listed, list):
             raise ServiceError(
@@ -262,12 +259,30 @@ class HttpRetriever:
 
         if self._concurrency <= 1 or len(items) <= 1:
             return [guarded(item) for item in items]
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    self._concurrency, thread_name_prefix="retrievalkit-http"
-                )
-        return list(self._pool.map(guarded, items))
+        # Daemon threads, as the evaluator's: a Ctrl-C or a hung request must not keep the
+        # process alive the way an executor's worker threads would.
+        results: list[Any] = [None] * len(items)
+        pending: queue.Queue[int] = queue.Queue()
+        for index in range(len(items)):
+            pending.put(index)
+
+        def drain() -> None:
+            while True:
+                try:
+                    index = pending.get_nowait()
+                except queue.Empty:
+                    return
+                results[index] = guarded(items[index])
+
+        workers = [
+            threading.Thread(target=drain, name=f"retrievalkit-http-{number}", daemon=True)
+            for number in range(min(self._concurrency, len(items)))
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return results
 
     def _ask_batch(self, questions: list[str], limit: int) -> list[list[str] | BaseException]:
         assert self._batch_url is not None
