@@ -1,0 +1,163 @@
+"""A client killed mid-save and a server stopped mid-save: each run is whole or absent."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from support import copy_of, scalar, scored_run, script
+
+KILLS = 10
+QUESTIONS = 3000
+SAVER = """
+import pickle, sys
+from retrievalkit.errors import RetrievalkitError, one_line
+from retrievalkit.stores import open_store
+url, path = sys.argv[1], sys.argv[2]
+record = pickle.load(open(path, "rb"))
+store = open_store(url)
+print("saving", flush=True)
+try:
+    store.save(record)
+except RetrievalkitError as error:
+    print(f"retrievalkit: error: {one_line(str(error))}", file=sys.stderr)
+    sys.exit(error.exit_code)
+print("saved", flush=True)
+"""
+
+
+def start_saver(url: str, record_file: Path, application: str) -> subprocess.Popen[str]:
+    separator = "&" if "?" in url else "?"
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            SAVER,
+            f"{url}{separator}application_name={application}",
+            str(record_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_until_gone(url: str, application: str) -> None:
+    """Until the server has noticed the dead client and ended its backend."""
+    deadline = time.monotonic() + 60
+    while scalar(
+        url, "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (application,)
+    ):
+        assert time.monotonic() < deadline, "the killed client's backend never ended"
+        time.sleep(0.05)
+
+
+def test_a_client_killed_mid_save_leaves_each_run_whole_or_absent(
+    pg_url: str, store_url: str, schema: str, tmp_path: Path
+) -> None:
+    from retrievalkit.stores import open_store
+
+    store = open_store(store_url)
+    big = scored_run("killed", "model-a", QUESTIONS, resamples=5)
+    store.save(copy_of(big, "timing"))  # creates the tables; also tells how long a save takes
+    started = time.monotonic()
+    store.save(copy_of(big, "timing-2"))
+    seconds = time.monotonic() - started
+    rng = random.Random(11)
+    whole = absent = 0
+    for attempt in range(KILLS):
+        record = copy_of(big, f"kill-{attempt}")
+        record_file = tmp_path / f"{attempt}.pickle"
+        record_file.write_bytes(pickle.dumps(record))
+        application = f"rk-kill-{attempt}"
+        saver = start_saver(store_url, record_file, application)
+        assert saver.stdout is not None
+        assert saver.stdout.readline().strip() == "saving"
+        time.sleep(rng.uniform(0.0, seconds * 1.2))
+        saver.send_signal(signal.SIGKILL)
+        saver.wait()
+        wait_until_gone(pg_url, application)
+        stored = scalar(
+            pg_url,
+            f"SELECT count(*) FROM {schema}.run_questions q JOIN {schema}.runs r"
+            " ON r.seq = q.run_seq WHERE r.run_id = %s",
+            (record.run_id,),
+        )
+        if stored:
+            assert stored == QUESTIONS
+            whole += 1
+        else:
+            assert (
+                scalar(
+                    pg_url,
+                    f"SELECT count(*) FROM {schema}.runs WHERE run_id = %s",
+                    (record.run_id,),
+                )
+                == 0
+            )
+            absent += 1
+    orphans = scalar(
+        pg_url,
+        f"SELECT count(*) FROM {schema}.run_questions q LEFT JOIN {schema}.runs r"
+        " ON r.seq = q.run_seq WHERE r.seq IS NULL",
+    )
+    assert orphans == 0
+    assert absent > 0  # the kills did land mid-save
+    print(f"SIGKILL mid-save: {KILLS} kills, {whole} runs whole, {absent} absent, 0 partial")
+
+
+@pytest.fixture
+def throwaway(pg_url: str) -> Iterator[str]:
+    """A server of its own (RETRIEVALKIT_PG_THROWAWAY_PORT), for tests that stop it."""
+    port = os.environ.get("RETRIEVALKIT_PG_THROWAWAY_PORT") or "55433"
+    os.environ.setdefault("RETRIEVALKIT_PG_PASSWORD", os.environ.get("PGPASSWORD", ""))
+    started = script("up", "--port", port)
+    assert started.returncode == 0, started.stderr
+    yield started.stdout.strip()
+    stopped = script("down", "--port", port)
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_a_server_stopped_mid_save_exits_3_and_keeps_nothing(
+    throwaway: str, tmp_path: Path
+) -> None:
+    from retrievalkit.stores import open_store
+
+    url = f"{throwaway}?schema=stopped"
+    with psycopg.connect(throwaway, autocommit=True) as connection:
+        connection.execute("DROP SCHEMA IF EXISTS stopped CASCADE")
+    open_store(url)
+    record = scored_run("stopped", "model-a", 30000, resamples=5)
+    record_file = tmp_path / "run.pickle"
+    record_file.write_bytes(pickle.dumps(record))
+    saver = start_saver(url, record_file, "rk-stopped")
+    assert saver.stdout is not None
+    assert saver.stdout.readline().strip() == "saving"
+    deadline = time.monotonic() + 60
+    while not scalar(
+        throwaway,
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rk-stopped'"
+        " AND state = 'active'",
+    ):
+        assert time.monotonic() < deadline and saver.poll() is None, "the save never started"
+        time.sleep(0.01)
+    stopped = script("down", "--port", throwaway.rsplit(":", 1)[1].split("/")[0])
+    assert stopped.returncode == 0, stopped.stderr
+    _, stderr = saver.communicate(timeout=120)
+    assert saver.returncode == 3, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "lost the connection to PostgreSQL" in lines[0], stderr
+    assert "whole or not at all" in lines[0]
+    restarted = script("up", "--port", throwaway.rsplit(":", 1)[1].split("/")[0])
+    assert restarted.returncode == 0, restarted.stderr
+    assert scalar(throwaway, "SELECT count(*) FROM stopped.runs") == 0
+    assert scalar(throwaway, "SELECT count(*) FROM stopped.run_questions") == 0

@@ -1,0 +1,171 @@
+"""The ``postgresql://`` store: retrievalkit's store contract, proper tables, pins and prunes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import psycopg
+import pytest
+from retrievalkit_postgres.schema import LATEST
+from retrievalkit_postgres.store import PostgresStore
+from support import cli, copy_of, scalar, scored_run
+
+from retrievalkit.convert import to_json
+from retrievalkit.errors import InputError, StoreError
+from retrievalkit.stores import open_store
+from retrievalkit.testing import check_store
+
+
+def test_the_store_keeps_retrievalkits_store_contract(store_url: str) -> None:
+    store = check_store(store_url)
+    assert isinstance(store, PostgresStore)
+    assert len(store.all_runs()) == 4
+
+
+def test_a_run_is_rows_in_tables_not_a_blob(pg_url: str, store_url: str, schema: str) -> None:
+    store = open_store(store_url)
+    record = scored_run("tables", "model-a", 120)
+    store.save(record)
+    assert to_json(store.get(record.run_id)) == to_json(record)
+    questions = scalar(
+        pg_url,
+        f"SELECT count(*) FROM {schema}.run_questions q JOIN {schema}.runs r ON r.seq = q.run_seq"
+        " WHERE r.run_id = %s",
+        (record.run_id,),
+    )
+    assert questions == 120
+    hit3 = scalar(
+        pg_url,
+        f"SELECT m.mean FROM {schema}.run_metrics m JOIN {schema}.runs r ON r.seq = m.run_seq"
+        " WHERE r.run_id = %s AND m.slice_field = '' AND m.metric = 'hit@3'",
+        (record.run_id,),
+    )
+    assert hit3 == record.metrics["hit@3"].mean == record.mean_score
+    sliced = scalar(
+        pg_url,
+        f"SELECT count(*) FROM {schema}.run_metrics WHERE slice_field = 'topic'",
+    )
+    assert sliced == sum(len(metrics) for metrics in record.slices["topic"].values())
+    errored = scalar(
+        pg_url, f"SELECT errored FROM {schema}.runs WHERE run_id = %s", (record.run_id,)
+    )
+    assert errored == sum(1 for outcome in record.outcomes if outcome.error) > 0
+    first = record.outcomes[0]
+    hit1 = scalar(
+        pg_url,
+        f"SELECT (scores ->> 'hit@1')::float FROM {schema}.run_questions WHERE question_id = %s",
+        (first.question_id,),
+    )
+    assert hit1 == first.scores["hit@1"]
+    indexes = scalar(
+        pg_url,
+        "SELECT string_agg(indexdef, ' | ') FROM pg_indexes WHERE schemaname = %s",
+        (schema,),
+    )
+    assert "(set_name, model, grader, created_at, seq)" in indexes
+    assert scalar(pg_url, f"SELECT max(version) FROM {schema}.schema_version") == LATEST
+
+
+def test_history_is_newest_first_per_key(store_url: str) -> None:
+    store = open_store(store_url)
+    base = scored_run("history", "model-a", 20)
+    saved = [copy_of(base, f"n{number}") for number in range(5)]
+    other = copy_of(base, "other", model="model-b")
+    for record in [*saved[:3], other, *saved[3:]]:
+        store.save(record)
+    assert [run.run_id for run in store.runs("history", "model-a")] == [
+        run.run_id for run in reversed(saved)
+    ]
+    assert [run.run_id for run in store.runs("history", "model-b")] == [other.run_id]
+    assert store.runs("history", "model-a", "another_grader") == []
+
+
+def test_pins_and_deletion(store_url: str) -> None:
+    store = open_store(store_url)
+    assert isinstance(store, PostgresStore)
+    base = scored_run("pins", "model-a", 10)
+    older, newest = copy_of(base, "older"), copy_of(base, "newest")
+    store.save(older)
+    store.save(newest)
+    assert store.pinned(*newest.key) is None
+    assert store.pin(older) is None
+    assert store.pin(newest) == older.run_id
+    assert store.pinned(*newest.key) == newest.run_id
+    with pytest.raises(StoreError, match=f"run {newest.run_id} is a pinned baseline"):
+        store.delete([older.run_id, newest.run_id])
+    assert store.get(older.run_id) is not None  # nothing was deleted
+    assert store.unpin(*newest.key) == newest.run_id
+    assert store.unpin(*newest.key) is None
+    assert store.delete([older.run_id, "no-such-run"]) == 1
+    assert store.get(older.run_id) is None
+    with pytest.raises(StoreError, match="is not stored"):
+        store.pin(older)
+
+
+def test_a_save_is_whole_or_nothing(pg_url: str, store_url: str, schema: str) -> None:
+    store = open_store(store_url)
+    record = scored_run("whole", "model-a", 50)
+    # PostgreSQL cannot keep a NUL character: the last question row fails inside the COPY.
+    outcomes = list(record.outcomes)
+    outcomes[-1] = attrs.evolve(outcomes[-1], error="bad \x00 byte")
+    broken = attrs.evolve(record, outcomes=tuple(outcomes))
+    with pytest.raises(StoreError, match="nothing was saved"):
+        store.save(broken)
+    assert scalar(pg_url, f"SELECT count(*) FROM {schema}.runs") == 0
+    assert scalar(pg_url, f"SELECT count(*) FROM {schema}.run_questions") == 0
+    store.save(record)  # the connection is usable after the failed transaction
+    with pytest.raises(StoreError, match="already stored"):
+        store.save(record)
+    assert scalar(pg_url, f"SELECT count(*) FROM {schema}.run_questions") == 50
+
+
+def test_a_store_written_by_a_newer_layout_is_refused(
+    pg_url: str, store_url: str, schema: str
+) -> None:
+    open_store(store_url)
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        connection.execute(
+            f"INSERT INTO {schema}.schema_version (version, description) VALUES (%s, 'future')",
+            (LATEST + 1,),
+        )
+    with pytest.raises(InputError, match=f"layout version {LATEST + 1}, newer"):
+        open_store(store_url)
+
+
+def test_records_with_unknown_fields_are_refused_not_truncated(store_url: str) -> None:
+    store = open_store(store_url)
+    record = scored_run("fields", "model-a", 5)
+    manifest = attrs.evolve(record.manifest, extra={"note": "kept"})
+    store.save(attrs.evolve(record, manifest=manifest))
+    assert store.get(record.run_id).manifest.extra == {"note": "kept"}  # type: ignore[union-attr]
+    from retrievalkit_postgres import store as module
+
+    data: dict[str, Any] = {"outcomes": [{"question_id": "q", "new_field": 1}], "items": []}
+    data.update(metrics={}, slices={})
+    with pytest.raises(StoreError, match=r"outcomes\.new_field.*nothing was saved"):
+        module._check_fields(data, "r1")
+
+
+def test_eval_saves_to_the_store_and_history_reads_it(store_url: str, tmp_path: Any) -> None:
+    for _ in range(2):
+        done = cli(
+            "eval", "--set", "demo", "--retriever", "bm25-demo", "--store", store_url, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+    shown = cli(
+        "history",
+        "--set",
+        "demo",
+        "--retriever",
+        "bm25-demo",
+        "--store",
+        store_url,
+        "--format",
+        "json",
+        cwd=tmp_path,
+    )
+    assert shown.returncode == 0, shown.stderr
+    store = open_store(store_url)
+    runs = store.runs("demo", "bm25-demo")
+    assert len(runs) == 2 and all(run.run_id in shown.stdout for run in runs)
