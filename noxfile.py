@@ -27,7 +27,15 @@ import nox.virtualenv
 # the fallback explicitly keeps a `pip install nox` without uv free of a warning per session.
 nox.options.default_venv_backend = "uv" if nox.virtualenv.HAS_UV else "virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["tests", "package", "integration", "lint", "typecheck", "docs"]
+nox.options.sessions = [
+    "tests",
+    "package",
+    "integration",
+    "postgres",
+    "lint",
+    "typecheck",
+    "docs",
+]
 
 ROOT = Path(__file__).resolve().parent
 
@@ -39,6 +47,10 @@ RANK_EVAL_PORT = os.environ.get("RETRIEVALKIT_RANK_EVAL_PORT", "9201")
 RANK_EVAL_VERSION = "7.17.29"
 #: The elasticsearch-py major must match the server's; CI tests this one.
 ES_CLIENT = "elasticsearch>=9,<10"
+#: PostgreSQL 16 with pgvector from PyPI's pgserver wheel (scripts/postgres.py); the
+#: throwaway server the stop-mid-run tests start and stop runs on the next port.
+PG_PORT = os.environ.get("RETRIEVALKIT_PG_PORT", "5433")
+PG_PASSWORD = os.environ.get("RETRIEVALKIT_PG_PASSWORD", "retrievalkit")
 
 
 @nox.session(python=PYTHON)
@@ -187,6 +199,60 @@ def integration(session: nox.Session) -> None:
         )
     finally:
         _es_down(session, started)
+
+
+def _pg_up(session: nox.Session) -> bool:
+    """Start the development PostgreSQL unless it runs; True if this call started it."""
+    status = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "postgres.py"), "status", "--port", PG_PORT],
+        capture_output=True,
+        check=False,
+    )
+    if status.returncode == 0:
+        return False
+    session.run("python3", "scripts/postgres.py", "up", "--port", PG_PORT, external=True)
+    return True
+
+
+@nox.session(name="pg-up", python=False)
+def pg_up(session: nox.Session) -> None:
+    """Start the development PostgreSQL 16 + pgvector (pip-installs the pgserver wheel once)."""
+    _pg_up(session)
+
+
+@nox.session(name="pg-down", python=False)
+def pg_down(session: nox.Session) -> None:
+    """Stop the development PostgreSQL."""
+    session.run("python3", "scripts/postgres.py", "down", "--port", PG_PORT, external=True)
+
+
+@nox.session(python=PYTHON)
+def postgres(session: nox.Session) -> None:
+    """The PostgreSQL plugin's tests (store, pgvector, pg index) against a real server.
+
+    A server already up (CI's `.ci/run` starts it) is used and left running; one this
+    session starts is stopped when it ends.
+    """
+    session.install("-e", ".[test]", "-e", "plugins/retrievalkit-postgres[test]")
+    started = _pg_up(session)
+    try:
+        session.run(
+            "pytest",
+            "plugins/retrievalkit-postgres/tests",
+            *session.posargs,
+            env={
+                "RETRIEVALKIT_PG_URL": f"postgresql://retrievalkit@127.0.0.1:{PG_PORT}/retrievalkit",
+                "PGPASSWORD": PG_PASSWORD,
+                "RETRIEVALKIT_PG_PASSWORD": PG_PASSWORD,
+                # test_crashes.py starts, and stops mid-save, a server of its own here.
+                "RETRIEVALKIT_PG_THROWAWAY_PORT": os.environ.get(
+                    "RETRIEVALKIT_PG_THROWAWAY_PORT", str(int(PG_PORT) + 1)
+                ),
+            },
+        )
+    finally:
+        if started:
+            session.run("python3", "scripts/postgres.py", "down", "--port", PG_PORT, external=True)
 
 
 @nox.session(python=PYTHON)
