@@ -8,6 +8,7 @@ nox -s example           # the example third-party plugin's own tests, against t
 nox -s integration       # the Elasticsearch plugin against a real node (started for you)
 nox -s es-up / es-down   # start or stop the development Elasticsearch node
 nox -s bench             # benchmarks against pytrec_eval, ranx and Elasticsearch
+nox -s mutants           # mutation testing of the core modules (slow; not in the default set)
 """
 
 from __future__ import annotations
@@ -309,3 +310,15 @@ def bench(session: nox.Session) -> None:
         )
     finally:
         _es_down(session, started)
+
+
+@nox.session(python=PYTHON)
+def mutants(session: nox.Session) -> None:
+    """Mutation testing (mutmut), module by module against its own tests, under nice.
+
+    Not a default session: it takes about 20 minutes. ``nox -s mutants -- metrics`` runs
+    one module; the report lists killed / survived / equivalent per module, and every
+    survivor not triaged in tests/mutants-triage.toml, with its change.
+    """
+    session.install("-e", ".[test]", "mutmut==3.8.1")
+    session.run("python", "scripts/mutants.py", *session.posargs)

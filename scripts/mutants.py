@@ -1,0 +1,287 @@
+"""Mutation testing of the modules where a silent bug costs most, one module at a time.
+
+Each module is mutated by mutmut in a scratch copy of the repository (``.mutants/NAME``)
+and checked only against the tests that exercise it, so a full run stays short on a
+two-core machine. Surviving mutants are compared with the triage file
+(``tests/mutants-triage.toml``): a survivor listed there is equivalent (no test could
+tell it apart, for the reason written next to it); any other survivor is a gap in the
+tests. The report gives, per module, killed / survived / equivalent and the share of
+non-equivalent mutants killed.
+
+    python scripts/mutants.py                 # every module
+    python scripts/mutants.py metrics stores  # some of them
+    python scripts/mutants.py --report-only   # read the last run's results again
+
+Exit status: 0 when every module reached the goal (90 % of non-equivalent mutants
+killed) and no triage entry is stale, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+SCRATCH = REPO / ".mutants"
+TRIAGE = REPO / "tests" / "mutants-triage.toml"
+GOAL = 0.90
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module to mutate: its files, the functions to mutate, and the tests that judge."""
+
+    files: tuple[str, ...]
+    tests: tuple[str, ...]
+    #: mutmut mutant-name globs; empty means every function of ``files``.
+    functions: tuple[str, ...] = ()
+
+
+TARGETS: dict[str, Target] = {
+    "metrics": Target(
+        ("retrievalkit/metrics.py",),
+        ("tests/test_metrics_parity.py", "tests/test_scoring_protocol.py"),
+    ),
+    "intervals": Target(
+        ("retrievalkit/intervals.py",),
+        ("tests/test_intervals.py", "tests/test_compare.py"),
+    ),
+    "scoring": Target(
+        ("retrievalkit/scoring.py",),
+        (
+            "tests/test_scoring_protocol.py",
+            "tests/test_metrics_parity.py",
+            "tests/test_compare.py",
+        ),
+    ),
+    "comparison": Target(("retrievalkit/comparison.py",), ("tests/test_compare.py",)),
+    "regression": Target(
+        ("retrievalkit/regression.py",),
+        ("tests/test_baselines.py", "tests/test_regression_unchecked.py"),
+    ),
+    # Only the mapping of [regression] settings onto thresholds, not all of config.py.
+    "config-thresholds": Target(
+        ("retrievalkit/config.py",),
+        ("tests/test_thresholds.py", "tests/test_baselines.py"),
+        functions=(
+            "retrievalkit.config.x__parse_regression__mutmut_*",
+            "retrievalkit.config.x__parse_slices__mutmut_*",
+            "retrievalkit.config.x__fraction__mutmut_*",
+            "retrievalkit.config.x__check_metric_name__mutmut_*",
+        ),
+    ),
+    "redaction": Target(
+        ("retrievalkit/redaction.py",),
+        ("tests/test_redaction_names.py", "tests/test_reliability_secrets.py"),
+    ),
+    "stores": Target(
+        (
+            "retrievalkit/stores/__init__.py",
+            "retrievalkit/stores/jsonl.py",
+            "retrievalkit/stores/memory.py",
+            "retrievalkit/stores/serialization.py",
+            "retrievalkit/stores/sqlite.py",
+        ),
+        (
+            "tests/test_stores.py",
+            "tests/test_store_concurrency.py",
+            "tests/test_reliability_schema.py",
+        ),
+    ),
+}
+
+#: Statements left alone: raising (its message) and logging.
+NOT_MUTATED = (r"^\s*raise ", r"^\s*log\.(debug|info|warning|error|exception)\(")
+
+KILLED = {"killed", "timeout", "caught by type check", "segfault"}
+
+
+@dataclass
+class Tally:
+    killed: int = 0
+    survived: list[str] = field(default_factory=list)
+    equivalent: list[str] = field(default_factory=list)
+    other: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def non_equivalent(self) -> int:
+        return self.killed + len(self.survived) + sum(self.other.values())
+
+    @property
+    def score(self) -> float:
+        return self.killed / self.non_equivalent if self.non_equivalent else 1.0
+
+
+def _mutmut() -> str:
+    found = shutil.which("mutmut") or str(Path(sys.executable).with_name("mutmut"))
+    return found
+
+
+def _prepare(name: str, target: Target) -> Path:
+    workdir = SCRATCH / name
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    shutil.copytree(REPO / "retrievalkit", workdir / "retrievalkit")
+    shutil.copytree(REPO / "tests", workdir / "tests")
+    config = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    config += "\n[tool.mutmut]\n"
+    config += 'source_paths = ["retrievalkit"]\n'
+    config += f"only_mutate = {json.dumps(list(target.files))}\n"
+    # A test file another part of the suite has not grown yet is left out, not an error.
+    tests = [test for test in target.tests if (REPO / test).is_file()]
+    config += f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
+    config += 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+    # The wording of error messages and log lines is checked by the bad-input tests; here it
+    # would only multiply the mutants (each a full test run) without finding silent bugs.
+    config += f"do_not_mutate_patterns = {json.dumps(list(NOT_MUTATED))}\n"
+    (workdir / "pyproject.toml").write_text(config, encoding="utf-8")
+    # mutmut runs the tests from workdir/mutants: the IR collections must sit beside it.
+    data = next(
+        (
+            parent / "shared" / "data"
+            for parent in REPO.parents
+            if (parent / "shared/data").is_dir()
+        ),
+        None,
+    )
+    if data is None:
+        raise SystemExit("shared/data with the IR test collections is missing")
+    (workdir / "shared").mkdir()
+    (workdir / "shared" / "data").symlink_to(data)
+    return workdir
+
+
+def run(name: str, target: Target, children: int) -> None:
+    workdir = _prepare(name, target)
+    command = ["nice", "-n", "10", _mutmut(), "run", "--max-children", str(children)]
+    command += list(target.functions)
+    print(f"== {name}: {' '.join(target.files)} against {' '.join(target.tests)}", flush=True)
+    with open(workdir / "mutmut.log", "w", encoding="utf-8") as log:
+        done = subprocess.run(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        tail = (workdir / "mutmut.log").read_text(encoding="utf-8", errors="replace")[-2000:]
+        raise SystemExit(f"mutmut failed for {name} (exit {done.returncode}):\n{tail}")
+
+
+def _results(name: str, target: Target) -> dict[str, str]:
+    workdir = SCRATCH / name
+    out = subprocess.run(
+        [_mutmut(), "results", "--all", "true"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    results = {}
+    for line in out.splitlines():
+        mutant, _, status = line.strip().rpartition(": ")
+        if not mutant:
+            continue
+        if target.functions and not any(_glob(mutant, pattern) for pattern in target.functions):
+            continue
+        results[mutant] = status
+    return results
+
+
+def _glob(name: str, pattern: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _diff(name: str, mutant: str) -> str:
+    shown = subprocess.run(
+        [_mutmut(), "show", mutant], cwd=SCRATCH / name, capture_output=True, text=True
+    ).stdout
+    changed = [
+        line
+        for line in shown.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    return " | ".join(changed)
+
+
+def report(names: list[str], triage: dict[str, str]) -> bool:
+    ok = True
+    seen: set[str] = set()
+    rows = []
+    for name in names:
+        target = TARGETS[name]
+        if not (SCRATCH / name / "mutants").is_dir():
+            print(f"{name}: no results (run it first)")
+            ok = False
+            continue
+        tally = Tally()
+        for mutant, status in sorted(_results(name, target).items()):
+            seen.add(mutant)
+            if status in KILLED:
+                tally.killed += 1
+            elif status == "survived" and mutant in triage:
+                tally.equivalent.append(mutant)
+            elif status == "survived":
+                tally.survived.append(mutant)
+            else:
+                tally.other[status] = tally.other.get(status, 0) + 1
+        rows.append((name, tally))
+        for mutant in tally.survived:
+            print(f"SURVIVED {mutant}: {_diff(name, mutant)}")
+        if tally.score < GOAL:
+            ok = False
+    prefixes = tuple(f"{module}." for module in _modules(names))
+    stale = sorted(m for m in triage if m.startswith(prefixes) and m not in seen)
+    for mutant in stale:
+        print(f"STALE triage entry (no such surviving mutant now): {mutant}")
+    print()
+    print(f"{'module':<18} {'killed':>7} {'survived':>9} {'equivalent':>11} {'other':>6}  score")
+    for name, tally in rows:
+        other = sum(tally.other.values())
+        print(
+            f"{name:<18} {tally.killed:>7} {len(tally.survived):>9} {len(tally.equivalent):>11}"
+            f" {other:>6}  {tally.score:6.1%}"
+            + (
+                f"  ({', '.join(f'{k}: {v}' for k, v in sorted(tally.other.items()))})"
+                if other
+                else ""
+            )
+        )
+    return ok and not stale
+
+
+def _modules(names: list[str]) -> set[str]:
+    modules = set()
+    for name in names:
+        for path in TARGETS[name].files:
+            modules.add(path.removesuffix(".py").removesuffix("/__init__").replace("/", "."))
+    return modules
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", metavar="MODULE", help=", ".join(TARGETS))
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args()
+    names = list(args.modules) or list(TARGETS)
+    unknown = sorted(set(names) - set(TARGETS))
+    if unknown:
+        parser.error(f"unknown module {', '.join(unknown)}; known: {', '.join(TARGETS)}")
+    triage = tomllib.loads(TRIAGE.read_text(encoding="utf-8")).get("equivalent", {})
+    if not args.report_only:
+        for name in names:
+            run(name, TARGETS[name], args.max_children)
+    return 0 if report(names, triage) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""The two record-rate thresholds reach the gate under their own names, never swapped.
+
+``max_top1_drop`` gates ``hit@1`` and ``max_top3_drop`` gates ``hit@3``. Every check
+here gives them different values, on a candidate whose two rates drop by different
+amounts (hit@1 by 0.30, hit@3 by 0.10, counted by hand below), so that swapping the two
+settings, in the config file or on the command line, changes which metric fails.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RunCli
+
+from retrievalkit.config import find_config
+
+QUESTIONS = 20
+#: Candidate: questions 1-4 find their document at rank 2 (a top-1 miss, a top-3 hit),
+#: questions 5-6 do not find it at all; the baseline finds every one at rank 1.
+#: hit@1 falls from 20/20 to 14/20 (a drop of 0.30); hit@3 from 20/20 to 18/20 (0.10).
+SECOND_AT_RANK_TWO = range(1, 5)
+MISSED = range(5, 7)
+TOP1_DROP, TOP3_DROP = 0.30, 0.10
+
+
+def _golden(tmp_path: Path) -> Path:
+    path = tmp_path / "golden.jsonl"
+    lines = [
+        json.dumps({"id": f"q{i:02d}", "question": f"question number {i}", "expected": [f"d{i}"]})
+        for i in range(1, QUESTIONS + 1)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _write_run(tmp_path: Path, *, candidate: bool) -> None:
+    lines = []
+    for i in range(1, QUESTIONS + 1):
+        ranking = [f"d{i}", "other-a", "other-b", "other-c"]
+        if candidate and i in SECOND_AT_RANK_TWO:
+            ranking = ["other-a", f"d{i}", "other-b", "other-c"]
+        elif candidate and i in MISSED:
+            ranking = ["other-a", "other-b", "other-c", "other-d"]
+        for rank, doc in enumerate(ranking, start=1):
+            lines.append(f"q{i:02d} Q0 {doc} {rank} {10 - rank} sys")
+    (tmp_path / "run.trec").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _config(tmp_path: Path, regression: str = "") -> None:
+    text = (
+        '[retrievers.sys]\nplugin = "run"\npath = "run.trec"\nqueries = "golden.jsonl"\n\n'
+        f'[store]\nurl = "jsonl:///{tmp_path}/runs.jsonl"\n\n{regression}'
+    )
+    (tmp_path / "retrievalkit.toml").write_text(text, encoding="utf-8")
+
+
+def _gate(cli: RunCli, tmp_path: Path, *flags: str) -> dict[str, Any]:
+    """Save a baseline run, then gate the candidate against it; the verdict as JSON."""
+    _golden(tmp_path)
+    _write_run(tmp_path, candidate=False)
+    base = cli("eval", "--set", "golden.jsonl", "--retriever", "sys", "--format", "json")
+    assert base.returncode == 0, base.stderr
+    _write_run(tmp_path, candidate=True)
+    done = cli(
+        "eval", "--set", "golden.jsonl", "--retriever", "sys", "--format", "json",
+        "--fail-on-regression", "--no-save", *flags,
+    )  # fmt: skip
+    summary = json.loads(done.stdout)
+    verdict: dict[str, Any] = summary["regression"]
+    assert done.returncode == (1 if verdict["regressed"] else 0), done.stderr
+    return verdict
+
+
+def _by_metric(verdict: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["metric"]: item for item in verdict["checked"]}
+
+
+def test_the_hand_counted_drops_are_what_the_gate_sees(cli: RunCli, tmp_path: Path) -> None:
+    _config(tmp_path, "[regression]\nmax_top1_drop = 1.0\nmax_top3_drop = 1.0\n")
+    checked = _by_metric(_gate(cli, tmp_path))
+    assert checked["hit@1"]["difference"] == pytest.approx(-TOP1_DROP)
+    assert checked["hit@3"]["difference"] == pytest.approx(-TOP3_DROP)
+
+
+@pytest.mark.parametrize(
+    ("top1", "top3", "failing"),
+    [(0.4, 0.05, ["hit@3"]), (0.05, 0.4, ["hit@1"])],
+)
+def test_config_thresholds_gate_their_own_rate(
+    cli: RunCli, tmp_path: Path, top1: float, top3: float, failing: list[str]
+) -> None:
+    _config(tmp_path, f"[regression]\nmax_top1_drop = {top1}\nmax_top3_drop = {top3}\n")
+    verdict = _gate(cli, tmp_path)
+    assert [item["metric"] for item in verdict["failures"]] == failing
+    checked = _by_metric(verdict)
+    assert (checked["hit@1"]["threshold"], checked["hit@3"]["threshold"]) == (top1, top3)
+
+
+@pytest.mark.parametrize(
+    ("top1", "top3", "failing"), [("0.4", "0.05", ["hit@3"]), ("0.05", "0.4", ["hit@1"])]
+)
+def test_flags_gate_their_own_rate_and_override_the_config(
+    cli: RunCli, tmp_path: Path, top1: str, top3: str, failing: list[str]
+) -> None:
+    # The config says the opposite of the flags: the flags win, each for its own rate.
+    _config(tmp_path, f"[regression]\nmax_top1_drop = {top3}\nmax_top3_drop = {top1}\n")
+    verdict = _gate(cli, tmp_path, "--max-top1-drop", top1, "--max-top3-drop", top3)
+    assert [item["metric"] for item in verdict["failures"]] == failing
+    checked = _by_metric(verdict)
+    assert (checked["hit@1"]["threshold"], checked["hit@3"]["threshold"]) == (
+        float(top1),
+        float(top3),
+    )
+
+
+def test_one_flag_changes_only_its_own_rate(cli: RunCli, tmp_path: Path) -> None:
+    _config(tmp_path, "[regression]\nmax_top1_drop = 0.5\nmax_top3_drop = 0.5\n")
+    checked = _by_metric(_gate(cli, tmp_path, "--max-top3-drop", "0.01"))
+    assert (checked["hit@1"]["threshold"], checked["hit@3"]["threshold"]) == (0.5, 0.01)
+
+
+def test_the_config_file_maps_each_setting_to_its_metric(tmp_path: Path) -> None:
+    path = tmp_path / "retrievalkit.toml"
+    path.write_text(
+        "[regression]\nmax_top1_drop = 0.125\nmax_top3_drop = 0.25\nmax_error_rate = 0.5\n"
+        '[regression.metrics]\n"ndcg@10" = 0.0625\n',
+        encoding="utf-8",
+    )
+    regression = find_config(str(path)).regression
+    assert regression.thresholds == {"hit@1": 0.125, "hit@3": 0.25, "ndcg@10": 0.0625}
+    assert regression.max_error_rate == 0.5
