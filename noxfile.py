@@ -182,7 +182,10 @@ def integration(session: nox.Session) -> None:
     Nodes already up (CI's `.ci/run` starts them) are used and left running; a node this
     session starts is stopped when it ends, so `nox` leaves nothing behind.
     """
-    session.install("-e", ".[test]", "-e", "plugins/retrievalkit-elasticsearch[test]", ES_CLIENT)
+    # [dense]: the offline embedder the kNN tests index and query with.
+    session.install(
+        "-e", ".[test,dense]", "-e", "plugins/retrievalkit-elasticsearch[test]", ES_CLIENT
+    )
     started = _es_up(session)
     try:
         session.run(

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from retrievalkit.corpus import CorpusDocument, read_corpus
 from retrievalkit.embedders import Embedder, create_embedder, describe_embedder, embed_queries
 from retrievalkit.errors import InputError
@@ -131,6 +133,49 @@ class EmbeddingCache:
         return loaded  # type: ignore[no-any-return]
 
 
+@attrs.frozen
+class EmbeddedCorpus:
+    """A corpus's documents and their vectors, row ``i`` for ``documents[i]``."""
+
+    documents: list[CorpusDocument]
+    matrix: npt.NDArray[np.float32]
+    corpus_hash: str
+    cache_key: str
+
+
+def embed_corpus(
+    corpus: str | Path,
+    embedder: Embedder,
+    *,
+    cache_dir: str | Path | None = DEFAULT_CACHE_DIR,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: bool | None = None,
+    label: str = "dense",
+) -> EmbeddedCorpus:
+    """Every document of a BEIR corpus embedded (title and text), from the cache when there.
+
+    Shared by the ``dense`` retriever and the indexing commands of backend plugins, so an
+    index and exact search over the same corpus use the very same vectors.
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"must be a whole number >= 1, got {batch_size!r}", field="batch_size")
+    documents = list(read_corpus(Path(corpus)))
+    if not documents:
+        raise InputError("the corpus holds no documents", source=str(corpus))
+    digest = corpus_hash(documents)
+    cache = EmbeddingCache(Path(cache_dir) if cache_dir else None)
+    key = cache.key(digest, embedder)
+    shape = (len(documents), embedder.dimensions)
+    matrix = cache.load(key, *shape)
+    if matrix is None:
+        texts = [document_text(doc) for doc in documents]
+        show = sys.stderr.isatty() if progress is None else progress
+        matrix = cache.fill(
+            key, shape, lambda out: _embed_into(out, texts, embedder, batch_size, show, label)
+        )
+    return EmbeddedCorpus(documents, matrix, digest, key)
+
+
 class DenseRetriever:
     """Exact nearest-neighbour search over a corpus embedded by an embedder plugin.
 
@@ -152,28 +197,21 @@ class DenseRetriever:
         progress: bool | None = None,
         identifier: str = "dense",
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InputError(f"must be a whole number >= 1, got {batch_size!r}", field="batch_size")
         self.identifier = identifier
         self.embedder = embedder
         self.embedding_model_id = embedder.model_id
-        documents = list(read_corpus(Path(corpus)))
-        if not documents:
-            raise InputError("the corpus holds no documents", source=str(corpus))
-        self._ids = [document_id_of(doc.id, doc_id_separator) for doc in documents]
-        self.corpus_hash = corpus_hash(documents)
-        cache = EmbeddingCache(Path(cache_dir) if cache_dir else None)
-        self.cache_key = cache.key(self.corpus_hash, embedder)
-        shape = (len(documents), embedder.dimensions)
-        matrix = cache.load(self.cache_key, *shape)
-        if matrix is None:
-            texts = [document_text(doc) for doc in documents]
-            show = sys.stderr.isatty() if progress is None else progress
-            matrix = cache.fill(
-                self.cache_key,
-                shape,
-                lambda out: _embed_into(out, texts, embedder, batch_size, show, identifier),
-            )
+        embedded = embed_corpus(
+            corpus,
+            embedder,
+            cache_dir=cache_dir,
+            batch_size=batch_size,
+            progress=progress,
+            label=identifier,
+        )
+        self._ids = [document_id_of(doc.id, doc_id_separator) for doc in embedded.documents]
+        self.corpus_hash = embedded.corpus_hash
+        self.cache_key = embedded.cache_key
+        matrix = embedded.matrix
         self._matrix = matrix
         self._norms = _row_norms(matrix) if embedder.similarity in ("cosine", "l2_norm") else None
 

@@ -15,7 +15,10 @@ from typing import Any
 
 from retrievalkit.errors import EXIT_OK, EvaluationError, InputError
 
-HELP = "Elasticsearch tools (retrievalkit-elasticsearch): index a corpus for BM25 evaluation."
+HELP = (
+    "Elasticsearch tools (retrievalkit-elasticsearch): index a corpus for BM25 (and, with "
+    "--embedder, kNN) evaluation."
+)
 DEFAULT_URL = "http://127.0.0.1:9200"
 
 
@@ -74,6 +77,48 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="primary shards (default 1: BM25 statistics over the whole corpus, as in BEIR)",
     )
+    index.add_argument(
+        "--embedder",
+        metavar="NAME",
+        help="also embed every document (title and text) with this retrievalkit.embedders "
+        "plugin (e.g. wordllama) into a dense_vector field, for elasticsearch-knn",
+    )
+    index.add_argument(
+        "--embedder-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the embedder (VALUE is read as JSON when it parses, else as text); "
+        "repeatable",
+    )
+    index.add_argument(
+        "--vector-index",
+        choices=("hnsw", "flat"),
+        default="hnsw",
+        help="how the vectors are indexed: hnsw (approximate graph) or flat (exact, every "
+        "vector compared) (default hnsw)",
+    )
+    index.add_argument(
+        "--hnsw-m",
+        type=_positive,
+        default=16,
+        metavar="N",
+        help="HNSW: neighbours per node in the graph (default 16)",
+    )
+    index.add_argument(
+        "--hnsw-ef-construction",
+        type=_positive,
+        default=100,
+        metavar="N",
+        help="HNSW: candidates considered while building the graph (default 100)",
+    )
+    index.add_argument(
+        "--embedding-cache",
+        default=".retrievalkit/embeddings",
+        metavar="DIR",
+        help="where document embeddings are cached, shared with the dense retriever "
+        "(default .retrievalkit/embeddings; '' for none)",
+    )
     index.add_argument("--timeout", type=float, default=60.0, help="seconds per request (60)")
     index.add_argument("--api-key-env", metavar="VAR", help="environment variable with an API key")
     index.add_argument("--username", help="user for basic authentication")
@@ -119,6 +164,52 @@ def _positive(text: str) -> int:
     return value
 
 
+def _embedder_options(pairs: list[str]) -> dict[str, Any]:
+    """``--embedder-option KEY=VALUE`` pairs as keyword options (JSON values where they parse)."""
+    import json
+
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, found, text = pair.partition("=")
+        if not found or not key.strip():
+            raise InputError(
+                f"expected KEY=VALUE, got {pair!r}",
+                field="--embedder-option",
+                hint="e.g. --embedder-option dimensions=128",
+            )
+        try:
+            options[key.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key.strip()] = text
+    return options
+
+
+def _embed(args: argparse.Namespace, corpus: Path) -> tuple[Any, Any]:
+    """The vector setup and the corpus's vectors (from the shared cache when there)."""
+    from retrievalkit.embedders import create_embedder
+    from retrievalkit.retrievers.dense import embed_corpus
+    from retrievalkit_elasticsearch.vectors import vector_index_for
+
+    options = _embedder_options(args.embedder_option)
+    embedder = create_embedder(args.embedder, options, field="--embedder")
+    vectors = vector_index_for(
+        embedder,
+        name=args.embedder,
+        options=options,
+        index_type=args.vector_index,
+        m=args.hnsw_m,
+        ef_construction=args.hnsw_ef_construction,
+    )
+    embedded = embed_corpus(
+        corpus,
+        embedder,
+        cache_dir=args.embedding_cache or None,
+        progress=None if not args.quiet else False,
+        label=f"es index {args.index}",
+    )
+    return vectors, embedded.matrix
+
+
 def run(args: argparse.Namespace) -> int:
     if args.es_command == "index":
         return run_index(args)
@@ -155,8 +246,14 @@ def run_index(args: argparse.Namespace) -> int:
         raise InputError("the corpus holds no documents", source=str(corpus))
     client = target.connect()
     cluster_name(client, target, action="check cluster health")
+    vectors, matrix = _embed(args, corpus) if args.embedder else (None, None)
     body = index_body(
-        k1=args.k1, b=args.b, analyzer=args.analyzer, shards=args.shards, corpus=str(corpus)
+        k1=args.k1,
+        b=args.b,
+        analyzer=args.analyzer,
+        shards=args.shards,
+        corpus=str(corpus),
+        vectors=vectors,
     )
     create_index(client, target, args.index, body, recreate=args.recreate)
 
@@ -189,10 +286,17 @@ def run_index(args: argparse.Namespace) -> int:
                 documents=documents,
                 batch_size=args.batch_size,
                 advance=lambda done: bar.advance(task, done),
+                vectors=None if vectors is None else (vectors.field, matrix),
             )
     else:
         report = load_documents(
-            client, target, corpus, args.index, documents=documents, batch_size=args.batch_size
+            client,
+            target,
+            corpus,
+            args.index,
+            documents=documents,
+            batch_size=args.batch_size,
+            vectors=None if vectors is None else (vectors.field, matrix),
         )
 
     out = sys.stdout
@@ -202,6 +306,14 @@ def run_index(args: argparse.Namespace) -> int:
         f"k1={args.k1:g} b={args.b:g}); {report.failed} failed; "
         f"{report.searchable} searchable\n"
     )
+    if vectors is not None:
+        setup = "flat (exact)"
+        if vectors.index_type == "hnsw":
+            setup = f"hnsw m={vectors.m} ef_construction={vectors.ef_construction}"
+        out.write(
+            f"vectors: {vectors.model_id} ({vectors.dimensions} dimensions, "
+            f"{vectors.similarity}) in '{vectors.field}', {setup}\n"
+        )
     for doc_id, reason in report.failures:
         out.write(f"  failed: {doc_id}: {reason}\n")
     out.flush()

@@ -30,6 +30,8 @@ from retrievalkit_elasticsearch.connection import (
 if TYPE_CHECKING:
     from elasticsearch import Elasticsearch
 
+    from retrievalkit_elasticsearch.vectors import VectorIndex
+
 ANALYZERS = ("standard", "english")
 SIMILARITY = "retrievalkit_bm25"
 #: Elasticsearch's (and Lucene's) BM25 defaults, which the BEIR paper used.
@@ -40,9 +42,18 @@ MAX_FAILURES_SHOWN = 5
 
 
 def index_body(
-    *, k1: float, b: float, analyzer: str, shards: int = 1, corpus: str | None = None
+    *,
+    k1: float,
+    b: float,
+    analyzer: str,
+    shards: int = 1,
+    corpus: str | None = None,
+    vectors: VectorIndex | None = None,
 ) -> dict[str, Any]:
-    """Settings and mappings of a corpus index: the scoring setup, stated explicitly."""
+    """Settings and mappings of a corpus index: the scoring setup, stated explicitly.
+
+    With ``vectors``, a ``dense_vector`` field too, and the embedder in ``_meta``.
+    """
     field = {"type": "text", "analyzer": analyzer, "similarity": SIMILARITY}
     meta: dict[str, Any] = {
         "created_by": f"retrievalkit-elasticsearch {__version__}",
@@ -52,6 +63,10 @@ def index_body(
     }
     if corpus is not None:
         meta["corpus"] = corpus
+    properties: dict[str, Any] = {"title": dict(field), "text": dict(field)}
+    if vectors is not None:
+        meta["embedding"] = vectors.meta()
+        properties[vectors.field] = vectors.mapping()
     return {
         "settings": {
             "number_of_shards": shards,
@@ -63,7 +78,7 @@ def index_body(
         "mappings": {
             "dynamic": "strict",
             "_meta": {"retrievalkit": meta},
-            "properties": {"title": dict(field), "text": dict(field)},
+            "properties": properties,
         },
     }
 
@@ -146,11 +161,14 @@ def load_documents(
     documents: int,
     batch_size: int = DEFAULT_BATCH_SIZE,
     advance: Callable[[int], None] | None = None,
+    vectors: tuple[str, Any] | None = None,
 ) -> LoadReport:
     """Bulk-load the corpus into a created index, refresh it, and count what is searchable.
 
     A document Elasticsearch rejects (a duplicate id, an id over 512 bytes) is counted
-    and reported; a failure of the cluster itself stops the load with an error.
+    and reported; a failure of the cluster itself stops the load with an error. With
+    ``vectors`` (the field and a matrix, row ``i`` for the corpus's document ``i``), each
+    document carries its vector.
     """
     from elasticsearch import helpers
 
@@ -161,12 +179,16 @@ def load_documents(
     failures: list[tuple[str, str]] = []
 
     def actions() -> Iterator[dict[str, Any]]:
-        for document in read_corpus(corpus):
+        for row, document in enumerate(read_corpus(corpus)):
+            source: dict[str, Any] = {"title": document.title, "text": document.text}
+            if vectors is not None:
+                # float32 -> Python float is exact, and Elasticsearch stores float32 again.
+                source[vectors[0]] = [float(value) for value in vectors[1][row]]
             yield {
                 "_op_type": "create",  # a repeated id is a failure, never a silent overwrite
                 "_index": index,
                 "_id": document.id,
-                "_source": {"title": document.title, "text": document.text},
+                "_source": source,
             }
 
     try:
