@@ -26,6 +26,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
+from retrievalkit.errors import StoreError
 from retrievalkit.model import GRADER, GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
 
 __all__ = [
@@ -64,14 +65,15 @@ RULES: dict[str, str] = {
     "provider.deterministic": "loading a set twice gives the same questions (content hash)",
     "provider.validates": "every question passes the checks a golden set file gets "
     "(unique clean ids, a question text, valid expected ids and grades)",
-    "provider.unknown-name": "load() of a name the provider does not offer raises",
+    "provider.unknown-name": "load() of a name the provider does not offer raises KeyError",
     "store.discovery": "the URL's scheme names an installed store plugin that opens it",
     "store.protocol": "a store has a string `url` and save, runs, get and all_runs",
     "store.whole": "a saved run reads back whole: every field, outcome and metric equal",
     "store.newest-first": "runs() and all_runs() answer newest first",
     "store.key": "runs(set, model, grader) returns the runs of that key and no other",
     "store.missing": "get() of an unknown run id returns None",
-    "store.duplicate": "saving a run id that is already stored fails and keeps one copy",
+    "store.duplicate": "saving a run id that is already stored raises StoreError and keeps "
+    "one copy",
     "store.reopen": "opening the same URL again sees the saved runs",
     "embedder.discovery": "the embedder's entry point is installed and loads",
     "embedder.factory": "the factory builds an embedder from its options",
@@ -295,8 +297,10 @@ def check_question_set_provider(provider: Any, /) -> list[GoldenQuestionSet]:
     unknown = f"no-such-set-{secrets.token_hex(4)}"
     try:
         provider.load(unknown)
-    except Exception:
+    except KeyError:
         pass
+    except Exception as error:
+        _fail("provider.unknown-name", f"load({unknown!r}) raised another error", error)
     else:
         _fail("provider.unknown-name", f"load({unknown!r}) returned instead of raising")
     return sets
@@ -423,8 +427,10 @@ def check_store(url: str, /, *, factory: Callable[[str], Any] | None = None) -> 
 
     try:
         store.save(first)
-    except Exception:
+    except StoreError:
         pass
+    except Exception as error:
+        _fail("store.duplicate", f"saving run {first.run_id} a second time", error)
     else:
         _fail("store.duplicate", f"saving run {first.run_id} a second time did not fail")
     copies = [

@@ -15,7 +15,7 @@ from chat_stand_in import Received, Reply, chat_stand_in
 from conftest import RunCli
 
 from retrievalkit.judges.openai_compatible import parse_grade
-from retrievalkit.judging import agreement, cohen_kappa, relevance_agreement
+from retrievalkit.judging import JudgeFailed, agreement, cohen_kappa, relevance_agreement
 from retrievalkit.labels import Label, merge_labels, read_labels, write_labels
 from retrievalkit.model import GoldenQuestion
 
@@ -52,7 +52,7 @@ def test_parse_grade() -> None:
     assert parse_grade('{"grade": 3}') == 3
     assert parse_grade("Grade: 0.") == 0
     for reply in ("4", "relevant", "2.5", "10"):
-        with pytest.raises(Exception, match="no grade"):
+        with pytest.raises(JudgeFailed, match="no grade"):
             parse_grade(reply)
 
 

@@ -222,6 +222,7 @@ class Provider:
     rename: str | None = None
     strict: bool = True
     returns: Any = None
+    unknown: type[Exception] = KeyError
 
     def set_names(self) -> Any:
         return self.names
@@ -230,7 +231,7 @@ class Provider:
         if self.returns is not None:
             return self.returns
         if self.strict and name not in self.names:
-            raise KeyError(name)
+            raise self.unknown(name)
         return GoldenQuestionSet(name=self.rename or name, questions=self.questions())
 
 
@@ -267,6 +268,7 @@ _changing = counter()
         (Provider(questions=lambda: [question("k1", grades={"doc-1": -1})]), "provider.validates"),
         (Provider(questions=lambda: []), "provider.validates"),
         (Provider(strict=False), "provider.unknown-name"),
+        (Provider(unknown=ValueError), "provider.unknown-name"),
         ("no-such-provider", "provider.discovery"),
     ],
 )
@@ -362,6 +364,15 @@ class AcceptsDuplicates(ListStore):
         self.records.append(record)
 
 
+class RefusesDuplicatesWithTheWrongError(ListStore):
+    """Refuses a duplicate, but not with the StoreError retrievalkit reports (exit code 3)."""
+
+    def save(self, record: ResultRecord) -> None:
+        if any(existing.run_id == record.run_id for existing in self.records):
+            raise RuntimeError("already stored")
+        self.records.append(record)
+
+
 class Forgetful(ListStore):
     def __init__(self, url: str) -> None:
         self.url = url
@@ -383,6 +394,7 @@ class NoAllRuns:
         (IgnoresGrader, "store.key"),
         (RaisesOnMissing, "store.missing"),
         (AcceptsDuplicates, "store.duplicate"),
+        (RefusesDuplicatesWithTheWrongError, "store.duplicate"),
         (Forgetful, "store.reopen"),
         (NoAllRuns, "store.protocol"),
     ],
