@@ -1,5 +1,100 @@
-"""retrievalkit: measure the retrieval step of search and RAG systems."""
+"""retrievalkit: measure the retrieval step of search and RAG systems.
+
+The Python API (the command line is a shell over it):
+
+- `load_set`, `open_store`, `load_config`: the inputs;
+- `evaluate(set, retriever, ...) -> Run`: ask every question, score, with intervals;
+- `gate(run, store, thresholds) -> Verdict`: compare with the baseline and decide;
+- `compare(runs) -> Comparison`: paired comparison of two or more runs;
+- `fidelity(set, candidate, reference)`: label-free overlap with a reference retriever;
+- the value types `GoldenQuestion`, `GoldenQuestionSet`, `ResultRecord`, `MetricValue`.
+
+Names are imported on first use, so `import retrievalkit` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from retrievalkit.api import (
+        Run,
+        RunFailed,
+        Thresholds,
+        compare,
+        evaluate,
+        fidelity,
+        gate,
+        load_config,
+        load_set,
+        open_store,
+    )
+    from retrievalkit.comparison import Comparison
+    from retrievalkit.model import (
+        GoldenQuestion,
+        GoldenQuestionSet,
+        MetricValue,
+        QuestionForm,
+        QuestionOutcome,
+        ResultRecord,
+    )
+    from retrievalkit.regression import Verdict
+
+_EXPORTS = {
+    "Run": "retrievalkit.api",
+    "RunFailed": "retrievalkit.api",
+    "Thresholds": "retrievalkit.api",
+    "compare": "retrievalkit.api",
+    "evaluate": "retrievalkit.api",
+    "fidelity": "retrievalkit.api",
+    "gate": "retrievalkit.api",
+    "load_config": "retrievalkit.api",
+    "load_set": "retrievalkit.api",
+    "open_store": "retrievalkit.api",
+    "Comparison": "retrievalkit.comparison",
+    "GoldenQuestion": "retrievalkit.model",
+    "GoldenQuestionSet": "retrievalkit.model",
+    "MetricValue": "retrievalkit.model",
+    "QuestionForm": "retrievalkit.model",
+    "QuestionOutcome": "retrievalkit.model",
+    "ResultRecord": "retrievalkit.model",
+    "Verdict": "retrievalkit.regression",
+}
+
+__all__ = [
+    "Comparison",
+    "GoldenQuestion",
+    "GoldenQuestionSet",
+    "MetricValue",
+    "QuestionForm",
+    "QuestionOutcome",
+    "ResultRecord",
+    "Run",
+    "RunFailed",
+    "Thresholds",
+    "Verdict",
+    "__version__",
+    "compare",
+    "evaluate",
+    "fidelity",
+    "gate",
+    "load_config",
+    "load_set",
+    "open_store",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'retrievalkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import attrs
 
 from retrievalkit.errors import InputError, StoreError
+from retrievalkit.metrics import TREND
 from retrievalkit.model import GRADER, ResultRecord
 from retrievalkit.stores import ResultStore, pinned_run_id
 
@@ -37,8 +38,12 @@ def choose_baseline(
     *,
     explicit: str | None = None,
     grader: str = GRADER,
+    exclude: str | None = None,
 ) -> BaselineChoice:
-    """The baseline of a (set, model, grader) key in ``store``."""
+    """The baseline of a (set, model, grader) key in ``store``.
+
+    ``exclude`` is the candidate's own run id: once saved, it is not its own baseline.
+    """
     if explicit:
         record = store.get(explicit)
         if record is None:
@@ -66,7 +71,7 @@ def choose_baseline(
                 f"(retrievalkit baseline unpin --set {set_name} --retriever {model})"
             )
         return BaselineChoice(record, PINNED)
-    earlier = store.runs(set_name, model, grader)
+    earlier = [run for run in store.runs(set_name, model, grader) if run.run_id != exclude]
     if earlier:
         return BaselineChoice(earlier[0], NEWEST)
     return BaselineChoice(
@@ -93,7 +98,7 @@ class RunBrief:
             created_at=record.manifest.created_at,
             metrics={
                 name: record.metrics[name].mean if name in record.metrics else None
-                for name in ("hit@1", "hit@3", "rr")
+                for name in TREND
             },
             questions=len(record.outcomes),
             git_commit=record.manifest.git_commit,

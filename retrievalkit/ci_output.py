@@ -113,7 +113,7 @@ def _properties(report: EvalReport) -> dict[str, str]:
         "retriever": record.model,
         "retrievalkit_version": record.manifest.retrievalkit_version,
     }
-    if report.verdict is not None:
+    if report.verdict is not None and report.verdict.baseline_run_id is not None:
         found["baseline_run_id"] = report.verdict.baseline_run_id
     return found
 

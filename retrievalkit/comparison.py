@@ -21,15 +21,13 @@ import numpy as np
 from retrievalkit.errors import InputError
 from retrievalkit.intervals import paired_difference
 from retrievalkit.judged_share import judged_warning
+from retrievalkit.metrics import metric_order
 from retrievalkit.model import QuestionOutcome, ResultRecord
 from retrievalkit.scoring import outcome_values
 
-#: The metrics a reader looks at first; the table marks them, JSON has every metric.
-HEADLINE_METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")
 #: The metric that orders "the questions that changed most" unless told otherwise.
 DEFAULT_CHANGED_BY = "rr"
 _TIE = 1e-12
-_FAMILY_ORDER = ("hit", "recall", "precision", "ndcg", "ap", "rr", "judged")
 
 
 @attrs.frozen
@@ -242,17 +240,6 @@ def compare_records(
         correction=correction,
         warnings=tuple(warnings),
     )
-
-
-def metric_order(name: str) -> tuple[int, int]:
-    """Report order: hit, recall, precision, ndcg, ap by k, then rr, then judged by k.
-
-    Stored records come back with their metrics sorted by name (``hit@10`` before
-    ``hit@3``); this puts them back in the order every report uses.
-    """
-    family, _, k = name.partition("@")
-    position = _FAMILY_ORDER.index(family) if family in _FAMILY_ORDER else len(_FAMILY_ORDER)
-    return (position, int(k) if k.isdigit() else 0)
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

@@ -320,15 +320,12 @@ def _parse_slices(value: Any, fail: Any) -> dict[str, dict[str, float]]:
 
 
 def _check_metric_name(name: str, key: str, fail: Any) -> None:
-    from retrievalkit.metrics import METRICS
+    from retrievalkit.metrics import parse_metric
 
-    family, _, k = name.partition("@")
-    definition = METRICS.get(family)
-    valid = definition is not None and (
-        (definition.per_k and k.isdigit() and int(k) > 0) or (not definition.per_k and not k)
-    )
-    if not valid:
-        raise fail(key, f"unknown metric '{name}'", hint="e.g. hit@3, ndcg@10, recall@5, rr")
+    try:
+        parse_metric(name)
+    except ValueError as error:
+        raise fail(key, str(error), hint="e.g. hit@3, ndcg@10, recall@5, rr") from None
 
 
 def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:

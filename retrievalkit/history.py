@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from retrievalkit.metrics import TREND
 from retrievalkit.model import ResultRecord
 
 #: Manifest fields compared between consecutive runs, in the order they are reported.
@@ -24,8 +25,6 @@ MANIFEST_FIELDS = (
     "embedding_backend",
     "embedding_model_id",
 )
-#: The metrics a history row shows.
-KEY_METRICS = ("hit@1", "hit@3", "rr")
 
 
 @attrs.frozen
@@ -109,7 +108,7 @@ def build_history(
                 created_at=record.manifest.created_at,
                 metrics={
                     name: record.metrics[name].mean if name in record.metrics else None
-                    for name in KEY_METRICS
+                    for name in TREND
                 },
                 questions=len(record.outcomes),
                 errored=record.errored,

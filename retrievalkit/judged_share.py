@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from retrievalkit.metrics import metric_order
 from retrievalkit.model import MetricValue
 
 #: Below this share of judged documents in the top k, a system's scores are called biased.
@@ -20,7 +21,7 @@ JUDGED_FLOOR = 0.8
 def judged_shares(metrics: Mapping[str, MetricValue]) -> dict[str, float | None]:
     """``judged@k`` -> mean for every k a run reports, in k order; empty without judged@k."""
     found = {name: value.mean for name, value in metrics.items() if name.startswith("judged@")}
-    return dict(sorted(found.items(), key=lambda item: int(item[0].partition("@")[2])))
+    return dict(sorted(found.items(), key=lambda item: metric_order(item[0])))
 
 
 def judged_warning(system: str, shares: Mapping[str, float | None]) -> str | None:

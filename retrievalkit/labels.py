@@ -22,6 +22,7 @@ import attrs
 import numpy as np
 
 from retrievalkit.errors import InputError
+from retrievalkit.metrics import headline
 from retrievalkit.model import GoldenQuestion, QuestionOutcome
 
 COLUMNS = ("query-id", "corpus-id", "score", "judge", "model", "prompt-version", "judged-at")
@@ -154,10 +155,6 @@ def merge_labels(questions: Sequence[GoldenQuestion], labels: Iterable[Label]) -
     return MergeResult(merged, added, already, no_answer, unknown)
 
 
-#: Metrics the text reports show both ways, after every ``judged@k``; JSON has them all.
-HEADLINE_METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")
-
-
 @attrs.frozen
 class LabelEffect:
     """A run's metric means scored with the set's labels, and with extra labels merged in."""
@@ -173,7 +170,8 @@ class LabelEffect:
     def rows(self) -> list[tuple[str, float | None, float | None]]:
         """(metric, before, after) for the text reports: every judged@k, then the headline."""
         names = [name for name in self.before if name.startswith("judged@")]
-        names += [name for name in HEADLINE_METRICS if name in self.before]
+        # The headline metrics follow; JSON has them all.
+        names += headline(self.before)
         return [(name, self.before[name], self.after[name]) for name in names]
 
     def describe(self) -> str:

@@ -19,7 +19,7 @@ Where trec_eval defines a metric, the value equals trec_eval's for the same rank
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 
 import attrs
@@ -36,80 +36,242 @@ _BLOCK_CELLS = 1 << 17
 
 
 @attrs.frozen
-class MetricDefinition:
-    """A metric family: its name pattern, what it measures and how it treats edge cases."""
+class _Block:
+    """The per-rank matrices of a block of questions that every metric is computed from."""
+
+    grades: npt.NDArray[np.int64]
+    relevant: npt.NDArray[np.bool_]
+    cumulative: FloatArray
+    """Relevant documents found up to each rank."""
+    dcg: FloatArray
+    idcg: FloatArray
+    ap_sum: FloatArray
+    answerable: npt.NDArray[np.bool_]
+    total: FloatArray
+    """Relevant documents per question; NaN for a no-answer question."""
+    undefined: FloatArray
+    """0 for an answerable question, NaN for a no-answer one (added to undefined metrics)."""
+    returned_nothing: npt.NDArray[np.bool_]
+
+
+def _hit(block: _Block, k: int) -> FloatArray:
+    found = block.cumulative[:, k - 1]
+    no_answer_hit = block.returned_nothing.astype(np.float64)
+    return np.where(block.answerable, (found > 0).astype(np.float64), no_answer_hit)
+
+
+def _recall(block: _Block, k: int) -> FloatArray:
+    return block.cumulative[:, k - 1] / block.total
+
+
+def _precision(block: _Block, k: int) -> FloatArray:
+    return block.cumulative[:, k - 1] / k + block.undefined
+
+
+def _ndcg(block: _Block, k: int) -> FloatArray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(block.answerable, block.dcg[:, k - 1] / block.idcg[:, k - 1], np.nan)
+
+
+def _ap(block: _Block, k: int) -> FloatArray:
+    return block.ap_sum[:, k - 1] / block.total
+
+
+def _rr(block: _Block, k: int) -> FloatArray:
+    # k is the judged depth here: rr looks at the whole scored ranking.
+    first = np.argmax(block.relevant, axis=1)
+    reciprocal = np.where(block.relevant.any(axis=1), 1.0 / (first + 1.0), 0.0)
+    return reciprocal + block.undefined
+
+
+def _judged(block: _Block, k: int) -> FloatArray:
+    # Out of what was returned in the top k: a short ranking is not "unjudged".
+    shown = (block.grades[:, :k] >= -1).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = (block.grades[:, :k] >= 0).sum(axis=1) / shown
+    return np.where(shown > 0, share, np.nan) + block.undefined
+
+
+@attrs.frozen
+class MetricFamily:
+    """A metric family, defined once: what it measures, how it is computed, how it treats
+    no-answer questions, and its names in trec_eval and ir_measures."""
 
     family: str
     description: str
     no_answer: str
+    """What a no-answer question (nothing relevant) scores, in words."""
     trec_eval: str | None
+    """trec_eval's measure, with ``k`` for the cut-off (``success_k``); None if it has none."""
+    ir_measures: str | None
+    """ir_measures' measure, with ``k`` for the cut-off (``nDCG@k``)."""
+    compute: Callable[[_Block, int], FloatArray] = attrs.field(eq=False, repr=False)
     per_k: bool = True
+    defined_for_no_answer: bool = False
+    """True when a no-answer question has a value (only hit@k); else it is left out of means."""
 
     def name(self, k: int | None = None) -> str:
         return f"{self.family}@{k}" if self.per_k else self.family
 
 
-METRICS: dict[str, MetricDefinition] = {
+#: Every family, in report order.
+METRICS: dict[str, MetricFamily] = {
     definition.family: definition
     for definition in (
-        MetricDefinition(
+        MetricFamily(
             "hit",
             "1 if any of the k best distinct documents is relevant (success, top-k hit rate).",
             "1 only if the retriever returned nothing at all",
             "success_k",
+            "Success@k",
+            _hit,
+            defined_for_no_answer=True,
         ),
-        MetricDefinition(
+        MetricFamily(
             "recall",
             "Relevant documents in the top k divided by all relevant documents.",
             "undefined",
             "recall_k",
+            "R@k",
+            _recall,
         ),
-        MetricDefinition(
+        MetricFamily(
             "precision",
             "Relevant documents in the top k divided by k (k even when fewer were returned).",
             "undefined",
             "P_k",
+            "P@k",
+            _precision,
         ),
-        MetricDefinition(
-            "rr",
-            "1 / rank of the first relevant document within the scored depth, 0 if none.",
-            "undefined",
-            "recip_rank",
-            per_k=False,
-        ),
-        MetricDefinition(
+        MetricFamily(
             "ndcg",
             "DCG@k / ideal DCG@k with gain = grade and discount log2(rank + 1); the ideal "
             "ranking is built from every document graded 1 or more.",
             "undefined",
             "ndcg_cut_k",
+            "nDCG@k",
+            _ndcg,
         ),
-        MetricDefinition(
+        MetricFamily(
             "ap",
             "Sum of precision@r at each relevant rank r <= k, divided by all relevant "
             "documents (trec_eval's map_cut).",
             "undefined",
             "map_cut_k",
+            "AP@k",
+            _ap,
         ),
-        MetricDefinition(
+        MetricFamily(
+            "rr",
+            "1 / rank of the first relevant document within the scored depth, 0 if none.",
+            "undefined",
+            "recip_rank",
+            "RR",
+            _rr,
+            per_k=False,
+        ),
+        MetricFamily(
             "judged",
             "Share of the documents returned in the top k that carry any label, relevant or "
             "not: below about 0.8 the other metrics are biased low (pooling bias).",
             "undefined; also undefined when nothing was returned",
             None,
+            "Judged@k",
+            _judged,
         ),
     )
 }
+_FAMILY_ORDER = tuple(METRICS)
+
+
+@attrs.frozen
+class Metric:
+    """One metric of the table, such as ``ndcg@10``: a family and its cut-off.
+
+    Made once by :func:`parse_metric`; the configuration, the gate, the comparison and
+    every report use it (and its :attr:`name`) rather than splitting names by hand.
+    """
+
+    family: MetricFamily
+    k: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.family.name(self.k)
+
+    @property
+    def trec_eval(self) -> str | None:
+        """trec_eval's name (``ndcg_cut_10``), or None where trec_eval has no such measure."""
+        measure = self.family.trec_eval
+        return None if measure is None else measure.replace("_k", f"_{self.k}")
+
+    @property
+    def ir_measures(self) -> str | None:
+        """ir_measures' name (``nDCG@10``)."""
+        measure = self.family.ir_measures
+        return None if measure is None else measure.replace("@k", f"@{self.k}")
+
+    @property
+    def headline(self) -> bool:
+        """One of the metrics a reader looks at first (:data:`HEADLINE`)."""
+        return self.name in HEADLINE
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Report order: hit, recall, precision, ndcg, ap by k, then rr, then judged by k."""
+        return (_FAMILY_ORDER.index(self.family.family), self.k or 0)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+#: The metrics a reader looks at first: reports show them, the rest is in JSON.
+HEADLINE: tuple[str, ...] = ("hit@1", "hit@3", "rr", "ndcg@10")
+#: The short list a history or trend shows: the record's two rates and MRR.
+TREND: tuple[str, ...] = ("hit@1", "hit@3", "rr")
+
+
+def parse_metric(name: str) -> Metric:
+    """``"ndcg@10"`` -> its :class:`Metric`; ``ValueError`` naming the known ones otherwise."""
+    family_name, at, k = name.strip().partition("@")
+    family = METRICS.get(family_name.lower())
+    if family is not None:
+        if not family.per_k and not at:
+            return Metric(family)
+        if family.per_k and at and k.isdigit() and int(k) > 0:
+            return Metric(family, int(k))
+    known = ", ".join(f.name(0).replace("@0", "@K") for f in METRICS.values())
+    raise ValueError(f"unknown metric '{name}' (known: {known}; e.g. hit@3, ndcg@10, rr)")
+
+
+def metric_order(name: str) -> tuple[int, int]:
+    """The report-order key of a metric name; unknown names go last.
+
+    Stored records come back with their metrics sorted by name (``hit@10`` before
+    ``hit@3``); this puts them back in the order every report uses.
+    """
+    try:
+        return parse_metric(name).order
+    except ValueError:
+        return (len(_FAMILY_ORDER), 0)
+
+
+def headline(names: Iterable[str]) -> list[str]:
+    """The headline metrics among ``names``, in report order."""
+    present = set(names)
+    return [name for name in HEADLINE if name in present]
 
 
 def metric_names(ks: Sequence[int], *, judged: bool = False) -> list[str]:
     """The metric table's names, in report order: per-k families by k, then ``rr``."""
     ordered: list[str] = []
-    for family in ("hit", "recall", "precision", "ndcg", "ap"):
-        ordered.extend(f"{family}@{k}" for k in ks)
-    ordered.append("rr")
-    if judged:
-        ordered.extend(f"judged@{k}" for k in ks)
+    for family in METRICS.values():
+        if family.family == "judged" and not judged:
+            continue
+        if family.per_k:
+            ordered.extend(family.name(k) for k in ks)
+        else:
+            ordered.append(family.name())
     return ordered
 
 
@@ -252,33 +414,30 @@ def _metrics_block(
     relevant = grades >= 1
     gains = np.where(relevant, grades, 0).astype(np.float64)
     answerable = relevant_total > 0
-    undefined = np.where(answerable, 0.0, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         total = np.where(answerable, relevant_total, np.nan)
     cumulative = np.cumsum(relevant, axis=1, dtype=np.float64)
-    dcg = np.cumsum(gains * discount, axis=1)
-    idcg = np.cumsum(ideal * discount, axis=1)
     ranks = np.arange(1, depth + 1, dtype=np.float64)
     precision_at_rank = np.where(relevant, cumulative / ranks, 0.0)
-    ap_sum = np.cumsum(precision_at_rank, axis=1)
-    no_answer_hit = returned_nothing.astype(np.float64)
-
+    block = _Block(
+        grades=grades,
+        relevant=relevant,
+        cumulative=cumulative,
+        dcg=np.cumsum(gains * discount, axis=1),
+        idcg=np.cumsum(ideal * discount, axis=1),
+        ap_sum=np.cumsum(precision_at_rank, axis=1),
+        answerable=answerable,
+        total=total,
+        undefined=np.where(answerable, 0.0, np.nan),
+        returned_nothing=returned_nothing,
+    )
     results: dict[str, FloatArray] = {}
-    for k in ks:
-        found = cumulative[:, k - 1]
-        results[f"hit@{k}"] = np.where(answerable, (found > 0).astype(np.float64), no_answer_hit)
-        results[f"recall@{k}"] = found / total
-        results[f"precision@{k}"] = found / k + undefined
-        with np.errstate(divide="ignore", invalid="ignore"):
-            results[f"ndcg@{k}"] = np.where(answerable, dcg[:, k - 1] / idcg[:, k - 1], np.nan)
-        results[f"ap@{k}"] = ap_sum[:, k - 1] / total
-        if with_judged:
-            # Out of what was returned in the top k: a short ranking is not "unjudged".
-            shown = (grades[:, :k] >= -1).sum(axis=1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share = (grades[:, :k] >= 0).sum(axis=1) / shown
-            results[f"judged@{k}"] = np.where(shown > 0, share, np.nan) + undefined
-    first = np.argmax(relevant, axis=1)
-    reciprocal = np.where(relevant.any(axis=1), 1.0 / (first + 1.0), 0.0)
-    results["rr"] = reciprocal + undefined
+    for family in METRICS.values():
+        if family.family == "judged" and not with_judged:
+            continue
+        if family.per_k:
+            for k in ks:
+                results[family.name(k)] = family.compute(block, k)
+        else:
+            results[family.name()] = family.compute(block, depth)
     return results

@@ -59,6 +59,7 @@ def build_record(
     scoring: ScoringOptions,
     *,
     overfetch: int,
+    git_commit: str | None = None,
     now: dt.datetime | None = None,
     extra: Mapping[str, str] | None = None,
     embedding_backend: str | None = None,
@@ -69,6 +70,8 @@ def build_record(
     ``embedding_backend`` and ``embedding_model_id`` come from the retriever
     (:func:`retrievalkit.embedders.embedding_of`): the model lives in the index, not in
     the options, so a swapped model shows in history even when no option changed.
+    ``git_commit`` is recorded as given (None: unknown; :func:`git_commit` gives the
+    working directory's), so building a record never starts a process.
     """
     moment = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)
     manifest = Manifest(
@@ -85,7 +88,7 @@ def build_record(
         confidence=scoring.confidence,
         resamples=scoring.resamples,
         seed=scoring.seed,
-        git_commit=git_commit(),
+        git_commit=git_commit,
         extra=dict(extra or {}),
         embedding_backend=embedding_backend,
         embedding_model_id=embedding_model_id,

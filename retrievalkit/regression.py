@@ -47,7 +47,10 @@ class MetricComparison:
 
 @attrs.frozen
 class Verdict:
-    baseline_run_id: str
+    """The gate's decision on a candidate run against its baseline."""
+
+    baseline_run_id: str | None
+    """None when there was no baseline to compare with (see ``note``)."""
     regressed: bool
     failures: tuple[MetricComparison, ...]
     checked: tuple[MetricComparison, ...]
@@ -58,6 +61,8 @@ class Verdict:
     require_significant: bool = False
     unchecked: tuple[str, ...] = ()
     """Thresholds that could not be checked, each with the reason, so none is dropped silently."""
+    note: str | None = None
+    """Why nothing was compared, when there was no baseline."""
 
 
 def split_slice(name: str) -> tuple[str, str]:

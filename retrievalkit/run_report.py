@@ -23,10 +23,9 @@ from retrievalkit.comparison import (
 )
 from retrievalkit.history import manifest_changes
 from retrievalkit.judged_share import judged_shares, judged_warning
+from retrievalkit.metrics import TREND
 from retrievalkit.model import MetricValue, QuestionOutcome, ResultRecord
 
-#: The metrics of the history trend line.
-TREND_METRICS = ("hit@1", "hit@3", "rr")
 #: Manifest changes marked on the trend line: the ones that change what is measured.
 #: (The retrievalkit version and the git commit change on almost every run.)
 MARKED_CHANGES = {"retriever_options_hash": "options", "set_hash": "set"}
@@ -139,9 +138,7 @@ def _history(runs: Sequence[ResultRecord]) -> tuple[HistoryPoint, ...]:
             HistoryPoint(
                 run_id=record.run_id,
                 created_at=record.manifest.created_at,
-                metrics={
-                    name: record.metrics[name] for name in TREND_METRICS if name in record.metrics
-                },
+                metrics={name: record.metrics[name] for name in TREND if name in record.metrics},
                 marks=marks,
             )
         )

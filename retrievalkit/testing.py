@@ -494,9 +494,7 @@ def _same_run(got: Any, saved: ResultRecord, call: str) -> None:
 
 def _sample_record(set_name: str, model: str, moment: dt.datetime) -> ResultRecord:
     """A real scored run over a small set that uses every feature a store must keep."""
-    from retrievalkit.evaluator import Retrieval
-    from retrievalkit.record import build_record
-    from retrievalkit.scoring import ScoringOptions, score_run
+    from retrievalkit.api import evaluate
 
     questions = [
         GoldenQuestion(
@@ -523,24 +521,35 @@ def _sample_record(set_name: str, model: str, moment: dt.datetime) -> ResultReco
         GoldenQuestion(id="c4", question="late fees", expected=["doc-4"], hard_class="normal"),
     ]
     golden = GoldenQuestionSet(name=set_name, questions=questions, source="retrievalkit.testing")
-    retrievals = [
-        Retrieval(("doc-2", "doc-9", "doc-1"), 1.5),
-        Retrieval(("doc-7", "doc-3"), 0.25),
-        Retrieval((), 0.5),
-        Retrieval((), 3.0, error="ConnectionError: backend unreachable"),
-    ]
-    scoring = ScoringOptions(ks=(1, 3, 5), resamples=50, slices=("topic",))
-    scores = score_run(questions, retrievals, scoring)
-    return build_record(
+    run = evaluate(
         golden,
-        model,
-        "contract-check",
-        {"api_key": "s3cret"},
-        scores,
-        scoring,
-        overfetch=3,
+        _ScriptedRetriever(),
+        name=model,
+        options={"api_key": "s3cret"},
+        k=(1, 3, 5),
+        resamples=50,
+        slices=("topic",),
+        max_error_rate=None,
+        git_commit=None,
         now=moment,
     )
+    return run.record
+
+
+class _ScriptedRetriever:
+    """Answers the sample set's questions from a script; one question errors."""
+
+    identifier = "contract-check"
+    _ANSWERS: Mapping[str, tuple[str, ...]] = {
+        "Où est la bibliothèque ?": ("doc-2", "doc-9", "doc-1"),
+        "opening hours": ("doc-7", "doc-3"),
+        "fishing licence": (),
+    }
+
+    def retrieve(self, question: str, limit: int) -> list[str]:
+        if question not in self._ANSWERS:
+            raise ConnectionError("backend unreachable")
+        return list(self._ANSWERS[question][:limit])
 
 
 # --- embedders -------------------------------------------------------------------------------

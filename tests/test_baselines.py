@@ -53,7 +53,9 @@ def record_of(
     """A real record of retriever ``sys`` on the demo set from given rankings, scored as eval."""
     retrievals = [Retrieval(tuple(ranking), 1.0) for ranking in rankings]
     scores = score_run(DEMO_SET.questions, retrievals, SCORING)
-    return build_record(DEMO_SET, "sys", "test", options or {}, scores, SCORING, overfetch=3)
+    return build_record(
+        DEMO_SET, "sys", "test", options or {}, scores, SCORING, overfetch=3, git_commit=None
+    )
 
 
 def perfect() -> list[list[str]]:

@@ -186,7 +186,7 @@ def test_control_characters_in_names_still_give_valid_xml(tmp_path: Path) -> Non
     retrievals = evaluate_questions(One(), golden.questions, depth=3, overfetch=1)
     record = build_record(
         golden, "r\x1b]8;;", "one", {}, score_run(golden.questions, retrievals, scoring), scoring,
-        overfetch=1,
+        overfetch=1, git_commit=None,
     )  # fmt: skip
     path = tmp_path / "odd.xml"
     path.write_text(junit_xml(EvalReport(record, golden.questions, None, None)), encoding="utf-8")

@@ -340,7 +340,7 @@ SCORING = ScoringOptions(ks=(1, 3), resamples=200)
 def record(rankings: Sequence[Sequence[str]], model: str = "sys") -> ResultRecord:
     retrievals = [Retrieval(tuple(ranking), 1.0) for ranking in rankings]
     scores = score_run(GOLDEN.questions, retrievals, SCORING)
-    return build_record(GOLDEN, model, "test", {}, scores, SCORING, overfetch=1)
+    return build_record(GOLDEN, model, "test", {}, scores, SCORING, overfetch=1, git_commit=None)
 
 
 def test_win_tie_loss_and_changes_follow_the_rankings() -> None:

@@ -73,7 +73,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ResultR
     retrievals = [Retrieval((f"x{n}", f"d{n}") if n % 3 else (f"e{n}",), 1.5) for n in range(60)]
     scoring = ScoringOptions(ks=(1, 3, 5, 10), resamples=200)
     scores = score_run(golden.questions, retrievals, scoring)
-    record = build_record(golden, "crash-retriever", "none", {}, scores, scoring, overfetch=3)
+    record = build_record(
+        golden, "crash-retriever", "none", {}, scores, scoring, overfetch=3, git_commit=None
+    )
     root = tmp_path_factory.mktemp("writer")
     (root / "template.json").write_text(dump_record(record), encoding="utf-8")
     (root / "writer.py").write_text(WRITER, encoding="utf-8")

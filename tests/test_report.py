@@ -234,6 +234,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
         score_run(golden.questions, retrievals, scoring),
         scoring,
         overfetch=1,
+        git_commit=None,
     )
     open_store(f"jsonl:///{folder}/runs.jsonl").save(record)
     page = folder / "hostile.html"

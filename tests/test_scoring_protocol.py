@@ -206,7 +206,9 @@ def test_a_raising_retriever_gives_error_outcomes_that_miss_everywhere() -> None
     assert answerable["rr"] == 0.0
     assert scores_of(scores, "fine")["hit@1"] == 1.0
     golden = GoldenQuestionSet(name="s", questions=questions)
-    record = build_record(golden, "scripted", "scripted", {}, scores, OPTIONS, overfetch=3)
+    record = build_record(
+        golden, "scripted", "scripted", {}, scores, OPTIONS, overfetch=3, git_commit=None
+    )
     assert record.errored == 2
     assert [o.question_id for o in record.outcomes if o.error] == ["q1", "silent"]
     assert record.pass_rate == pytest.approx(1 / 3)
@@ -401,6 +403,7 @@ def test_the_record_maps_top1_and_top3() -> None:
         scores,
         OPTIONS,
         overfetch=3,
+        git_commit=None,
     )
     assert record.key == ("s", "model", GRADER)
     assert record.pass_rate == pytest.approx(1 / 3)

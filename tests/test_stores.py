@@ -35,7 +35,14 @@ def demo_record() -> ResultRecord:
     retrievals = evaluate_questions(resolved.retriever, golden.questions, depth=10)
     scores = score_run(golden.questions, retrievals, options)
     return build_record(
-        golden, resolved.name, resolved.plugin, resolved.options, scores, options, overfetch=3
+        golden,
+        resolved.name,
+        resolved.plugin,
+        resolved.options,
+        scores,
+        options,
+        overfetch=3,
+        git_commit=None,
     )
 
 

@@ -9,18 +9,17 @@ from typing import TYPE_CHECKING
 from retrievalkit.commands.options import (
     add_common,
     console,
+    evaluation_settings,
     fraction,
     k_list,
     load_config,
     positive,
     store_url,
 )
-from retrievalkit.errors import EXIT_OK, EvaluationError, InputError
+from retrievalkit.errors import EXIT_OK, InputError
 
 if TYPE_CHECKING:
-    from retrievalkit.comparison import Side
-    from retrievalkit.config import Config
-    from retrievalkit.model import GoldenQuestionSet, ResultRecord
+    from retrievalkit.model import ResultRecord
 
 NAME = "compare"
 HELP = (
@@ -123,9 +122,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.comparison import DEFAULT_CHANGED_BY, Side, compare_records
-    from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+    from retrievalkit.api import Run, compare, evaluate, load_set, open_store
+    from retrievalkit.comparison import DEFAULT_CHANGED_BY
     from retrievalkit.labels import label_effect, read_label_files
+    from retrievalkit.record import git_commit
     from retrievalkit.render.comparison import (
         comparison_document,
         render_comparison_markdown,
@@ -133,8 +133,6 @@ def run(args: argparse.Namespace) -> int:
     )
     from retrievalkit.render.extra_labels import effects_document, effects_markdown, print_effects
     from retrievalkit.render.summary import to_json_text
-    from retrievalkit.resolve import resolve_set
-    from retrievalkit.stores import open_store
 
     config = load_config(args)
     systems: list[tuple[str, str]] = args.systems or []
@@ -152,15 +150,15 @@ def run(args: argparse.Namespace) -> int:
             field="--set",
             hint="add --set NAME_OR_FILE, or compare stored runs with --run RUN_ID",
         )
-    confidence = args.confidence or config.eval.confidence or DEFAULT_CONFIDENCE
-    if not 0.0 < confidence < 1.0:
-        raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
-    resamples = args.resamples or config.eval.resamples or DEFAULT_RESAMPLES
-
+    # The retrievers run now are evaluated exactly as `eval` would, so their records are
+    # the ones eval stores (and can serve as its baselines).
+    settings = evaluation_settings(args, config)
     store = open_store(store_url(args, config))
     extra_labels = read_label_files(args.extra_labels)
-    golden = resolve_set(args.set, config) if args.set else None
-    sides: list[Side] = []
+    golden = load_set(args.set, config=config) if args.set else None
+    commit = git_commit() if any(kind == "retriever" for kind, _ in systems) else None
+    runs: list[Run | ResultRecord] = []
+    labels: list[str] = []
     fresh: list[ResultRecord] = []
     used: set[str] = set()
     for index, (kind, name) in enumerate(systems, start=1):
@@ -172,34 +170,37 @@ def run(args: argparse.Namespace) -> int:
                     field="--run",
                     hint="retrievalkit history --set S --retriever R lists the stored runs",
                 )
+            runs.append(record)
             label = record.model if record.model not in used else f"{record.model}@{name}"
         else:
             assert golden is not None
-            record = _evaluate(name, golden, config, args, resamples, confidence)
-            fresh.append(record)
+            result = evaluate(golden, name, git_commit=commit, **settings)
+            runs.append(result)
+            fresh.append(result.record)
             label = name if name not in used else f"{name} #{index}"
         used.add(label)
-        saved_to = None if kind == "run" or args.no_save else store.url
-        sides.append(Side(label, record, saved_to))
+        labels.append(label)
 
-    comparison = compare_records(
-        sides,
+    comparison = compare(
+        runs,
+        labels=labels,
         allow_different_sets=args.allow_different_sets,
-        resamples=resamples,
-        confidence=confidence,
-        seed=DEFAULT_SEED,
+        resamples=settings["resamples"],
+        confidence=settings["confidence"],
         changed_by=args.changed_by or DEFAULT_CHANGED_BY,
-        changed_limit=args.changed,
+        changed=args.changed,
         question_texts=({} if golden is None else {q.id: q.question for q in golden.questions}),
+        saved_to=[None if kind == "run" or args.no_save else store.url for kind, _ in systems],
     )
     if not args.no_save:
         for record in fresh:
             store.save(record)
+    records = [run.record if isinstance(run, Run) else run for run in runs]
     effects = {
-        side.label: label_effect(
-            side.record.outcomes, side.record.manifest.ks, extra_labels, sources=args.extra_labels
+        label: label_effect(
+            record.outcomes, record.manifest.ks, extra_labels, sources=args.extra_labels
         )
-        for side in sides
+        for label, record in zip(labels, records, strict=True)
         if args.extra_labels
     }
     if args.format == "json":
@@ -213,64 +214,3 @@ def run(args: argparse.Namespace) -> int:
         render_comparison_table(comparison, console(args))
         print_effects(effects, console(args))
     return EXIT_OK
-
-
-def _evaluate(
-    name: str,
-    golden: GoldenQuestionSet,
-    config: Config,
-    args: argparse.Namespace,
-    resamples: int,
-    confidence: float,
-) -> ResultRecord:
-    """Run one retriever on the set the way ``eval`` does, and build its record."""
-    from retrievalkit.embedders import embedding_of
-    from retrievalkit.evaluator import DEFAULT_OVERFETCH, evaluate_questions
-    from retrievalkit.intervals import DEFAULT_SEED
-    from retrievalkit.metrics import DEFAULT_KS, normalise_ks
-    from retrievalkit.record import build_record
-    from retrievalkit.resolve import resolve_retriever
-    from retrievalkit.scoring import ScoringOptions, score_run
-
-    settings = config.eval
-    scoring = ScoringOptions(
-        ks=normalise_ks(args.k or settings.k or DEFAULT_KS),
-        resamples=resamples,
-        confidence=confidence,
-        seed=DEFAULT_SEED,
-        slices=settings.slices,
-    )
-    overfetch = args.overfetch or settings.overfetch or DEFAULT_OVERFETCH
-    resolved = resolve_retriever(name, config)
-    retrievals = evaluate_questions(
-        resolved.retriever,
-        golden.questions,
-        depth=max(scoring.ks),
-        overfetch=overfetch,
-        concurrency=args.concurrency or settings.concurrency or 1,
-    )
-    scores = score_run(golden.questions, retrievals, scoring)
-    backend, model_id = embedding_of(resolved.retriever)
-    record = build_record(
-        golden,
-        resolved.name,
-        resolved.plugin,
-        resolved.options,
-        scores,
-        scoring,
-        overfetch=overfetch,
-        embedding_backend=backend,
-        embedding_model_id=model_id,
-    )
-    max_error_rate = args.max_error_rate
-    if max_error_rate is None:
-        max_error_rate = config.regression.max_error_rate or 0.0
-    total = len(golden.questions)
-    if record.errored and record.errored / total > max_error_rate:
-        example = next(outcome.error for outcome in record.outcomes if outcome.error)
-        raise EvaluationError(
-            f"retriever '{name}' failed on {record.errored} of {total} questions (e.g. "
-            f"{example}); nothing was compared or saved (raise --max-error-rate to accept "
-            "some errors)"
-        )
-    return record

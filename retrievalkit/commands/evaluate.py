@@ -5,34 +5,23 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from retrievalkit.commands.options import (
     add_common,
     console,
+    evaluation_settings,
     fraction,
     k_list,
     load_config,
     positive,
     seconds,
     store_url,
+    thresholds,
 )
 from retrievalkit.commands.output import emit_report
-from retrievalkit.errors import (
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_REGRESSION,
-    EvaluationError,
-    InputError,
-)
+from retrievalkit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, InputError
 from retrievalkit.interrupts import interrupts_deferred
-from retrievalkit.redaction import scrub, secret_values
-
-if TYPE_CHECKING:
-    from retrievalkit.model import GoldenQuestion
 
 NAME = "eval"
 HELP = (
@@ -164,28 +153,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
-def describe_retriever(retriever: object) -> dict[str, str]:
-    """What a composed retriever says about its parts, for the manifest (secrets excluded)."""
-    describe = getattr(retriever, "describe", None)
-    return {str(key): str(value) for key, value in describe().items()} if callable(describe) else {}
-
-
-def check_before_running(
-    args: argparse.Namespace, store: object, questions: Sequence[GoldenQuestion]
-) -> None:
-    """Refuse now what would only fail after the whole evaluation: --slice, --output-dir, store."""
-    from retrievalkit.scoring import STANDARD_SLICES
+def check_before_running(args: argparse.Namespace, store: object) -> None:
+    """Refuse now what would only fail after the whole evaluation: --output-dir, the store."""
     from retrievalkit.stores import read_only_reason
 
-    fields = sorted({key for question in questions for key in question.meta})
-    for field in args.slice:
-        if field not in STANDARD_SLICES and field not in fields:
-            raise InputError(
-                f"no question of the set has a meta field '{field}'",
-                field="--slice",
-                hint=f"its meta fields: {', '.join(fields) or 'none'}; form and hard_class "
-                "are always reported",
-            )
     if args.output_dir:
         directory = Path(args.output_dir)
         try:
@@ -213,163 +184,58 @@ def check_before_running(
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.baselines import choose_baseline
-    from retrievalkit.embedders import embedding_of
-    from retrievalkit.evaluator import DEFAULT_OVERFETCH, evaluate_questions
-    from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+    from retrievalkit.api import RunFailed, evaluate, gate, load_set, open_store
     from retrievalkit.labels import label_effect, read_label_files
-    from retrievalkit.metrics import DEFAULT_KS, normalise_ks
-    from retrievalkit.record import build_record
-    from retrievalkit.regression import DEFAULT_THRESHOLDS, check_slices, compare_runs
+    from retrievalkit.record import git_commit
+    from retrievalkit.regression import check_slices
     from retrievalkit.render.summary import EvalReport
-    from retrievalkit.resolve import resolve_retriever, resolve_set
-    from retrievalkit.scoring import ScoringOptions, score_run
-    from retrievalkit.stores import open_store
 
     config = load_config(args)
-    settings = config.eval
-    ks = normalise_ks(args.k or settings.k or DEFAULT_KS)
-    overfetch = args.overfetch or settings.overfetch or DEFAULT_OVERFETCH
-    scoring = ScoringOptions(
-        ks=ks,
-        resamples=args.resamples or settings.resamples or DEFAULT_RESAMPLES,
-        confidence=(
-            args.confidence
-            if args.confidence is not None
-            else settings.confidence or DEFAULT_CONFIDENCE
-        ),
-        seed=DEFAULT_SEED,
-        slices=tuple(dict.fromkeys((*settings.slices, *args.slice))),
-    )
-    if not 0.0 < scoring.confidence < 1.0:
-        raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
-    thresholds = dict(DEFAULT_THRESHOLDS)
-    thresholds.update(config.regression.thresholds)
-    if args.max_top1_drop is not None:
-        thresholds["hit@1"] = args.max_top1_drop
-    if args.max_top3_drop is not None:
-        thresholds["hit@3"] = args.max_top3_drop
-    slice_thresholds = config.regression.slices
-    gated = {*thresholds, *(m for metrics in slice_thresholds.values() for m in metrics)}
-    for metric in sorted(gated):
-        _, _, k = metric.partition("@")
-        if k and int(k) not in ks:
-            ks = normalise_ks((*ks, int(k)))
-            scoring = ScoringOptions(
-                ks, scoring.resamples, scoring.confidence, scoring.seed, scoring.slices
-            )
-    max_error_rate = args.max_error_rate
-    if max_error_rate is None:
-        max_error_rate = config.regression.max_error_rate or 0.0
-
+    settings = evaluation_settings(args, config)
+    gated = thresholds(args, config)
     store = open_store(store_url(args, config))
     extra_labels = read_label_files(args.extra_labels)
-    golden = resolve_set(args.set, config)
-    check_slices(slice_thresholds, golden.questions, source=config.source, set_name=golden.name)
-    check_before_running(args, store, golden.questions)
-    resolved = resolve_retriever(args.retriever, config)
-    # Every configured secret, not only this retriever's: a composed one (fusion) holds
-    # its parts' clients, whose errors may quote their credentials.
-    hidden = sorted(
-        {
-            value
-            for options in (resolved.options, *(c.options for c in config.retrievers.values()))
-            for value in secret_values(options)
-        },
-        key=lambda value: (-len(value), value),
-    )
-    timeout = args.timeout or settings.timeout
+    golden = load_set(args.set, config=config)
+    check_slices(gated.slices, golden.questions, source=config.source, set_name=golden.name)
+    check_before_running(args, store)
     status = console(args, stderr=True)
     show_progress = status.is_terminal and not args.quiet and args.format == "table"
-    questions = golden.questions
-    if show_progress:
-        from rich.progress import Progress
+    try:
+        if show_progress:
+            from rich.progress import Progress
 
-        with Progress(console=status, transient=True) as bar:
-            task = bar.add_task(f"{resolved.name} on {golden.name}", total=len(questions))
-            retrievals = evaluate_questions(
-                resolved.retriever,
-                questions,
-                depth=max(ks),
-                overfetch=overfetch,
-                concurrency=args.concurrency or settings.concurrency or 1,
-                timeout=timeout,
-                secrets=hidden,
-                progress=lambda done: bar.advance(task, done),
-            )
-    else:
-        retrievals = evaluate_questions(
-            resolved.retriever,
-            questions,
-            depth=max(ks),
-            overfetch=overfetch,
-            concurrency=args.concurrency or settings.concurrency or 1,
-            timeout=timeout,
-            secrets=hidden,
+            with Progress(console=status, transient=True) as bar:
+                task = bar.add_task(
+                    f"{args.retriever} on {golden.name}", total=len(golden.questions)
+                )
+                result = evaluate(
+                    golden,
+                    args.retriever,
+                    git_commit=git_commit(),
+                    progress=lambda done: bar.advance(task, done),
+                    **settings,
+                )
+        else:
+            result = evaluate(golden, args.retriever, git_commit=git_commit(), **settings)
+    except RunFailed as failure:
+        errored, total = failure.run.errored, len(golden.questions)
+        emit_report(
+            EvalReport(
+                failure.run.record,
+                golden.questions,
+                None,
+                None,
+                baseline_note="not compared: the run failed",
+                not_saved_reason=f"{errored} of {total} questions errored, over the "
+                f"allowed error rate {settings['max_error_rate']:g}",
+            ),
+            args,
+            ci=True,
+            failed=str(failure),
         )
-    scores = score_run(questions, retrievals, scoring)
-    backend, model_id = embedding_of(resolved.retriever)
-    record = build_record(
-        golden,
-        resolved.name,
-        resolved.plugin,
-        resolved.options,
-        scores,
-        scoring,
-        overfetch=overfetch,
-        extra={
-            key: scrub(value, hidden)
-            for key, value in describe_retriever(resolved.retriever).items()
-        },
-        embedding_backend=backend,
-        embedding_model_id=model_id,
-    )
-
-    errored = record.errored
-    if errored and errored / len(questions) > max_error_rate:
-        # The most frequent reason (ties: the first in order) is the example the message gives.
-        counted = Counter(outcome.error for outcome in record.outcomes if outcome.error)
-        reasons = [reason for reason, _ in counted.most_common()]
-        report = EvalReport(
-            record,
-            questions,
-            None,
-            None,
-            baseline_note="not compared: the run failed",
-            not_saved_reason=f"{errored} of {len(questions)} questions errored, over the "
-            f"allowed error rate {max_error_rate:g}",
-        )
-        everything = " on every question" if errored == len(questions) else ""
-        failure = (
-            f"retriever '{resolved.name}' failed{everything} ({errored} of {len(questions)} "
-            f"questions errored, e.g. {reasons[0]}); the run was not saved and does not become "
-            "a baseline (raise --max-error-rate to accept some errors)"
-        )
-        emit_report(report, args, ci=True, failed=failure)
-        raise EvaluationError(failure)
-
-    choice = choose_baseline(
-        store, record.set, record.model, explicit=args.baseline, grader=record.grader
-    )
-    baseline, note = choice.record, choice.note
-    require_significant = args.require_significant or config.regression.require_significant
-    verdict = (
-        compare_runs(
-            record.outcomes,
-            golden.content_hash,
-            baseline,
-            thresholds,
-            resamples=scoring.resamples,
-            confidence=scoring.confidence,
-            seed=scoring.seed,
-            require_significant=require_significant,
-            slice_thresholds=slice_thresholds,
-            questions=questions,
-            baseline_kind=choice.kind,
-        )
-        if baseline is not None
-        else None
-    )
+        raise
+    record = result.record
+    verdict = gate(result, store, gated, baseline=args.baseline)
     saved_to = None
     if not args.no_save:
         with interrupts_deferred() as deferred:
@@ -384,19 +250,21 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
     report = EvalReport(
         record,
-        questions,
-        verdict,
+        golden.questions,
+        verdict if verdict.baseline_run_id is not None else None,
         saved_to,
-        baseline_note=note,
+        baseline_note=verdict.note,
         not_saved_reason=None if saved_to else "--no-save",
         extra_labels=(
-            label_effect(record.outcomes, ks, extra_labels, sources=args.extra_labels)
+            label_effect(
+                record.outcomes, record.manifest.ks, extra_labels, sources=args.extra_labels
+            )
             if args.extra_labels
             else None
         ),
     )
     emit_report(report, args, ci=True)
-    if verdict is not None and verdict.regressed:
+    if verdict.regressed:
         if args.fail_on_regression:
             return EXIT_REGRESSION
         print(

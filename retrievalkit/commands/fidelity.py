@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from retrievalkit.commands.options import add_common, console, fraction, load_config, positive
-from retrievalkit.errors import EXIT_OK, InputError
+from retrievalkit.errors import EXIT_OK
 
 NAME = "fidelity"
 HELP = (
@@ -37,35 +37,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.evaluator import evaluate_questions
-    from retrievalkit.fidelity import measure_fidelity
+    from retrievalkit.api import fidelity, load_set
     from retrievalkit.render.summary import to_json_text
-    from retrievalkit.resolve import resolve_retriever, resolve_set
 
-    if not 0.0 < args.persistence < 1.0:
-        raise InputError("must be between 0 and 1 (exclusive), e.g. 0.9", field="--persistence")
     config = load_config(args)
-    golden = resolve_set(args.set, config)
-    candidate = resolve_retriever(args.retriever, config)
-    reference = resolve_retriever(args.reference, config)
-    questions = golden.questions
-    mine = evaluate_questions(candidate.retriever, questions, depth=args.k, overfetch=1)
-    theirs = evaluate_questions(reference.retriever, questions, depth=args.k, overfetch=1)
-    report = measure_fidelity(
-        questions,
-        mine,
-        theirs,
-        names=(candidate.name, reference.name),
+    golden = load_set(args.set, config=config)
+    report = fidelity(
+        golden,
+        args.retriever,
+        args.reference,
         k=args.k,
-        p=args.persistence,
+        persistence=args.persistence,
+        config=config,
     )
+    questions = golden.questions
     if args.format == "json":
         from retrievalkit.convert import unstructure
 
         sys.stdout.write(to_json_text(unstructure(report)) + "\n")
         return EXIT_OK
     lines = [
-        f"{candidate.name} against {reference.name} on {golden.name}: "
+        f"{report.candidate} against {report.reference} on {golden.name}: "
         f"{len(questions)} questions, k={args.k}, p={args.persistence:g}",
     ]
     for name, estimate in report.overall.items():

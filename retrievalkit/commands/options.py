@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from retrievalkit.api import Thresholds
     from retrievalkit.config import Config
     from retrievalkit.model import ResultRecord
     from retrievalkit.stores import ResultStore
@@ -128,3 +129,57 @@ def stored_run(args: argparse.Namespace, config: Config) -> tuple[ResultStore, R
             hint="retrievalkit history --set S --retriever R lists the stored runs",
         )
     return store, record
+
+
+def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
+    """The gate's thresholds: the configuration's, with --max-top1/3-drop over them."""
+    from retrievalkit.api import Thresholds
+
+    overrides = {
+        metric: value
+        for metric, value in (
+            ("hit@1", getattr(args, "max_top1_drop", None)),
+            ("hit@3", getattr(args, "max_top3_drop", None)),
+        )
+        if value is not None
+    }
+    gate = Thresholds.from_config(config, **overrides)
+    if getattr(args, "require_significant", False):
+        gate = Thresholds(gate.metrics, gate.slices, require_significant=True)
+    return gate
+
+
+def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    """The keyword arguments of :func:`retrievalkit.evaluate` from the options and the
+    configuration, the same for every command that evaluates, so that ``eval`` and
+    ``compare`` store the same record for the same retriever."""
+    from retrievalkit.evaluator import DEFAULT_OVERFETCH
+    from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+    from retrievalkit.metrics import DEFAULT_KS, parse_metric
+
+    settings = config.eval
+    ks = set(getattr(args, "k", None) or settings.k or DEFAULT_KS)
+    # A gated metric at a cut-off not asked for is computed anyway, so the gate can check it.
+    for name in thresholds(args, config).metric_names():
+        metric = parse_metric(name)
+        if metric.k is not None:
+            ks.add(metric.k)
+    confidence = getattr(args, "confidence", None)
+    max_error_rate = getattr(args, "max_error_rate", None)
+    return {
+        "k": tuple(sorted(ks)),
+        "overfetch": getattr(args, "overfetch", None) or settings.overfetch or DEFAULT_OVERFETCH,
+        "resamples": getattr(args, "resamples", None) or settings.resamples or DEFAULT_RESAMPLES,
+        "confidence": (
+            confidence if confidence is not None else settings.confidence or DEFAULT_CONFIDENCE
+        ),
+        "slices": tuple(dict.fromkeys((*settings.slices, *getattr(args, "slice", ())))),
+        "concurrency": getattr(args, "concurrency", None) or settings.concurrency or 1,
+        "timeout": getattr(args, "timeout", None) or settings.timeout,
+        "max_error_rate": (
+            max_error_rate
+            if max_error_rate is not None
+            else config.regression.max_error_rate or 0.0
+        ),
+        "config": config,
+    }

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.comparison import Comparison, MetricDelta, PairComparison, QuestionChange
 from retrievalkit.convert import unstructure
+from retrievalkit.metrics import metric_order, parse_metric
 from retrievalkit.render.text import NONE, number
 
 if TYPE_CHECKING:
@@ -54,13 +55,13 @@ def _significance_note(comparison: Comparison) -> str:
 def _judged_names(comparison: Comparison) -> list[str]:
     return sorted(
         {name for system in comparison.systems for name in system.judged},
-        key=lambda name: int(name.partition("@")[2]),
+        key=metric_order,
     )
 
 
 def system_columns(comparison: Comparison) -> list[str]:
     judged = _judged_names(comparison)
-    ks = " ".join("@" + name.partition("@")[2] for name in judged)
+    ks = " ".join(f"@{parse_metric(name).k}" for name in judged)
     return ["system", "run", "questions", *([f"judged {ks}"] if judged else [])]
 
 

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from retrievalkit import __version__
-from retrievalkit.comparison import HEADLINE_METRICS, Comparison, MetricDelta, metric_order
+from retrievalkit.comparison import Comparison, MetricDelta
+from retrievalkit.metrics import TREND, headline, metric_order
 from retrievalkit.model import MetricValue, ResultRecord
 from retrievalkit.render import charts
 from retrievalkit.render.comparison import (
@@ -28,10 +29,8 @@ from retrievalkit.render.comparison import (
 )
 from retrievalkit.render.summary import latency_summary
 from retrievalkit.render.text import NONE, number
-from retrievalkit.run_report import TREND_METRICS, QuestionResult, QuestionRow, RunReport
+from retrievalkit.run_report import QuestionResult, QuestionRow, RunReport
 
-#: The panels of the per-form and per-hard-class charts (the breakdown tables' columns).
-SLICE_METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")
 #: The hit columns of the question table.
 HIT_COLUMNS = ("hit@1", "hit@3")
 #: Documents shown per question before the rest are folded away.
@@ -233,7 +232,7 @@ def _headline(report: RunReport) -> str:
     record = report.record
     percent = _percent(report)
     parts = [f'<section id="headline"><h2>Headline metrics of {_e(report.label)}</h2>']
-    names = [name for name in HEADLINE_METRICS if name in record.metrics]
+    names = headline(record.metrics)
     cards = []
     deltas = _deltas(report.comparison)
     for name in names:
@@ -349,7 +348,7 @@ def _slices(report: RunReport) -> str:
     systems = _systems(report)
     for anchor, heading in _slice_sections(report):
         field = anchor.removeprefix("by-")
-        metrics = [name for name in SLICE_METRICS if name in report.record.metrics]
+        metrics = headline(report.record.metrics)
         svg = charts.slice_chart(
             field, [(label, record.slices.get(field, {})) for label, record in systems], metrics
         )
@@ -414,7 +413,7 @@ def _history(report: RunReport) -> str:
     highlight = {record.run_id: "this run"}
     if report.baseline is not None:
         highlight[report.baseline.run_id] = "baseline"
-    metrics = [name for name in TREND_METRICS if name in record.metrics]
+    metrics = [name for name in TREND if name in record.metrics]
     svg = charts.history_chart(report.history, metrics, highlight)
     note = f"The {len(report.history)} runs of this set and retriever in {_e(report.store)}"
     if len(report.history) == 1:

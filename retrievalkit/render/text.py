@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from retrievalkit.metrics import headline
 from retrievalkit.model import MetricValue, ResultRecord
 from retrievalkit.regression import MetricComparison, Verdict
 from retrievalkit.render.summary import EvalReport
 
 #: Columns of the breakdown tables: the record's two rates and two rank-aware metrics.
-BREAKDOWN_METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")
 NONE = "–"
 
 
@@ -30,7 +30,7 @@ def with_interval(value: MetricValue) -> str:
 
 
 def breakdown_columns(record: ResultRecord) -> list[str]:
-    return [name for name in BREAKDOWN_METRICS if name in record.metrics]
+    return headline(record.metrics)
 
 
 def breakdown_rows(record: ResultRecord, field: str) -> list[tuple[str, int, list[str]]]:
