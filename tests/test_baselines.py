@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import by_hand
 import pytest
 from conftest import REPO, RunCli
 
@@ -520,7 +521,8 @@ def test_a_slice_threshold_in_the_config_gates_eval(cli: RunCli, tmp_path: Path)
         '[regression.slices."hard_class=near-duplicate"]\n"hit@3" = 0.0\n'
     )
     write_config(tmp_path, "good", gate)
-    eval_json(cli)
+    _, baseline = eval_json(cli)
+    before = baseline["slices"]["hard_class"]["near-duplicate"]["hit@3"]
     write_config(tmp_path, "weak", gate)
     result = cli(
         "eval",
@@ -534,7 +536,9 @@ def test_a_slice_threshold_in_the_config_gates_eval(cli: RunCli, tmp_path: Path)
         "--quiet",
     )
     assert result.returncode == 1, result.stderr
-    assert re.search(r"hit@3 \[hard_class=near-duplicate, 7 questions\]: 0\.714 -> ", result.stdout)
+    near_duplicates = [q for q in DEMO_SET.questions if q.hard_class == "near-duplicate"]
+    shown = f"hit@3 [hard_class=near-duplicate, {len(near_duplicates)} questions]: "
+    assert f"{shown}{before['mean']:.3f} -> " in result.stdout
 
     write_config(tmp_path, "weak", gate.replace("near-duplicate", "near-dupe"))
     typo = cli("eval", "--set", "demo", "--retriever", "sys", "--store", STORE)
@@ -548,7 +552,9 @@ def test_eval_warns_about_pooling_bias_in_every_format(cli: RunCli, tmp_path: Pa
     as_json = cli(*base, "--format", "json")
     assert as_json.returncode == 0, as_json.stderr
     (warning,) = json.loads(as_json.stdout)["warnings"]
-    assert warning.startswith("bm25-demo: judged@1 = 0.57") and "pooling bias" in warning
+    share = by_hand.judged_share(by_hand.demo_rankings(), 1)
+    assert share < 0.8  # the demo set's labels do not cover what bm25-demo puts first
+    assert warning.startswith(f"bm25-demo: judged@1 = {share:.2f}") and "pooling bias" in warning
     markdown = cli(*base, "--format", "markdown")
     assert "## Warnings" in markdown.stdout and "pooling bias" in markdown.stdout
     table = cli(*base)

@@ -14,17 +14,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import by_hand
 import pytest
 from conftest import REPO, RunCli
 
 from retrievalkit.comparison import Side, compare_records, first_relevant_rank, holm
-from retrievalkit.config import Config
-from retrievalkit.demo import DEMO_CORPUS, DemoSetProvider
+from retrievalkit.demo import DEMO_CORPUS
 from retrievalkit.errors import InputError
 from retrievalkit.evaluator import Retrieval
 from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
 from retrievalkit.record import build_record
-from retrievalkit.resolve import resolve_retriever
 from retrievalkit.scoring import ScoringOptions, score_run
 
 STATS: dict[str, Any] = {"resamples": 1000, "confidence": 0.95, "seed": 11}
@@ -72,21 +71,6 @@ def by_metric(pair: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {delta["metric"]: delta for delta in pair["metrics"]}
 
 
-def demo_hit_at_3_by_hand() -> float:
-    """hit@3 of bm25-demo on the demo set, counted here from its rankings, not by scoring."""
-    retriever = resolve_retriever("bm25-demo", Config()).retriever
-    hits = 0
-    questions = DemoSetProvider().load("demo").questions
-    for question in questions:
-        ranking = retriever.retrieve(question.question, 30)
-        distinct = list(dict.fromkeys(doc.partition("#")[0] for doc in ranking))[:3]
-        if question.expected:
-            hits += any(doc in question.expected for doc in distinct)
-        else:
-            hits += not ranking  # a no-answer question is a hit only when nothing came back
-    return hits / len(questions)
-
-
 def textbook_holm(p_values: Sequence[float]) -> list[float]:
     """Holm (1979) step-down, written out independently of retrievalkit's holm()."""
     order = sorted(range(len(p_values)), key=lambda index: p_values[index])
@@ -107,7 +91,7 @@ def test_a_weakened_retriever_is_significantly_worse(cli: RunCli, systems: Path)
     (pair,) = result["pairs"]
     assert (pair["baseline"], pair["candidate"]) == ("bm25-demo", "titles-only")
     hit3 = by_metric(pair)["hit@3"]
-    assert hit3["baseline"] == pytest.approx(demo_hit_at_3_by_hand())
+    assert hit3["baseline"] == pytest.approx(by_hand.hit_rate(by_hand.demo_rankings(), 3))
     assert hit3["difference"] == pytest.approx(hit3["candidate"] - hit3["baseline"])
     assert hit3["difference"] < -0.2
     low, high = hit3["ci"]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import by_hand
 import pytest
 
 from retrievalkit.demo import DEMO_CORPUS
@@ -144,7 +145,8 @@ def test_a_single_run_report_has_its_charts_numbers_and_every_question(runs: Run
     # The demo set is found from the run's set name, so the texts are shown.
     assert "How do I get a library card?" in rows[0] and 'data-v="q01"' in rows[0]
     misses = sum('class="miss"' in row for row in rows)
-    assert misses == 10, "answerable questions with no relevant document in the top 10"
+    # Answerable questions with no relevant document in the top 10, counted by hand.
+    assert misses == by_hand.misses(by_hand.demo_rankings(), 10)
     # The history of bm25-demo holds both runs, this one marked.
     assert "The 2 runs of this set and retriever" in page
     assert "this run" in page
