@@ -101,6 +101,18 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
+#: A pytest plugin for the scratch copy: tests that run the command line in a child
+#: process (the ``cli`` fixture) import the installed, unmutated package there, so they
+#: can never kill a mutant; they only cost time, and are left out.
+IN_PROCESS_ONLY = """
+
+
+def pytest_collection_modifyitems(config, items):
+    kept = [item for item in items if "cli" not in getattr(item, "fixturenames", ())]
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept
+"""
+
 #: Statements left alone: raising (its message) and logging.
 NOT_MUTATED = (r"^\s*raise ", r"^\s*log\.(debug|info|warning|error|exception)\(")
 
@@ -142,6 +154,8 @@ def _prepare(name: str, target: Target) -> Path:
     tests = [test for test in target.tests if (REPO / test).is_file()]
     config += f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
     config += 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+    with open(workdir / "tests" / "conftest.py", "a", encoding="utf-8") as conftest:
+        conftest.write(IN_PROCESS_ONLY)
     # The wording of error messages and log lines is checked by the bad-input tests; here it
     # would only multiply the mutants (each a full test run) without finding silent bugs.
     config += f"do_not_mutate_patterns = {json.dumps(list(NOT_MUTATED))}\n"
