@@ -29,6 +29,7 @@ QUICK = {
     "overhead": ["--questions", "20000", "--repeats", "1"],
     "startup": ["--repeats", "3"],
     "es": ["--repeats", "1"],
+    "http": ["--rounds", "1", "--repeats", "1"],
 }
 
 
