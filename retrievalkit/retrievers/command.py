@@ -120,12 +120,15 @@ class _Child:
     def _read_stdout(self) -> None:
         stdout = self.process.stdout
         assert stdout is not None
-        for raw in stdout:
-            problem = self._deliver(raw)
-            if problem is not None:
-                self.stop()
-                self.fail_all(problem)
-                return
+        try:
+            for raw in stdout:
+                problem = self._deliver(raw)
+                if problem is not None:
+                    self.stop()
+                    self.fail_all(problem)
+                    return
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us: the child is being stopped
         # End of output: the child exited (or closed stdout). Reap it, then say why.
         self._join_stderr()
         code = self.process.wait()
@@ -161,8 +164,11 @@ class _Child:
     def _read_stderr(self) -> None:
         stderr = self.process.stderr
         assert stderr is not None
-        for raw in stderr:
-            self.stderr.append(raw.decode("utf-8", "replace").rstrip())
+        try:
+            for raw in stderr:
+                self.stderr.append(raw.decode("utf-8", "replace").rstrip())
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us: the child is being stopped
 
     def _join_stderr(self) -> None:
         self._threads[1].join(timeout=_GRACE_SECONDS)
@@ -184,6 +190,10 @@ class _Child:
                 break
             except subprocess.TimeoutExpired:
                 continue
+        # The readers see the end of the pipes once the process group is gone.
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=_GRACE_SECONDS)
         for pipe in (process.stdout, process.stderr):
             try:
                 if pipe is not None:
