@@ -8,13 +8,15 @@ to the network for it. Here the loader is pointed at a private folder holding
 ``tokenizers/<the shipped file>`` with downloads disabled, so it can only read files.
 
 A text's vector is the mean of its tokens' embeddings (the first :data:`MAX_TOKENS`
-tokens), scaled to unit length: WordLlama's own pooling, computed one text at a time so a
-vector never depends on the other texts of a batch and reruns give the same bits.
+tokens), scaled to unit length: WordLlama's own pooling, summed for each text over its
+own tokens only (a sparse count matrix times the token table), so a vector never depends
+on the other texts of a batch and reruns give the same bits.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -35,8 +37,8 @@ TRUNCATIONS = (64, 128, 256)
 TOKENIZER_FILE = "l2_supercat_tokenizer_config.json"
 #: Longer texts are cut here: it bounds the memory one batch takes.
 MAX_TOKENS = 8192
-#: Tokens gathered at once (a batch's memory is this times dimensions times 4 bytes).
-TOKENS_PER_BATCH = 65536
+#: Texts tokenized and pooled at once.
+TEXTS_PER_BATCH = 512
 
 
 class WordLlamaEmbedder:
@@ -58,40 +60,40 @@ class WordLlamaEmbedder:
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         import numpy as np
+        from scipy import sparse
 
         texts = list(texts)
+        for position, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{position}] is {type(text).__name__}, not str")
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
-        start = 0
-        while start < len(texts):
-            ids, lengths, stop = self._tokenize_batch(texts, start)
-            if ids:
-                token_ids = np.clip(np.asarray(ids, dtype=np.int64), 0, len(self._table) - 1)
-                vectors = self._table[token_ids]
-                offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-                nonempty = np.asarray(lengths) > 0
-                sums = np.add.reduceat(vectors, offsets[nonempty], axis=0, dtype=np.float32)
-                block = out[start:stop]
-                block[nonempty] = sums / np.asarray(lengths, dtype=np.float32)[nonempty, None]
-            start = stop
+        vocabulary = len(self._table)
+        for start in range(0, len(texts), TEXTS_PER_BATCH):
+            batch = texts[start : start + TEXTS_PER_BATCH]
+            encoded = self._tokenizer.encode_batch(batch, add_special_tokens=False)
+            ids = [np.asarray(item.ids[:MAX_TOKENS], dtype=np.int64) for item in encoded]
+            lengths = np.array([len(row) for row in ids], dtype=np.int64)
+            if not lengths.sum():
+                continue
+            # Token counts per text times the token table: each row's sum depends on that
+            # text's tokens only, and no (tokens x dimensions) array is ever built.
+            counts = sparse.csr_matrix(
+                (
+                    np.ones(int(lengths.sum()), dtype=np.float32),
+                    (np.repeat(np.arange(len(batch)), lengths), np.concatenate(ids)),
+                ),
+                shape=(len(batch), vocabulary),
+            )
+            counts.sum_duplicates()
+            sums = np.asarray(counts @ self._table, dtype=np.float32)
+            nonempty = lengths > 0
+            out[start : start + len(batch)][nonempty] = sums[nonempty] / lengths[
+                nonempty, None
+            ].astype(np.float32)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         # A text without tokens keeps the zero vector: it is close to nothing.
         np.divide(out, norms, out=out, where=norms > 0)
         return out
-
-    def _tokenize_batch(self, texts: list[str], start: int) -> tuple[list[int], list[int], int]:
-        """Token ids of texts[start:stop], stopping when the token budget is reached."""
-        ids: list[int] = []
-        lengths: list[int] = []
-        stop = start
-        while stop < len(texts) and (stop == start or len(ids) < TOKENS_PER_BATCH):
-            text = texts[stop]
-            if not isinstance(text, str):
-                raise TypeError(f"texts[{stop}] is {type(text).__name__}, not str")
-            encoded = self._tokenizer.encode(text, add_special_tokens=False).ids[:MAX_TOKENS]
-            ids.extend(encoded)
-            lengths.append(len(encoded))
-            stop += 1
-        return ids, lengths, stop
 
 
 def _load_offline(dimensions: int) -> tuple[Any, Any]:
@@ -137,6 +139,9 @@ def _load_offline(dimensions: int) -> tuple[Any, Any]:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     tokenizer = model.tokenizer
+    # Sequential tokenizing: a tokenizer that has run threads warns on every later fork
+    # (and retrievalkit forks, e.g. for git), while batches here are small anyway.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     tokenizer.no_padding()
     tokenizer.no_truncation()
     table = np.ascontiguousarray(model.embedding[:, :dimensions], dtype=np.float32)
