@@ -1,9 +1,15 @@
-"""Plugin discovery in three plain steps: find (metadata only), load (stevedore), use.
+"""Plugin discovery in three plain steps, as flake8 does: find (metadata only), load, use.
 
 *find* reads entry points from package metadata without importing anything, so
-``retrievalkit list`` and ``--help`` stay fast. *load* imports one plugin (or all of a
-group) through stevedore and turns an import failure into a :class:`PluginError`
-that names the package and entry point. A broken plugin never stops the others.
+``retrievalkit list`` and ``--help`` stay fast; each :class:`Plugin` keeps the entry
+point it was found as. *load* imports that entry point directly and turns any failure
+into a :class:`PluginError` that names the package and entry point, with the original
+exception chained. A broken plugin never stops the others.
+
+When two packages register one name in a group, a built-in (an entry point into
+retrievalkit itself) wins, and the collision is shown by ``retrievalkit list`` with
+both packages; between two third-party packages the name is ambiguous, and using it
+is an error that names both.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
@@ -27,13 +33,29 @@ if TYPE_CHECKING:
 QUESTION_SETS = "retrievalkit.question_sets"
 RETRIEVERS = "retrievalkit.retrievers"
 STORES = "retrievalkit.stores"
+EMBEDDERS = "retrievalkit.embedders"
+RERANKERS = "retrievalkit.rerankers"
 CORPORA = "retrievalkit.corpora"
 GENERATORS = "retrievalkit.generators"
 JUDGES = "retrievalkit.judges"
 COMMANDS = "retrievalkit.commands"
-EMBEDDERS = "retrievalkit.embedders"
-GROUPS = (QUESTION_SETS, RETRIEVERS, STORES, COMMANDS)
+
+#: Every entry-point group retrievalkit reads, with what its entry points give, in the
+#: order ``retrievalkit list`` shows them.
+GROUPS: Mapping[str, str] = {
+    QUESTION_SETS: "providers of named golden question sets (set_names() and load(name))",
+    RETRIEVERS: "retriever factories, called with the options of a [retrievers.NAME]",
+    STORES: "result stores, named by URL scheme, called with the store URL",
+    EMBEDDERS: "text embedders (text to float32 vectors), for dense retrievers",
+    RERANKERS: "rerankers, used by the rerank retriever",
+    CORPORA: "document collections for indexing and question generation",
+    GENERATORS: "synthetic question generators (retrievalkit generate)",
+    JUDGES: "relevance judges (retrievalkit judge)",
+    COMMANDS: "subcommands of the retrievalkit command (HELP, configure, run)",
+}
 _PREFIX = "retrievalkit."
+#: The import package of retrievalkit itself: an entry point into it is a built-in.
+_CORE = __name__.partition(".")[0]
 
 log = logging.getLogger(__name__)
 
@@ -56,17 +78,45 @@ class Plugin:
     value: str
     package: str
     version: str
+    entry_point: importlib.metadata.EntryPoint = attrs.field(eq=False, order=False, repr=False)
+    """The entry point itself, loaded directly by :func:`load`."""
 
     @property
     def label(self) -> str:
         """``package[name]``, how messages name a plugin."""
         return f"{self.package}[{self.name}]"
 
+    @property
+    def builtin(self) -> bool:
+        """True for retrievalkit's own plugins, which win any name collision."""
+        module = self.value.partition(":")[0].strip()
+        return module.partition(".")[0] == _CORE
+
 
 @attrs.frozen
 class BrokenPlugin:
     plugin: Plugin
     error: str
+
+
+@attrs.frozen
+class Collision:
+    """Two or more packages registering one name in one group."""
+
+    group: str
+    name: str
+    chosen: Plugin | None
+    """The built-in that wins, or None when no package wins (using the name is an error)."""
+    plugins: tuple[Plugin, ...]
+    """Every registration of the name, the chosen one first."""
+
+    def describe(self) -> str:
+        labels = " and ".join(plugin.label for plugin in self.plugins)
+        if self.chosen is not None:
+            return (
+                f"'{self.name}' is registered by {labels}; the built-in {self.chosen.label} is used"
+            )
+        return f"'{self.name}' is registered by {labels}; uninstall one of them to use it"
 
 
 def find(group: str) -> list[Plugin]:
@@ -96,7 +146,7 @@ def _installed(path_state: tuple[tuple[str, float], ...]) -> dict[str, tuple[Plu
     (for its name and version); the first installation of a name wins, as in
     ``importlib.metadata.entry_points()``.
     """
-    found: dict[str, set[Plugin]] = {}
+    found: dict[str, dict[tuple[str, str], Plugin]] = {}
     seen: set[str] = set()
     for dist in importlib.metadata.distributions():
         points = [point for point in dist.entry_points if point.group.startswith(_PREFIX)]
@@ -108,65 +158,88 @@ def _installed(path_state: tuple[tuple[str, float], ...]) -> dict[str, tuple[Plu
             continue
         seen.add(normalized)
         for point in points:
-            found.setdefault(point.group, set()).add(
-                Plugin(point.group, point.name, point.value, package, dist.version)
+            plugin = Plugin(point.group, point.name, point.value, package, dist.version, point)
+            found.setdefault(point.group, {}).setdefault((point.name, point.value), plugin)
+    return {group: tuple(sorted(plugins.values())) for group, plugins in found.items()}
+
+
+def registered(group: str) -> tuple[dict[str, Plugin], list[Collision]]:
+    """Each name of ``group`` with the plugin it means, and the names several packages claim.
+
+    A built-in wins a collision; a name claimed only by several third-party packages
+    is left out of the mapping (its collision has no ``chosen`` plugin).
+    """
+    by_name: dict[str, list[Plugin]] = {}
+    for plugin in find(group):
+        by_name.setdefault(plugin.name, []).append(plugin)
+    chosen: dict[str, Plugin] = {}
+    collisions: list[Collision] = []
+    for name, candidates in sorted(by_name.items()):
+        if len({plugin.package for plugin in candidates}) == 1:
+            chosen[name] = candidates[0]
+            continue
+        builtins = [plugin for plugin in candidates if plugin.builtin]
+        winner = builtins[0] if builtins else None
+        others = tuple(plugin for plugin in candidates if plugin is not winner)
+        if winner is not None:
+            chosen[name] = winner
+            log.info(
+                "%s is registered by %s too; the built-in is used",
+                winner.label,
+                ", ".join(plugin.label for plugin in others),
             )
-    return {group: tuple(sorted(plugins)) for group, plugins in found.items()}
+        collisions.append(Collision(group, name, winner, (winner, *others) if winner else others))
+    return chosen, collisions
+
+
+def names(group: str) -> list[str]:
+    """Every name of ``group`` (including ambiguous ones), sorted."""
+    return sorted({plugin.name for plugin in find(group)})
 
 
 def find_one(group: str, name: str) -> Plugin:
-    """The plugin called ``name``; an error lists what is installed when there is none."""
-    matches = [plugin for plugin in find(group) if plugin.name == name]
-    if not matches:
-        known = ", ".join(plugin.name for plugin in find(group)) or "none"
-        kind = group.rsplit(".", 1)[-1].replace("_", " ").rstrip("s")
-        raise PluginError(
-            f"unknown {kind} plugin '{name}' (installed: {known}); "
-            "check the spelling, or pip install the package that provides it"
-        )
-    packages = {plugin.package for plugin in matches}
-    if len(packages) > 1:
-        raise PluginError(
-            f"plugin name '{name}' in {group} is registered by more than one package: "
-            + ", ".join(sorted(plugin.label for plugin in matches))
-            + "; uninstall one of them"
-        )
-    return matches[0]
+    """The plugin called ``name``; an error lists what is installed when there is none,
+    and names both packages when two third-party packages claim the name."""
+    chosen, collisions = registered(group)
+    if name in chosen:
+        return chosen[name]
+    for collision in collisions:
+        if collision.name == name:
+            raise PluginError(f"plugin name {collision.describe()} (group {group})")
+    known = ", ".join(names(group)) or "none"
+    kind = group.rsplit(".", 1)[-1].replace("_", " ").rstrip("s")
+    raise PluginError(
+        f"unknown {kind} plugin '{name}' (installed: {known}); "
+        "check the spelling, or pip install the package that provides it"
+    )
 
 
 def load(plugin: Plugin) -> Any:
-    """Import the object behind an entry point, through stevedore."""
-    from stevedore import NamedExtensionManager
+    """Import the object behind an entry point.
 
-    failures: list[BaseException] = []
-
-    def on_failure(_manager: Any, _entry_point: Any, error: BaseException) -> None:
-        failures.append(error)
-
-    manager = NamedExtensionManager(
-        namespace=plugin.group,
-        names=[plugin.name],
-        on_load_failure_callback=on_failure,
-        invoke_on_load=False,
-    )
-    for extension in manager.extensions:
-        if extension.entry_point.value == plugin.value:
-            log.info("loaded plugin %s = %s (%s)", plugin.label, plugin.value, plugin.version)
-            return extension.plugin
-    error = failures[0] if failures else LookupError("entry point vanished")
-    raise PluginError(
-        f"plugin {plugin.label} ({plugin.value}) failed to load: "
-        f"{type(error).__name__}: {error}; reinstall or fix that package"
-    )
+    Any failure becomes a :class:`PluginError` naming the package and entry point,
+    with the original exception chained (``__cause__``) for the traceback.
+    """
+    try:
+        obj = plugin.entry_point.load()
+    except Exception as error:
+        raise PluginError(
+            f"plugin {plugin.label} ({plugin.value}) failed to load: "
+            f"{type(error).__name__}: {error}; reinstall or fix that package"
+        ) from error
+    log.info("loaded plugin %s = %s (%s)", plugin.label, plugin.value, plugin.version)
+    return obj
 
 
 def load_group(group: str) -> tuple[dict[str, tuple[Plugin, Any]], list[BrokenPlugin]]:
-    """Every plugin of a group that loads, and the broken ones with their errors."""
+    """Every plugin of a group that loads (built-ins winning collisions), and the broken
+    ones with their errors; ambiguous names are left out."""
     loaded: dict[str, tuple[Plugin, Any]] = {}
     broken: list[BrokenPlugin] = []
-    for plugin in find(group):
+    chosen, _ = registered(group)
+    for name, plugin in chosen.items():
         try:
-            loaded.setdefault(plugin.name, (plugin, load(plugin)))
+            loaded[name] = (plugin, load(plugin))
         except PluginError as error:
             broken.append(BrokenPlugin(plugin, str(error)))
     return loaded, broken
@@ -204,36 +277,59 @@ def as_command(plugin: Plugin, obj: Any) -> Any:
 
 @attrs.frozen
 class SetCatalogue:
-    """Which provider offers which set name, and which providers are broken."""
+    """Which provider offers which set name, which providers are broken, and which set
+    names more than one package offers."""
 
     offers: dict[str, tuple[Plugin, QuestionSetProvider]]
     broken: list[BrokenPlugin]
+    collisions: list[Collision] = attrs.field(factory=list)
+    """Set names offered by several packages: a built-in's wins; otherwise the name is
+    left out of ``offers`` and loading it is an error naming both providers."""
+
+    def ambiguous(self, name: str) -> Collision | None:
+        """The collision that makes ``name`` unusable, if any."""
+        for collision in self.collisions:
+            if collision.name == name and collision.chosen is None:
+                return collision
+        return None
 
 
 def set_catalogue() -> SetCatalogue:
-    """Load every question-set provider and index its set names; two owners is an error."""
-    offers: dict[str, tuple[Plugin, QuestionSetProvider]] = {}
+    """Load every question-set provider and index its set names.
+
+    Two packages offering one set name never break the others' sets: a built-in's set
+    wins, and a name two third-party packages offer is unusable until one is removed.
+    """
+    offered: dict[str, list[tuple[Plugin, QuestionSetProvider]]] = {}
     broken: list[BrokenPlugin] = []
-    # Not load_group: it keeps one plugin per entry-point name, which would hide a second
-    # package whose provider has the same entry-point name and offers the same set.
+    # Every provider, not load_group's one per entry-point name: a second package whose
+    # provider has the same entry-point name may offer other sets, or the same ones.
     for plugin in find(QUESTION_SETS):
         try:
             provider = as_provider(plugin, load(plugin))
-            names = list(provider.set_names())
+            set_names = list(provider.set_names())
         except Exception as error:
             broken.append(BrokenPlugin(plugin, str(error)))
             continue
-        for set_name in names:
-            if set_name in offers:
-                other = offers[set_name][0]
-                if other.package == plugin.package:
-                    continue  # one package found twice on the path, not two providers
-                raise PluginError(
-                    f"question set '{set_name}' is offered by two providers: {other.label} "
-                    f"and {plugin.label}; uninstall one, or load the set from a file"
-                )
-            offers[set_name] = (plugin, provider)
-    return SetCatalogue(offers, broken)
+        for set_name in dict.fromkeys(set_names):
+            owners = offered.setdefault(set_name, [])
+            if all(owner.package != plugin.package for owner, _ in owners):
+                owners.append((plugin, provider))
+    offers: dict[str, tuple[Plugin, QuestionSetProvider]] = {}
+    collisions: list[Collision] = []
+    for set_name, owners in sorted(offered.items()):
+        if len(owners) == 1:
+            offers[set_name] = owners[0]
+            continue
+        builtins = [owner for owner in owners if owner[0].builtin]
+        if builtins:
+            offers[set_name] = builtins[0]
+        winner = builtins[0][0] if builtins else None
+        rest = tuple(owner for owner, _ in owners if owner is not winner)
+        collisions.append(
+            Collision(QUESTION_SETS, set_name, winner, (winner, *rest) if winner else rest)
+        )
+    return SetCatalogue(offers, broken, collisions)
 
 
 def create_retriever(

@@ -42,6 +42,9 @@ def resolve_set(name: str, config: Config) -> GoldenQuestionSet:
         if not isinstance(loaded, GoldenQuestionSet):
             raise PluginError(f"question set provider {plugin.label} did not return a set")
         return loaded
+    clash = catalogue.ambiguous(name)
+    if clash is not None:
+        raise PluginError(f"question set {clash.describe()}, or load the set from a file")
     known = sorted({*config.sets, *catalogue.offers})
     broken = "".join(
         f"; broken provider {item.plugin.label}: {item.error}" for item in catalogue.broken

@@ -124,9 +124,14 @@ def test_a_plugin_cannot_take_over_a_built_in_command(cli: RunCli, command_site:
     assert "--retriever NAME" in result.stdout, "eval is still the built-in"
 
 
-def test_list_shows_commands_and_flags_the_broken_ones(cli: RunCli, command_site: Path) -> None:
+def test_list_shows_commands_and_check_flags_the_broken_ones(
+    cli: RunCli, command_site: Path
+) -> None:
     result = cli("list", "--format", "json", sites=[command_site])
     assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["broken"] == []  # metadata only: nothing imported
+    result = cli("list", "--check", "--format", "json", sites=[command_site])
+    assert result.returncode == 1, result.stderr
     listing = json.loads(result.stdout)
     commands = {entry["name"]: entry["provider"] for entry in listing["commands"]}
     assert commands["hello"] == "rk-cmdplugin[hello]"
@@ -138,5 +143,7 @@ def test_list_shows_commands_and_flags_the_broken_ones(cli: RunCli, command_site
     broken = {entry["plugin"]: entry for entry in listing["broken"]}
     assert set(broken) == {"rk-cmdplugin[broken-cmd]", "rk-cmdplugin[half-cmd]"}
     assert all(entry["group"] == "retrievalkit.commands" for entry in broken.values())
+    [hidden] = listing["collisions"]
+    assert hidden["packages"] == ["retrievalkit (built-in)", "rk-cmdplugin[eval]"]
     table = cli("list", sites=[command_site]).stdout
     assert "commands:" in table and "rk-cmdplugin[hello]" in table

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from conftest import PluginSites, RunCli
 
 
-def test_list_shows_the_plugins_and_flags_the_broken_one(
+def test_list_reads_metadata_and_check_flags_the_broken_plugin(
     cli: RunCli, plugin_sites: PluginSites
 ) -> None:
     result = cli("list", "--format", "json", sites=[plugin_sites.main])
@@ -23,22 +23,32 @@ def test_list_shows_the_plugins_and_flags_the_broken_one(
     assert retrievers["tiny-keyword"] == "rk-testplugin[tiny-keyword]"
     assert retrievers["tiny-failing"] == "rk-testplugin[tiny-failing]"
     assert retrievers["bm25-demo"] == "retrievalkit-eval[bm25-demo]"
-    assert "broken-one" not in retrievers
+    # Listed from metadata alone: the broken module is not imported without --check.
+    assert retrievers["broken-one"] == "rk-testplugin[broken-one]"
+    assert listing["broken"] == [] and listing["collisions"] == []
     assert stores["tinystore:"] == "rk-testplugin[tinystore]"
     assert stores["sqlite:"] == "retrievalkit-eval[sqlite]"
-    (broken,) = listing["broken"]
+    for group in ("embedders", "rerankers", "corpora", "generators", "judges", "commands"):
+        assert listing[group], group
+
+    checked = cli("list", "--check", "--format", "json", sites=[plugin_sites.main])
+    assert checked.returncode == 1, checked.stderr
+    (broken,) = json.loads(checked.stdout)["broken"]
     assert broken["group"] == "retrievalkit.retrievers"
     assert broken["plugin"] == "rk-testplugin[broken-one]"
     assert "ImportError" in broken["error"]
     assert "deliberately broken" in broken["error"]
 
 
-def test_list_as_a_table_names_the_broken_plugin(cli: RunCli, plugin_sites: PluginSites) -> None:
-    result = cli("list", sites=[plugin_sites.main])
-    assert result.returncode == 0, result.stderr
+def test_list_check_as_a_table_names_the_broken_plugin(
+    cli: RunCli, plugin_sites: PluginSites
+) -> None:
+    result = cli("list", "--check", sites=[plugin_sites.main])
+    assert result.returncode == 1, result.stderr
     assert "broken plugins:" in result.stdout
     assert "rk-testplugin[broken-one]" in result.stdout
     assert "tiny-keyword" in result.stdout
+    assert cli("list", "--check").returncode == 0
 
 
 def test_without_the_package_nothing_of_it_is_found(cli: RunCli) -> None:
@@ -110,15 +120,21 @@ def test_the_broken_plugin_cannot_be_used_and_says_why(
 def test_two_providers_of_one_set_name_is_an_error_naming_both(
     cli: RunCli, plugin_sites: PluginSites
 ) -> None:
-    result = cli(
-        "eval", "--set", "tiny", "--retriever", "tiny-keyword", "--no-save",
-        sites=[plugin_sites.main, plugin_sites.duplicate],
-    )  # fmt: skip
+    both = [plugin_sites.main, plugin_sites.duplicate]
+    result = cli("eval", "--set", "tiny", "--retriever", "tiny-keyword", "--no-save", sites=both)
     assert result.returncode == 2, result.stderr
     assert "'tiny'" in result.stderr
     assert "rk-testplugin[tiny]" in result.stderr
     assert "rk-testplugin-dupe[tiny]" in result.stderr
     assert result.stdout == ""
+    # The clash makes only that name unusable: every other set still works.
+    demo = cli("eval", "--set", "demo", "--retriever", "bm25-demo", "--no-save", sites=both)
+    assert demo.returncode == 0, demo.stderr
+    listing = cli("list", "--check", "--format", "json", sites=both)
+    assert listing.returncode == 1
+    [clash] = json.loads(listing.stdout)["collisions"]
+    assert clash["packages"] == ["rk-testplugin[tiny]", "rk-testplugin-dupe[tiny]"]
+    assert clash["used"] is None
 
 
 def test_an_unknown_retriever_lists_the_installed_ones(

@@ -1,25 +1,44 @@
-"""``retrievalkit list``: the sets, retrievers, stores, embedders and commands, broken flagged."""
+"""``retrievalkit list``: every group's plugins, from package metadata; ``--check`` loads them."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retrievalkit.commands.options import add_common, load_config
-from retrievalkit.errors import EXIT_OK, PluginError
+from retrievalkit.errors import EXIT_OK, EXIT_REGRESSION, PluginError
 
 if TYPE_CHECKING:
-    from retrievalkit.plugins import BrokenPlugin
+    from retrievalkit.plugins import BrokenPlugin, Collision, Plugin
 
 NAME = "list"
+BUILTIN_LABEL = "retrievalkit (built-in)"
 HELP = (
-    "List the question sets, retrievers, stores, embedders and commands found; broken plugins "
-    "are flagged with their error."
+    "List the question sets, retrievers, stores, embedders, rerankers, corpora, generators, "
+    "judges and commands found (from package metadata), and names claimed by two packages; "
+    "--check also imports every plugin and exits with code 1 on a broken or colliding one."
 )
+
+#: The sections of the listing after the sets, each an entry-point group.
+_SECTIONS = {
+    "retrievers": "retrievalkit.retrievers",
+    "stores": "retrievalkit.stores",
+    "embedders": "retrievalkit.embedders",
+    "rerankers": "retrievalkit.rerankers",
+    "corpora": "retrievalkit.corpora",
+    "generators": "retrievalkit.generators",
+    "judges": "retrievalkit.judges",
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="import every installed plugin too, list the ones that fail with their error, "
+        "and exit with code 1 when one is broken or two packages claim one name",
+    )
     add_common(parser, store=False)
 
 
@@ -27,95 +46,154 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit import plugins
 
     config = load_config(args)
+    # Set names are only known once the providers are loaded; every other section is read
+    # from package metadata alone, without importing the plugins.
     catalogue = plugins.set_catalogue()
-    retrievers, broken_retrievers = plugins.load_group(plugins.RETRIEVERS)
-    stores, broken_stores = plugins.load_group(plugins.STORES)
-    embedders, broken_embedders = plugins.load_group(plugins.EMBEDDERS)
-    commands, broken_commands = _commands()
-    broken = [
-        *catalogue.broken,
-        *broken_retrievers,
-        *broken_stores,
-        *broken_embedders,
-        *broken_commands,
-    ]
-    document = {
+    broken: list[BrokenPlugin] = list(catalogue.broken)
+    collisions: list[Collision] = list(catalogue.collisions)
+    document: dict[str, Any] = {
         "sets": [
             {"name": name, "provider": plugin.label}
             for name, (plugin, _) in sorted(catalogue.offers.items())
         ]
-        + [{"name": name, "provider": f"config: {path}"} for name, path in config.sets.items()],
-        "retrievers": [
-            {"name": name, "provider": plugin.label}
-            for name, (plugin, _) in sorted(retrievers.items())
-        ]
         + [
-            {"name": name, "provider": f"config: plugin {entry.plugin}"}
-            for name, entry in config.retrievers.items()
-        ],
-        "stores": [
-            {"name": f"{name}:", "provider": plugin.label}
-            for name, (plugin, _) in sorted(stores.items())
-        ],
-        # Loading an embedder's entry point imports no model: that happens when one is made.
-        "embedders": [
-            {"name": name, "provider": plugin.label}
-            for name, (plugin, _) in sorted(embedders.items())
-        ],
-        "commands": commands,
-        "broken": [
-            {"group": item.plugin.group, "plugin": item.plugin.label, "error": item.error}
-            for item in broken
-        ],
+            {"name": collision.name, "provider": _ambiguous(collision.plugins)}
+            for collision in catalogue.collisions
+            if collision.chosen is None
+        ]
+        + [{"name": name, "provider": f"config: {path}"} for name, path in config.sets.items()],
     }
+    for section, group in _SECTIONS.items():
+        chosen, clashes = plugins.registered(group)
+        collisions.extend(clashes)
+        suffix = ":" if group == plugins.STORES else ""
+        entries = [
+            {"name": name + suffix, "provider": plugin.label} for name, plugin in chosen.items()
+        ]
+        entries += [
+            {"name": clash.name + suffix, "provider": _ambiguous(clash.plugins)}
+            for clash in clashes
+            if clash.chosen is None
+        ]
+        if section == "retrievers":
+            entries += [
+                {"name": name, "provider": f"config: plugin {entry.plugin}"}
+                for name, entry in config.retrievers.items()
+            ]
+        document[section] = sorted(entries, key=lambda entry: entry["name"])
+    commands, command_collisions, hidden_commands = _commands()
+    document["commands"] = commands
+    collisions.extend(command_collisions)
+    if args.check:
+        broken = _check_everything(broken)
+    document["collisions"] = [
+        {
+            "group": collision.group,
+            "name": collision.name,
+            "packages": [plugin.label for plugin in collision.plugins],
+            "used": None if collision.chosen is None else collision.chosen.label,
+            "message": collision.describe(),
+        }
+        for collision in collisions
+    ] + hidden_commands
+    document["broken"] = [
+        {"group": item.plugin.group, "plugin": item.plugin.label, "error": item.error}
+        for item in broken
+    ]
+    failed = args.check and bool(broken or document["collisions"])
     if args.format == "json":
         # Imported here: the renderer brings cattrs, which the text listing never needs.
         from retrievalkit.render.summary import to_json_text
 
         sys.stdout.write(to_json_text(document) + "\n")
-        return EXIT_OK
+        return EXIT_REGRESSION if failed else EXIT_OK
     lines = []
-    for section in ("sets", "retrievers", "stores", "embedders", "commands"):
+    for section in ("sets", *_SECTIONS, "commands"):
+        if not document[section] and section not in ("sets", "retrievers", "stores"):
+            continue
         lines.append(f"{section}:")
         lines.extend(f"  {entry['name']:<24} {entry['provider']}" for entry in document[section])
+    if document["collisions"]:
+        lines.append("name collisions:")
+        lines.extend(f"  {entry['group']}: {entry['message']}" for entry in document["collisions"])
     if broken:
         lines.append("broken plugins:")
         lines.extend(
             f"  {entry['plugin']} ({entry['group']}): {entry['error']}"
             for entry in document["broken"]
         )
+    if not args.check:
+        lines.append("(plugins are listed from package metadata; --check imports each one)")
+    elif not failed:
+        lines.append("every plugin loads, and no name is claimed twice")
     text = "\n".join(lines) + "\n"
     if args.format == "markdown":
         text = "```\n" + text + "```\n"
     sys.stdout.write(text)
-    return EXIT_OK
+    return EXIT_REGRESSION if failed else EXIT_OK
 
 
-def _commands() -> tuple[list[dict[str, str]], list[BrokenPlugin]]:
-    """Built-in commands, then the plugin commands that load; a broken one is flagged."""
+def _ambiguous(claimants: tuple[Plugin, ...]) -> str:
+    return "ambiguous: " + " and ".join(plugin.label for plugin in claimants)
+
+
+def _check_everything(broken: list[BrokenPlugin]) -> list[BrokenPlugin]:
+    """Import every plugin of every group (the set providers are already loaded)."""
+    from retrievalkit import plugins
+
+    found = list(broken)
+    for group in plugins.GROUPS:
+        if group == plugins.QUESTION_SETS:
+            continue
+        for plugin in plugins.find(group):
+            try:
+                obj = plugins.load(plugin)
+                if group == plugins.COMMANDS:
+                    plugins.as_command(plugin, obj)
+            except PluginError as error:
+                found.append(plugins.BrokenPlugin(plugin, str(error)))
+    return found
+
+
+def _commands() -> tuple[list[dict[str, str]], list[Collision], list[dict[str, Any]]]:
+    """Built-in commands, then the plugin commands (from metadata), the collisions among
+    plugin commands, and the plugin commands a built-in command of that name hides."""
     import importlib
 
     from retrievalkit import plugins
     from retrievalkit.commands import BUILTIN
-    from retrievalkit.plugins import BrokenPlugin
 
     listed = [
         {
             "name": importlib.import_module(f"retrievalkit.commands.{module}").NAME,
-            "provider": "retrievalkit (built-in)",
+            "provider": BUILTIN_LABEL,
         }
         for module in BUILTIN
     ]
     taken = {entry["name"] for entry in listed}
-    broken: list[BrokenPlugin] = []
-    loaded, failed = plugins.load_group(plugins.COMMANDS)
-    broken.extend(failed)
-    for name, (plugin, obj) in sorted(loaded.items()):
-        try:
-            plugins.as_command(plugin, obj)
-        except PluginError as error:
-            broken.append(BrokenPlugin(plugin, str(error)))
+    chosen, collisions = plugins.registered(plugins.COMMANDS)
+    hidden: list[dict[str, Any]] = []
+    for clash in collisions:
+        if clash.chosen is None:
+            listed.append({"name": clash.name, "provider": _ambiguous(clash.plugins)})
+    for name, plugin in sorted(chosen.items()):
+        if name not in taken:
+            listed.append({"name": name, "provider": plugin.label})
             continue
-        shadowed = " (hidden by the built-in command of that name)" if name in taken else ""
-        listed.append({"name": name, "provider": plugin.label + shadowed})
-    return listed, broken
+        listed.append(
+            {
+                "name": name,
+                "provider": f"{plugin.label} (hidden by the built-in command of that name)",
+            }
+        )
+        hidden.append(
+            {
+                "group": plugins.COMMANDS,
+                "name": name,
+                "packages": [BUILTIN_LABEL, plugin.label],
+                "used": BUILTIN_LABEL,
+                "message": f"'{name}' is a built-in command and is registered by "
+                f"{plugin.label}; the built-in is used",
+            }
+        )
+    return listed, collisions, hidden

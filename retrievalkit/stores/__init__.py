@@ -168,14 +168,14 @@ def open_store(url: str) -> ResultStore:
             field="--store",
             hint="use sqlite:///PATH, jsonl:///PATH or memory:",
         )
-    try:
-        plugin = plugins.find_one(plugins.STORES, scheme)
-    except PluginError:
-        known = ", ".join(p.name for p in plugins.find(plugins.STORES))
+    if scheme not in plugins.names(plugins.STORES):
+        known = ", ".join(plugins.names(plugins.STORES))
         raise InputError(
             f"unknown store scheme '{scheme}' in {url!r} (installed: {known})",
             field="--store",
-        ) from None
+        )
+    # A built-in wins a scheme two packages register; two third-party ones name both.
+    plugin = plugins.find_one(plugins.STORES, scheme)
     factory = plugins.load(plugin)
     try:
         store = factory(url)
