@@ -24,8 +24,8 @@ DEFAULT_URL = "postgresql://retrievalkit@127.0.0.1:5433/retrievalkit"
 
 
 def shared_data() -> Path:
-    """The read-only IR collections beside the repository (``../shared/data``)."""
-    for candidate in (REPO.parent / "shared" / "data", REPO / "shared" / "data"):
+    """The read-only IR collections beside the repository (``shared/data`` in it or above it)."""
+    for candidate in [folder / "shared" / "data" for folder in (REPO, *REPO.parents)]:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError("../shared/data with the IR test collections is missing")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import random
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from support import copy_of, scalar, scored_run, script
+from support import REPO, cli, copy_of, scalar, scored_run, script
 
 KILLS = 10
 QUESTIONS = 3000
@@ -161,3 +162,81 @@ def test_a_server_stopped_mid_save_exits_3_and_keeps_nothing(
     assert restarted.returncode == 0, restarted.stderr
     assert scalar(throwaway, "SELECT count(*) FROM stopped.runs") == 0
     assert scalar(throwaway, "SELECT count(*) FROM stopped.run_questions") == 0
+
+
+def test_a_server_stopped_mid_run_exits_3_and_saves_no_run(
+    throwaway: str, store_url: str, tmp_path: Path
+) -> None:
+    """eval with the pgvector retriever on a server that stops halfway: exit 3, nothing kept."""
+    from retrievalkit.stores import open_store
+
+    demo = REPO / "retrievalkit" / "demo" / "corpus.jsonl"
+    indexed = cli(
+        "pg",
+        "index",
+        "--corpus",
+        str(demo),
+        "--table",
+        "demo_vectors",
+        "--recreate",
+        "--url",
+        throwaway,
+        "--embedder",
+        "wordllama",
+    )
+    assert indexed.returncode == 0, indexed.stderr
+    ids = [json.loads(line)["_id"] for line in demo.read_text().splitlines()]
+    golden = tmp_path / "many.jsonl"
+    golden.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{n}",
+                    "question": f"question number {n} about {ids[n % len(ids)]}",
+                    "expected": [ids[n % len(ids)]],
+                }
+            )
+            + "\n"
+            for n in range(3000)
+        )
+    )
+    (tmp_path / "retrievalkit.toml").write_text(
+        f'[retrievers.pg]\nplugin = "pgvector"\nurl = "{throwaway}?application_name=rk-mid-run"\n'
+        'table = "demo_vectors"\nembedder = "wordllama"\n'
+    )
+    running = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "retrievalkit",
+            "eval",
+            "--set",
+            str(golden),
+            "--retriever",
+            "pg",
+            "--store",
+            store_url,
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    deadline = time.monotonic() + 120
+    while not scalar(
+        throwaway,
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rk-mid-run'",
+    ):
+        assert time.monotonic() < deadline and running.poll() is None, "eval never connected"
+        time.sleep(0.05)
+    time.sleep(1.0)  # some questions answered, most not yet
+    port = throwaway.rsplit(":", 1)[1].split("/")[0]
+    stopped = script("down", "--port", port)
+    assert stopped.returncode == 0, stopped.stderr
+    _, stderr = running.communicate(timeout=600)
+    assert running.returncode == 3, stderr[-3000:]
+    assert "errored" in stderr and "PostgreSQL at 127.0.0.1" in stderr, stderr[-3000:]
+    assert open_store(store_url).all_runs() == []
+    restarted = script("up", "--port", port)
+    assert restarted.returncode == 0, restarted.stderr
