@@ -295,12 +295,19 @@ def bench(session: nox.Session) -> None:
         "-e",
         "plugins/retrievalkit-elasticsearch",
         ES_CLIENT,
+        "-e",
+        "plugins/retrievalkit-postgres",
     )
     started: list[str] = []
     try:
         started = _es_up(session)  # bench_es.py: 9.x on ES_PORT, 7.17 with _rank_eval
     except nox.command.CommandFailed:
         session.warn("Elasticsearch did not start: bench_es.py will report it as skipped")
+    pg_started = False
+    try:
+        pg_started = _pg_up(session)  # bench_postgres.py
+    except nox.command.CommandFailed:
+        session.warn("PostgreSQL did not start: bench_postgres.py will report it as skipped")
     try:
         session.run(
             "python",
@@ -309,10 +316,14 @@ def bench(session: nox.Session) -> None:
             env={
                 "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
                 "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
+                "RETRIEVALKIT_PG_URL": f"postgresql://retrievalkit@127.0.0.1:{PG_PORT}/retrievalkit",
+                "PGPASSWORD": PG_PASSWORD,
             },
         )
     finally:
         _es_down(session, started)
+        if pg_started:
+            session.run("python3", "scripts/postgres.py", "down", "--port", PG_PORT, external=True)
 
 
 @nox.session(python=PYTHON)

@@ -30,6 +30,7 @@ QUICK = {
     "startup": ["--repeats", "3"],
     "es": ["--repeats", "1"],
     "http": ["--rounds", "1", "--repeats", "1"],
+    "postgres": ["--repeats", "1", "--questions", "2000"],
 }
 
 

@@ -17,7 +17,6 @@ deleted meanwhile is either read whole or not at all. Many processes may save at
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -82,6 +81,40 @@ _QUESTION_COLUMNS = (
     "hard_class",
     "judgments",
 )
+#: The whole record as retrievalkit's JSON, assembled by PostgreSQL from the three tables
+#: (one text per run: a history of 10,000-question runs parses one document per run, not
+#: two per question). Floats print in their shortest exact form, so they read back bit
+#: for bit.
+_METRIC_JSON = (
+    "json_build_object('mean', m.mean, 'ci', CASE WHEN m.ci_low IS NULL THEN NULL"
+    " ELSE json_build_array(m.ci_low, m.ci_high) END, 'n', m.n)"
+)
+_RECORD_JSON = f"""json_build_object(
+    'run_id', r.run_id, 'set', r.set_name, 'model', r.model, 'grader', r.grader,
+    'pass_rate', r.pass_rate, 'mean_score', r.mean_score, 'schema_version', r.record_schema,
+    'manifest', r.manifest,
+    'metrics', (SELECT coalesce(json_object_agg(m.metric, {_METRIC_JSON}), '{{{{}}}}')
+        FROM {{schema}}.run_metrics AS m WHERE m.run_seq = r.seq AND m.slice_field = ''),
+    'slices', (SELECT coalesce(json_object_agg(f.slice_field, f.by_value), '{{{{}}}}') FROM (
+        SELECT v.slice_field, json_object_agg(v.slice_value, v.metrics) AS by_value FROM (
+            SELECT m.slice_field, m.slice_value, json_object_agg(m.metric, {_METRIC_JSON})
+                AS metrics
+            FROM {{schema}}.run_metrics AS m WHERE m.run_seq = r.seq AND m.slice_field <> ''
+            GROUP BY m.slice_field, m.slice_value) AS v
+        GROUP BY v.slice_field) AS f),
+    'items', (SELECT coalesce(json_agg(json_build_object(
+            'question_id', q.question_id, 'passed', q.passed, 'score', q.score)
+            ORDER BY q.item_position), '[]')
+        FROM {{schema}}.run_questions AS q
+        WHERE q.run_seq = r.seq AND q.item_position IS NOT NULL),
+    'outcomes', (SELECT coalesce(json_agg(json_build_object(
+            'question_id', q.question_id, 'ranking', q.ranking, 'scores', q.scores,
+            'latency_ms', q.latency_ms, 'error', q.error, 'form', q.form,
+            'hard_class', q.hard_class, 'judgments', q.judgments)
+            ORDER BY q.outcome_position), '[]')
+        FROM {{schema}}.run_questions AS q
+        WHERE q.run_seq = r.seq AND q.outcome_position IS NOT NULL)
+)::text"""
 _METRIC_COLUMNS = (
     "run_seq",
     "slice_field",
@@ -184,11 +217,11 @@ class PostgresStore:
 
     def runs(self, set_name: str, model: str, grader: str = GRADER) -> list[ResultRecord]:
         return self._select(
-            "WHERE set_name = %s AND model = %s AND grader = %s", (set_name, model, grader)
+            "WHERE r.set_name = %s AND r.model = %s AND r.grader = %s", (set_name, model, grader)
         )
 
     def get(self, run_id: str) -> ResultRecord | None:
-        found = self._select("WHERE run_id = %s", (run_id,))
+        found = self._select("WHERE r.run_id = %s", (run_id,))
         return found[0] if found else None
 
     def all_runs(self) -> list[ResultRecord]:
@@ -381,82 +414,18 @@ class PostgresStore:
             with self._snapshot() as cursor:
                 cursor.execute(
                     self._sql(
-                        "SELECT seq, run_id, set_name, model, grader, record_schema, pass_rate,"
-                        f" mean_score, manifest FROM {{schema}}.runs {where} ORDER BY seq DESC"
+                        f"SELECT r.seq, r.run_id, {_RECORD_JSON} FROM {{schema}}.runs AS r"
+                        f" {where} ORDER BY r.seq DESC"
                     ),
                     parameters,
                 )
-                runs = cursor.fetchall()
-                seqs = [int(row[0]) for row in runs]
-                questions: dict[int, list[tuple[Any, ...]]] = {seq: [] for seq in seqs}
-                metrics: dict[int, list[tuple[Any, ...]]] = {seq: [] for seq in seqs}
-                if seqs:
-                    cursor.execute(
-                        self._sql(
-                            f"SELECT {', '.join(_QUESTION_COLUMNS)} FROM {{schema}}.run_questions"
-                            " WHERE run_seq = ANY(%s)"
-                        ),
-                        (seqs,),
-                    )
-                    for row in cursor:
-                        questions[row[0]].append(row)
-                    cursor.execute(
-                        self._sql(
-                            f"SELECT {', '.join(_METRIC_COLUMNS)} FROM {{schema}}.run_metrics"
-                            " WHERE run_seq = ANY(%s)"
-                        ),
-                        (seqs,),
-                    )
-                    for row in cursor:
-                        metrics[row[0]].append(row)
+                rows = cursor.fetchall()
         except psycopg.Error as error:
             raise self._error(error, "read runs") from None
-        return [self._record(row, questions[row[0]], metrics[row[0]]) for row in runs]
-
-    def _record(
-        self,
-        run: tuple[Any, ...],
-        questions: list[tuple[Any, ...]],
-        metrics: list[tuple[Any, ...]],
-    ) -> ResultRecord:
-        seq, run_id, set_name, model, grader, record_schema, pass_rate, mean_score, manifest = run
-        overall: dict[str, Any] = {}
-        slices: dict[str, dict[str, dict[str, Any]]] = {}
-        for _, field, value, metric, mean, low, high, n in metrics:
-            entry = {"mean": mean, "ci": None if low is None else [low, high], "n": n}
-            if field == "":
-                overall[metric] = entry
-            else:
-                slices.setdefault(field, {}).setdefault(value, {})[metric] = entry
-        outcomes = sorted((q for q in questions if q[2] is not None), key=lambda q: q[2])
-        items = sorted((q for q in questions if q[3] is not None), key=lambda q: q[3])
-        data = {
-            "run_id": run_id,
-            "set": set_name,
-            "model": model,
-            "grader": grader,
-            "pass_rate": pass_rate,
-            "mean_score": mean_score,
-            "schema_version": record_schema,
-            "manifest": manifest,
-            "metrics": overall,
-            "slices": slices,
-            "items": [{"question_id": q[1], "passed": q[4], "score": q[5]} for q in items],
-            "outcomes": [
-                {
-                    "question_id": q[1],
-                    "ranking": q[6],
-                    "scores": q[7],
-                    "latency_ms": q[8],
-                    "error": q[9],
-                    "form": q[10],
-                    "hard_class": q[11],
-                    "judgments": q[12],
-                }
-                for q in outcomes
-            ],
-        }
-        return load_record(json.dumps(data), where=f"{self.url}, run {run_id} (row {seq})")
+        return [
+            load_record(text, where=f"{self.url}, run {run_id} (row {seq})")
+            for seq, run_id, text in rows
+        ]
 
     def _open(self) -> None:
         """Connect, and bring the tables to the current layout (created on first use)."""
