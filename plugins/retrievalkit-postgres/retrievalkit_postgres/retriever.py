@@ -225,8 +225,10 @@ def create_pgvector(
     ``password`` is accepted only to refuse it: libpq reads passwords from PGPASSWORD,
     ~/.pgpass or a service file, never from a configuration.
     """
+    import psycopg
+
     from retrievalkit.embedders import create_embedder
-    from retrievalkit.errors import RetrievalkitError
+    from retrievalkit.errors import EvaluationError, RetrievalkitError
 
     if password is not None:
         raise InputError(
@@ -274,11 +276,18 @@ def create_pgvector(
     except RetrievalkitError:
         connection.close()
         raise
-    except Exception as error:
+    except psycopg.errors.InsufficientPrivilege as error:
         connection.close()
-        from retrievalkit_postgres.connection import explain_connect
-
-        raise explain_connect(error, target) from None
+        raise InputError(
+            f"PostgreSQL at {target.where}: {server_reason(error)}",
+            field="table",
+            hint=f"grant SELECT on {name} to this role",
+        ) from None
+    except psycopg.Error as error:
+        connection.close()
+        raise EvaluationError(
+            f"PostgreSQL at {target.where} failed while checking {name}: {server_reason(error)}"
+        ) from None
     retriever = PgvectorRetriever(
         target,
         described,

@@ -211,8 +211,8 @@ def test_eval_records_the_model_and_fidelity_measures_ann_recall(
             2,
             "holds vectors of wordllama/l2_supercat_256",
         ),
-        ({"search": "fuzzy"}, 2, "broken.search': must be 'hnsw' or 'exact'"),
-        ({"ef_search": 0}, 2, "broken.ef_search': must be a whole number from 1 to 1000"),
+        ({"search": "fuzzy"}, 2, "field 'search': must be 'hnsw' or 'exact'"),
+        ({"ef_search": 0}, 2, "field 'ef_search': must be a whole number from 1 to 1000"),
         ({"password": "hunter2"}, 2, "secrets are not accepted"),
         (
             {"url": "postgresql://retrievalkit@127.0.0.1:9/retrievalkit"},
@@ -221,19 +221,33 @@ def test_eval_records_the_model_and_fidelity_measures_ann_recall(
         ),
     ],
 )
-def test_configuration_errors_are_one_line_with_their_exit_code(
-    pg_url: str,
-    scifact_table: str,
-    tmp_path: Path,
-    options: dict[str, Any],
-    exit_code: int,
-    says: str,
+def test_configuration_errors_name_the_option_with_their_exit_code(
+    pg_url: str, scifact_table: str, options: dict[str, Any], exit_code: int, says: str
 ) -> None:
-    write_config(tmp_path, pg_url, scifact_table, broken=options)
+    from retrievalkit_postgres.retriever import create_pgvector
+
+    from retrievalkit.errors import RetrievalkitError
+
+    settings = {"url": pg_url, "table": scifact_table, "embedder": "wordllama", **options}
+    with pytest.raises(RetrievalkitError) as raised:
+        create_pgvector(**settings)
+    assert raised.value.exit_code == exit_code
+    assert says in str(raised.value) and "hunter2" not in str(raised.value)
+
+
+def test_an_unreachable_server_is_one_line_and_exit_3_on_the_command_line(
+    pg_url: str, scifact_table: str, tmp_path: Path
+) -> None:
+    write_config(
+        tmp_path,
+        pg_url,
+        scifact_table,
+        broken={"url": "postgresql://retrievalkit@127.0.0.1:9/retrievalkit"},
+    )
     done = cli("eval", "--set", "demo", "--retriever", "broken", "--no-save", cwd=tmp_path)
-    assert done.returncode == exit_code, done.stderr
-    assert says in done.stderr and done.stderr.count("\n") == 1, done.stderr
-    assert "hunter2" not in done.stderr
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "cannot reach PostgreSQL at 127.0.0.1:9/retrievalkit: Connection refused" in done.stderr
 
 
 def test_pg_index_refuses_an_existing_table_and_bad_parameters(
@@ -253,3 +267,21 @@ def test_pg_index_refuses_an_existing_table_and_bad_parameters(
         count = connection.execute(f"SELECT count(*) FROM {scifact_table}").fetchone()[0]  # type: ignore[index]
         unused = connection.execute("SELECT to_regclass('t_unused')").fetchone()[0]  # type: ignore[index]
     assert count == 5183 and unused is None  # nothing replaced, nothing created
+
+
+@pytest.mark.parametrize("search", ["exact", "hnsw"])
+def test_the_retriever_keeps_retrievalkits_retriever_contract(
+    pg_url: str, scifact_table: str, search: str
+) -> None:
+    from retrievalkit.testing import check_retriever
+
+    retriever = check_retriever(
+        "pgvector",
+        probe_questions=["0-dimensional biomaterials show inductive properties."],
+        approximate=search == "hnsw",
+        url=pg_url,
+        table=scifact_table,
+        embedder="wordllama",
+        search=search,
+    )
+    assert retriever.identifier == f"pgvector:{scifact_table}:{search}"
