@@ -197,7 +197,7 @@ def test_a_server_stopped_mid_run_exits_3_and_saves_no_run(
                 }
             )
             + "\n"
-            for n in range(3000)
+            for n in range(1200)
         )
     )
     (tmp_path / "retrievalkit.toml").write_text(
