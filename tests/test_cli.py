@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import by_hand
 import pytest
 
 import retrievalkit
@@ -104,7 +105,14 @@ def test_json_output_follows_the_contract(cli: RunCli) -> None:
         low, high = value["ci"]
         assert low <= value["mean"] <= high
     assert summary["metrics"]["hit@1"]["n"] == 75
-    assert summary["metrics"]["recall@1"]["n"] < 75  # no-answer questions are left out
+    rankings = by_hand.demo_rankings()
+    answerable = sum(1 for question, _ in rankings if question.expected)
+    assert answerable < 75  # the demo set has no-answer questions: recall leaves them out
+    assert summary["metrics"]["recall@1"]["n"] == answerable
+    for k in (1, 3, 10):
+        assert summary["metrics"][f"hit@{k}"]["mean"] == pytest.approx(
+            by_hand.hit_rate(rankings, k)
+        )
     assert {"MATCH", "GAP"} <= set(summary["slices"]["form"])
     assert "normal" in summary["slices"]["hard_class"]
     record = summary["record"]
