@@ -15,24 +15,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-import attrs
-
 from retrievalkit.model import GoldenQuestion
+from retrievalkit.model import Retrieval as Retrieval
 from retrievalkit.redaction import scrub
 
 T = TypeVar("T")
 
 DEFAULT_OVERFETCH = 3
 _BATCH = 64
-
-
-@attrs.frozen
-class Retrieval:
-    """What one question got: distinct ranked documents, or the error that replaced them."""
-
-    ranking: tuple[str, ...]
-    latency_ms: float
-    error: str | None = None
 
 
 ProgressCallback = Callable[[int], None]

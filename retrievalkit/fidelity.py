@@ -14,9 +14,8 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
-from retrievalkit.evaluator import Retrieval
 from retrievalkit.intervals import Estimate, bootstrap_means
-from retrievalkit.model import GoldenQuestion
+from retrievalkit.model import GoldenQuestion, Retrieval
 
 
 def overlap_at(candidate: Sequence[str], reference: Sequence[str], k: int) -> float:

@@ -1,7 +1,11 @@
-"""The value types of retrievalkit: golden questions and sets, outcomes, runs and result records.
+"""The value types of retrievalkit: golden questions and sets, retrievals, outcomes and records.
 
-All are frozen attrs classes; turning them into JSON, TOML or database rows and back
-is the job of :mod:`retrievalkit.convert`, never of methods on these classes.
+All are frozen attrs classes, and every mapping they hold is a read-only
+:class:`FrozenDict`, so a value cannot change once made. Values hash when what they
+hold does (a question, an outcome, a metric value); a manifest's retriever options may
+hold lists, so a manifest and the record holding it are not promised to hash. Turning
+them into JSON, TOML or database rows and back is the job of :mod:`retrievalkit.convert`,
+never of methods on these classes.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import enum
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 
@@ -35,8 +39,46 @@ def _as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(value)
 
 
-def _as_dict(value: Any) -> dict[str, Any]:
-    return dict(value)
+class FrozenDict(dict[str, Any]):
+    """A dict that cannot change: what the value types hold wherever they hold a mapping.
+
+    It reads, compares and serialises as the plain dict it is built from, but every
+    mutating method raises ``TypeError``. It hashes when its values do (a question's
+    grades and meta, an outcome's scores); a mapping holding lists, such as retriever
+    options, is read-only but unhashable, and so is the value that holds it.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} is read-only; build a new value instead")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild it whole instead of item by item.
+        return (type(self), (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+def _as_dict(value: Any) -> FrozenDict:
+    return value if type(value) is FrozenDict else FrozenDict(value)
+
+
+def _as_nested(value: Any) -> FrozenDict:
+    """Slices: field -> label -> metric -> value, read-only at every level."""
+    return FrozenDict(
+        {
+            field: FrozenDict({label: _as_dict(metrics) for label, metrics in labels.items()})
+            for field, labels in value.items()
+        }
+    )
 
 
 @attrs.frozen
@@ -89,6 +131,16 @@ class GoldenQuestionSet:
         payload = [converter.unstructure(question) for question in self.questions]
         canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@attrs.frozen
+class Retrieval:
+    """What one question got from a retriever: distinct ranked document ids, best first,
+    or the error that replaced them (then the ranking is empty)."""
+
+    ranking: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    latency_ms: float
+    error: str | None = None
 
 
 @attrs.frozen
@@ -173,7 +225,9 @@ class ResultRecord:
     mean_score: float
     items: tuple[QuestionVerdict, ...] = attrs.field(converter=_as_tuple)
     metrics: Mapping[str, MetricValue] = attrs.field(converter=_as_dict)
-    slices: Mapping[str, Mapping[str, Mapping[str, MetricValue]]] = attrs.field(converter=_as_dict)
+    slices: Mapping[str, Mapping[str, Mapping[str, MetricValue]]] = attrs.field(
+        converter=_as_nested
+    )
     outcomes: tuple[QuestionOutcome, ...] = attrs.field(converter=_as_tuple)
     manifest: Manifest
     schema_version: int = SCHEMA_VERSION

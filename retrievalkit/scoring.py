@@ -8,7 +8,6 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from retrievalkit.evaluator import Retrieval
 from retrievalkit.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -22,6 +21,7 @@ from retrievalkit.model import (
     GoldenQuestion,
     MetricValue,
     QuestionOutcome,
+    Retrieval,
 )
 
 #: Slices every run reports, whatever ``--slice`` adds.
