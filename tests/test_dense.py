@@ -354,3 +354,38 @@ def test_dense_demo_without_the_dense_extra_exits_2_with_the_install_line(
     assert done.returncode == 2, done.stderr
     assert "pip install 'retrievalkit-eval[dense]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_fusion_and_rerank_name_the_embedding_of_their_parts(cli: RunCli, tmp_path: Path) -> None:
+    corpus = DEMO_CORPUS.as_posix()
+    (tmp_path / "retrievalkit.toml").write_text(
+        textwrap.dedent(
+            f"""
+            [retrievers.fused]
+            plugin = "fusion"
+            retrievers = ["bm25-demo", "dense-demo"]
+
+            [retrievers.reranked]
+            plugin = "rerank"
+            first_stage = "dense-demo"
+            reranker = "tfidf-cosine"
+            reranker_options = {{ corpus = "{corpus}" }}
+
+            [retrievers.lexical-only]
+            plugin = "rerank"
+            first_stage = "bm25-demo"
+            reranker = "tfidf-cosine"
+            reranker_options = {{ corpus = "{corpus}" }}
+            """
+        ),
+        encoding="utf-8",
+    )
+    found = {}
+    for name in ("fused", "reranked", "lexical-only"):
+        done = cli("eval", "--set", "demo", "--retriever", name, "--format", "json", "--no-save")
+        assert done.returncode == 0, done.stderr
+        manifest = json.loads(done.stdout)["manifest"]
+        found[name] = (manifest["embedding_backend"], manifest["embedding_model_id"])
+    assert found["fused"] == ("embedded", "wordllama/l2_supercat_256")
+    assert found["reranked"] == ("embedded", "wordllama/l2_supercat_256")
+    assert found["lexical-only"] == (None, None)

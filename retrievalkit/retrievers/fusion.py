@@ -8,7 +8,7 @@ multiplies by how many parts returned the document), so every part must offer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from retrievalkit.errors import InputError
@@ -46,6 +46,16 @@ class FusionRetriever:
         )
         return {"fusion.method": f"{self._method} (k={self._k})", "fusion.parts": parts}
 
+    @property
+    def embedding_backend(self) -> str | None:
+        """Where the vectors of the parts that have them live (None: no part has vectors)."""
+        return _joined(getattr(part.retriever, "embedding_backend", None) for part in self._parts)
+
+    @property
+    def embedding_model_id(self) -> str | None:
+        """The embedding models of the parts that have vectors, in part order."""
+        return _joined(getattr(part.retriever, "embedding_model_id", None) for part in self._parts)
+
     def retrieve(self, question: str, limit: int) -> list[str]:
         return [doc_id for doc_id, _ in self.retrieve_scored(question, limit)]
 
@@ -69,6 +79,12 @@ class FusionRetriever:
             totals = {doc: value * voters[doc] for doc, value in totals.items()}
         order = sorted(totals, key=lambda doc: -totals[doc])  # stable: first seen wins ties
         return [(doc, totals[doc]) for doc in order[:limit]]
+
+
+def _joined(values: Iterable[Any]) -> str | None:
+    """Distinct non-empty strings joined with ' + ', or None when there are none."""
+    distinct = list(dict.fromkeys(value for value in values if isinstance(value, str) and value))
+    return " + ".join(distinct) or None
 
 
 def _min_max(pairs: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:

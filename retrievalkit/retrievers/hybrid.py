@@ -21,19 +21,10 @@ DEFAULT_DEPTH = 100
 
 
 class HybridRetriever(FusionRetriever):
-    """A two-part fusion whose manifest names the dense leg's embedding model."""
+    """A two-part fusion, lexical then dense; the manifest names the dense leg's model."""
 
     def __init__(self, lexical: Any, dense: Any, **fusion: Any) -> None:
         super().__init__([lexical, dense], **fusion)
-        self._dense = dense.retriever
-
-    @property
-    def embedding_backend(self) -> str | None:
-        return getattr(self._dense, "embedding_backend", None)
-
-    @property
-    def embedding_model_id(self) -> str | None:
-        return getattr(self._dense, "embedding_model_id", None)
 
 
 def _check_fusion(method: str, k: int, alpha: float, depth: int) -> None:

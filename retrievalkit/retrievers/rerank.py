@@ -39,6 +39,15 @@ class RerankRetriever:
             "rerank.candidates": str(self._candidates),
         }
 
+    @property
+    def embedding_backend(self) -> str | None:
+        """The first stage's vectors, if it has any: the reranker reorders what they found."""
+        return getattr(self._first.retriever, "embedding_backend", None)
+
+    @property
+    def embedding_model_id(self) -> str | None:
+        return getattr(self._first.retriever, "embedding_model_id", None)
+
     def retrieve(self, question: str, limit: int) -> list[str]:
         fetched = self._first.retriever.retrieve(question, max(limit, self._candidates))
         pool = list(dict.fromkeys(fetched))[: self._candidates]
