@@ -447,7 +447,9 @@ def _probe(retriever: ElasticsearchKnnRetriever, field: str) -> None:
     """One search at start, so a filter Elasticsearch refuses is reported before any question."""
     import numpy as np
 
-    vector = np.ones(retriever.vectors.dimensions, dtype=np.float32)
+    # Unit length: Elasticsearch refuses other query vectors for dot_product.
+    dimensions = retriever.vectors.dimensions
+    vector = np.full(dimensions, 1 / np.sqrt(dimensions), dtype=np.float32)
     try:
         retriever._client.search(index=retriever._index, body=retriever.body(vector, 1))
     except client_errors() as error:

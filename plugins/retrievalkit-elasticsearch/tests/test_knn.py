@@ -321,3 +321,37 @@ def test_configuring_hybrid_through_the_cli(es_url: str, hnsw_index: str, tmp_pa
     assert summary["manifest"]["embedding_backend"] == "elasticsearch"
     assert summary["manifest"]["extra"]["fusion.method"].startswith("combsum")
     assert summary["errored"] == 0
+
+
+def test_fidelity_of_hnsw_against_flat_through_the_cli(
+    es_url: str, hnsw_index: str, flat_index: str, tmp_path: Path
+) -> None:
+    """ANN recall@10 as `retrievalkit fidelity` reports it, against the two retrievers."""
+    from retrievalkit.demo import DemoSetProvider
+
+    write_config(
+        tmp_path,
+        {
+            "approx": {
+                "plugin": "elasticsearch-knn",
+                "url": es_url,
+                "index": hnsw_index,
+                "num_candidates": 10,
+            },
+            "exact": {"plugin": "elasticsearch-knn", "url": es_url, "index": flat_index},
+        },
+    )
+    done = cli(
+        "fidelity", "--set", "demo", "--retriever", "approx", "--reference", "exact",
+        "--k", "10", "--format", "json", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    reported = json.loads(done.stdout)["overall"]["overlap@10"]["mean"]
+    approx = create_elasticsearch_knn(url=es_url, index=hnsw_index, num_candidates=10)
+    exact = create_elasticsearch_knn(url=es_url, index=flat_index)
+    overlaps = []
+    for question in DemoSetProvider().load("demo").questions:
+        top = list(dict.fromkeys(exact.retrieve(question.question, 10)))
+        mine = set(dict.fromkeys(approx.retrieve(question.question, 10)))
+        overlaps.append(len(mine & set(top)) / len(top))
+    assert reported == pytest.approx(sum(overlaps) / len(overlaps), abs=1e-12)
