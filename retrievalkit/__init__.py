@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         open_store,
     )
     from retrievalkit.comparison import Comparison
+    from retrievalkit.metrics import Metric, parse_metric
     from retrievalkit.model import (
         GoldenQuestion,
         GoldenQuestionSet,
@@ -55,6 +56,8 @@ _EXPORTS = {
     "load_set": "retrievalkit.api",
     "open_store": "retrievalkit.api",
     "Comparison": "retrievalkit.comparison",
+    "Metric": "retrievalkit.metrics",
+    "parse_metric": "retrievalkit.metrics",
     "GoldenQuestion": "retrievalkit.model",
     "GoldenQuestionSet": "retrievalkit.model",
     "MetricValue": "retrievalkit.model",
@@ -68,6 +71,7 @@ __all__ = [
     "Comparison",
     "GoldenQuestion",
     "GoldenQuestionSet",
+    "Metric",
     "MetricValue",
     "QuestionForm",
     "QuestionOutcome",
@@ -84,6 +88,7 @@ __all__ = [
     "load_config",
     "load_set",
     "open_store",
+    "parse_metric",
 ]
 
 

@@ -45,18 +45,6 @@ if TYPE_CHECKING:
     from retrievalkit.regression import Verdict
     from retrievalkit.stores import ResultStore
 
-__all__ = [
-    "Run",
-    "RunFailed",
-    "Thresholds",
-    "compare",
-    "evaluate",
-    "fidelity",
-    "gate",
-    "load_config",
-    "load_set",
-    "open_store",
-]
 
 #: The manifest's ``plugin`` for a retriever given as a Python object rather than by name.
 OBJECT_PLUGIN = "python-object"

@@ -9,17 +9,19 @@ on the built-in demo set and retriever, and on a scripted retriever object.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import retrievalkit as rk
 from retrievalkit.errors import InputError
+
+if TYPE_CHECKING:
+    from conftest import RunCli
 
 SECRETS = {"password": "pw-S3CRET-7e1d", "api_key": "key-S3CRET-90ab", "token": "tok-S3CRET-c4"}
 
@@ -34,20 +36,6 @@ url = "http://127.0.0.1:9"
 """
 
 
-def _cli(directory: Path, site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(site), NO_COLOR="1", RK_API_TEST_KEY=SECRETS["api_key"])
-    return subprocess.run(
-        [sys.executable, "-m", "retrievalkit", *args],
-        cwd=directory,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-
-
 def _comparable(line: str) -> dict[str, Any]:
     """A stored run without what differs between two evaluations: id, time, latencies."""
     record = json.loads(line)
@@ -59,8 +47,9 @@ def _comparable(line: str) -> dict[str, Any]:
 
 
 def test_eval_and_compare_store_the_same_record_without_secrets(
-    faulty_site: Path, tmp_path: Path
+    cli: RunCli, faulty_site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("RK_API_TEST_KEY", SECRETS["api_key"])
     lines = [
         json.dumps(
             {
@@ -74,20 +63,11 @@ def test_eval_and_compare_store_the_same_record_without_secrets(
     (tmp_path / "golden.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (tmp_path / "retrievalkit.toml").write_text(CONFIG, encoding="utf-8")
     common = ("--set", "golden.jsonl", "--max-error-rate", "0.5", "--format", "json")
-    done = _cli(
-        tmp_path,
-        faulty_site,
-        "eval",
-        "--retriever",
-        "vault",
-        "--store",
-        "jsonl:///e.jsonl",
-        *common,
+    done = cli(
+        "eval", "--retriever", "vault", "--store", "jsonl:///e.jsonl", *common, sites=[faulty_site]
     )
     assert done.returncode == 0, done.stderr
-    done = _cli(
-        tmp_path,
-        faulty_site,
+    done = cli(
         "compare",
         "--retriever",
         "vault",
@@ -96,6 +76,7 @@ def test_eval_and_compare_store_the_same_record_without_secrets(
         "--store",
         "jsonl:///c.jsonl",
         *common,
+        sites=[faulty_site],
     )
     assert done.returncode == 0, done.stderr
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from chat_stand_in import Received, Reply, chat_stand_in
-from conftest import RunCli
+from conftest import RunCli, shared_data
 
 from retrievalkit.chat import ChatClient, ChatError
 from retrievalkit.cli import main
@@ -24,7 +24,7 @@ from retrievalkit.generators.openai_compatible import parse_question_reply
 from retrievalkit.golden_files import load_jsonl
 from retrievalkit.model import QuestionForm
 
-SCIFACT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
+SCIFACT = shared_data() / "scifact"
 SECRET = "sk-test-DO-NOT-LEAK-4f1c"
 
 

@@ -17,9 +17,9 @@ from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
     """The IR collections beside the repository: ``<repo>/../shared/data``."""
-    path = Path(__file__).parents[1].parent / "shared" / "data"
-    assert path.is_dir(), f"{path} is missing"
-    return path
+    from conftest import shared_data
+
+    return shared_data()
 
 
 def write_jsonl(path: Path, rows: list[Any]) -> Path:

@@ -63,15 +63,16 @@ def render_metrics() -> str:
     from retrievalkit.metrics import METRICS
 
     lines = [
-        "| metric | definition | no-answer question | trec_eval |",
-        "|---|---|---|---|",
+        "| metric | definition | no-answer question | trec_eval | ir_measures |",
+        "|---|---|---|---|---|",
     ]
     for family, definition in METRICS.items():
         name = f"{family}@k" if definition.per_k else family
         trec = f"`{definition.trec_eval}`" if definition.trec_eval else "none"
+        measure = f"`{definition.ir_measures}`" if definition.ir_measures else "none"
         lines.append(
             f"| [`{name}`](#{family}) | {_escape(definition.description)} "
-            f"| {_escape(definition.no_answer)} | {trec} |"
+            f"| {_escape(definition.no_answer)} | {trec} | {measure} |"
         )
     return "\n".join(lines)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.history import History, HistoryEntry, ManifestChange
+from retrievalkit.metrics import TREND
 from retrievalkit.render.text import number
 
 if TYPE_CHECKING:
@@ -19,8 +20,8 @@ SHORT_NAMES = {
     "embedding_backend": "vectors",
     "embedding_model_id": "embedding",
 }
-COLUMNS = ("run id", "created", "hit@1", "hit@3", "rr", "questions", "errored", "commit", "pin")
-COMPACT_COLUMNS = ("run id", "hit@1", "hit@3", "rr", "n", "commit", "pin")
+COLUMNS = ("run id", "created", *TREND, "questions", "errored", "commit", "pin")
+COMPACT_COLUMNS = ("run id", *TREND, "n", "commit", "pin")
 
 
 def history_rows(history: History) -> list[dict[str, Any]]:
@@ -29,9 +30,7 @@ def history_rows(history: History) -> list[dict[str, Any]]:
         {
             "run_id": entry.run_id,
             "created_at": entry.created_at,
-            "hit@1": entry.metrics.get("hit@1"),
-            "hit@3": entry.metrics.get("hit@3"),
-            "rr": entry.metrics.get("rr"),
+            **{name: entry.metrics.get(name) for name in TREND},
             "questions": entry.questions,
             "errored": entry.errored,
             "set_hash": entry.set_hash[:12],
@@ -61,7 +60,7 @@ def change_text(change: ManifestChange) -> str:
 
 def _cells(entry: HistoryEntry, *, compact: bool = False) -> list[str]:
     """Markdown has every column; the terminal drops ``created`` (the run id starts with it)."""
-    metrics = [number(entry.metrics.get(name)) for name in ("hit@1", "hit@3", "rr")]
+    metrics = [number(entry.metrics.get(name)) for name in TREND]
     if compact:
         errored = f" ({entry.errored} errored)" if entry.errored else ""
         return [
