@@ -98,13 +98,18 @@ class PgvectorRetriever:
 
         if limit <= 0:
             return [[] for _ in questions]
-        vectors = embed_queries(self.embedder, list(questions))
+        vectors = [
+            vector_literal(vector) for vector in embed_queries(self.embedder, list(questions))
+        ]
+        try:
+            batch = self._nearest_batch(vectors, limit)
+        except SearchFailed:
+            batch = None  # ask one by one, so each question gets its own outcome
         answers: list[Sequence[str] | BaseException] = []
-        for vector in vectors:
+        for number, vector in enumerate(vectors):
             try:
-                answers.append(
-                    [doc_id for doc_id, _ in self._nearest(vector_literal(vector), limit)]
-                )
+                found = batch[number] if batch is not None else self._nearest(vector, limit)
+                answers.append([doc_id for doc_id, _ in found])
             except SearchFailed as error:
                 answers.append(error)
         return answers
@@ -135,37 +140,69 @@ class PgvectorRetriever:
             self._session_ef = None
         return self._connection
 
-    def _nearest(self, vector: str, limit: int) -> list[tuple[str, float]]:
-        import psycopg
+    def _query(self) -> psycopg.sql.Composed:
         from psycopg import sql
 
         similarity = SIMILARITIES[self._table.similarity]
-        query = sql.SQL(
+        return sql.SQL(
             "SELECT id, embedding {op} %s::vector AS distance FROM {table}"
             " ORDER BY embedding {op} %s::vector LIMIT %s"
         ).format(op=sql.SQL(similarity.operator), table=identifier(self._table.table))
-        try:
-            connection = self._connect()
-            if self._search == "hnsw":
-                # HNSW returns at most ef_search rows: a deeper limit widens the search.
-                wanted = max(self._ef_search, min(limit, EF_SEARCH_RANGE[1]))
-                if wanted != self._session_ef:
-                    connection.execute(
-                        sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(wanted))
-                    )
-                    self._session_ef = wanted
-            rows = connection.execute(query, (vector, vector, limit)).fetchall()
-        except psycopg.Error as error:
-            if self._connection is not None and self._connection.broken:
-                self._connection = None
-            raise SearchFailed(
-                f"PostgreSQL at {self._target.where} could not search {self._table.table}: "
-                f"{server_reason(error)}"
-            ) from None
+
+    def _prepare(self, limit: int) -> psycopg.Connection[Any]:
+        """The session, with ``hnsw.ef_search`` wide enough for ``limit`` rows."""
+        from psycopg import sql
+
+        connection = self._connect()
+        if self._search == "hnsw":
+            # HNSW returns at most ef_search rows: a deeper limit widens the search.
+            wanted = max(self._ef_search, min(limit, EF_SEARCH_RANGE[1]))
+            if wanted != self._session_ef:
+                connection.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(wanted)))
+                self._session_ef = wanted
+        return connection
+
+    def _failed(self, error: Exception) -> SearchFailed:
+        if self._connection is not None and self._connection.broken:
+            self._connection = None
+        return SearchFailed(
+            f"PostgreSQL at {self._target.where} could not search {self._table.table}: "
+            f"{server_reason(error)}"
+        )
+
+    def _ranking(self, rows: Sequence[tuple[Any, ...]]) -> list[tuple[str, float]]:
+        similarity = self._table.similarity
         return [
-            (document_id_of(str(doc_id), self._separator), _score(similarity.name, float(d)))
-            for doc_id, d in rows
+            (document_id_of(str(doc_id), self._separator), _score(similarity, float(distance)))
+            for doc_id, distance in rows
         ]
+
+    def _nearest(self, vector: str, limit: int) -> list[tuple[str, float]]:
+        import psycopg
+
+        try:
+            connection = self._prepare(limit)
+            rows = connection.execute(self._query(), (vector, vector, limit)).fetchall()
+        except psycopg.Error as error:
+            raise self._failed(error) from None
+        return self._ranking(rows)
+
+    def _nearest_batch(self, vectors: Sequence[str], limit: int) -> list[list[tuple[str, float]]]:
+        """Every query sent at once in libpq's pipeline mode: one round trip, not one each."""
+        import psycopg
+
+        query = self._query()
+        try:
+            connection = self._prepare(limit)
+            cursors = []
+            with connection.pipeline():
+                for vector in vectors:
+                    cursor = connection.cursor()
+                    cursor.execute(query, (vector, vector, limit))
+                    cursors.append(cursor)
+            return [self._ranking(cursor.fetchall()) for cursor in cursors]
+        except psycopg.Error as error:
+            raise self._failed(error) from None
 
 
 def _score(similarity: str, distance: float) -> float:

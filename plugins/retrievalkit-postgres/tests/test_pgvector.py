@@ -140,6 +140,8 @@ def test_exact_search_returns_the_true_nearest_neighbours(pg_url: str, scifact_t
         # Nothing outside the ten is nearer than the tenth (up to float32 rounding).
         assert np.sort(truth)[-10] <= found[-1][1] + 1e-5
         assert [score for _, score in found] == sorted((s for _, s in found), reverse=True)
+    # The batch path (every query in one pipeline) answers as the one-by-one path does.
+    assert exact.retrieve_many(questions, 10) == [exact.retrieve(q, 10) for q in questions]
     described = exact.describe()
     assert described["pgvector.search"] == "exact" and "pgvector.ef_search" not in described
 
