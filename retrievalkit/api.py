@@ -140,6 +140,10 @@ class Run:
 
     record: ResultRecord
     set: GoldenQuestionSet
+    warnings: tuple[str, ...] = ()
+    """What only the evaluation could see, e.g. questions the overfetch left short of
+    distinct documents (the record's own warnings, such as chunk ids that never
+    collapsed, come with every report of it)."""
 
     @property
     def run_id(self) -> str:
@@ -250,6 +254,8 @@ class _Retriever:
     options: Mapping[str, Any]
     retriever: Any
     secrets: tuple[str, ...]
+    package: tuple[str, str] | None = None
+    """The (name, version) of the package of its plugin, when it came from one."""
 
 
 def _resolve(
@@ -272,9 +278,13 @@ def _resolve(
                 },
             )
             retriever = instance
+        from retrievalkit.plugins import RETRIEVERS, find_one
+
         resolved = resolve_retriever(retriever, config)
         found, plugin, used = resolved.retriever, resolved.plugin, resolved.options
         label = resolved.name
+        entry = find_one(RETRIEVERS, plugin)
+        package: tuple[str, str] | None = (entry.package, entry.version)
     else:
         if not callable(getattr(retriever, "retrieve", None)):
             raise InputError(
@@ -284,6 +294,7 @@ def _resolve(
             )
         found, plugin, used = retriever, OBJECT_PLUGIN, dict(options or {})
         label = name or str(getattr(retriever, "identifier", "") or type(retriever).__name__)
+        package = None
     # Every configured secret, not only this retriever's: a composed one (fusion) holds
     # its parts' clients, whose errors may quote their credentials.
     hidden = sorted(
@@ -294,7 +305,7 @@ def _resolve(
         },
         key=lambda value: (-len(value), value),
     )
-    return _Retriever(label, plugin, used, found, tuple(hidden))
+    return _Retriever(label, plugin, used, found, tuple(hidden), package)
 
 
 def _check_slices(golden: GoldenQuestionSet, slices: Sequence[str]) -> None:
@@ -357,6 +368,7 @@ def evaluate(
 
     Returns a [`Run`][retrievalkit.api.Run]; nothing is saved (`store.save(run.record)`).
     """
+    from retrievalkit.diagnostics import short_of_documents_warning
     from retrievalkit.embedders import embedding_of
     from retrievalkit.evaluator import evaluate_questions
     from retrievalkit.metrics import normalise_ks
@@ -370,7 +382,13 @@ def evaluate(
     if overfetch < 1 or concurrency < 1 or resamples < 1:
         raise InputError("overfetch, concurrency and resamples must be 1 or more")
     settings = _config(config)
-    golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
+    provider = None
+    if isinstance(set, GoldenQuestionSet):
+        golden = set
+    else:
+        from retrievalkit.resolve import resolve_set_and_provider
+
+        golden, provider = resolve_set_and_provider(os.fspath(set), settings)
     wanted_slices = tuple(dict.fromkeys(slices))
     _check_slices(golden, wanted_slices)
     scoring = ScoringOptions(
@@ -393,6 +411,11 @@ def evaluate(
         progress=progress,
     )
     scores = score_run(questions, retrievals, scoring)
+    short = short_of_documents_warning(retrievals, depth=max(scoring.ks), overfetch=overfetch)
+    packages = dict([resolved.package] if resolved.package else [])
+    if provider is not None:
+        packages[provider.package] = provider.version
+    identifier = getattr(resolved.retriever, "identifier", None)
     backend, model_id = embedding_of(resolved.retriever)
     record = build_record(
         golden,
@@ -410,8 +433,10 @@ def evaluate(
         },
         embedding_backend=backend,
         embedding_model_id=model_id,
+        plugin_packages=packages,
+        retriever_identifier=identifier if isinstance(identifier, str) and identifier else None,
     )
-    run = Run(record, golden)
+    run = Run(record, golden, () if short is None else (short,))
     errored, total = record.errored, len(questions)
     if max_error_rate is not None and errored and errored / total > max_error_rate:
         from collections import Counter

@@ -40,10 +40,57 @@ exit codes:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that raises an :class:`InputError` (exit code 2, one line) on bad usage."""
+    """argparse that raises an `InputError` (exit code 2, one line) on bad usage.
+
+    An unknown flag is answered with the closest flags the command does accept, and the
+    help of that command (not the top-level one) is the one pointed to.
+    """
 
     def error(self, message: str) -> Any:
+        import difflib
+        import re
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:
+            offered = re.findall(r"'([^']*)'", choice.group(2)) or choice.group(2).split(", ")
+            close = difflib.get_close_matches(choice.group(1), offered, n=2, cutoff=0.6)
+            if close:
+                message += f"; did you mean {' or '.join(close)}?"
         raise InputError(message, hint=f"see '{self.prog} --help'")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._command_parser(parsed)
+            raise InputError(
+                f"unrecognized arguments: {' '.join(extras)}" + command._suggestions(extras),
+                hint=f"see '{command.prog} --help'",
+            )
+        return parsed
+
+    def _command_parser(self, parsed: argparse.Namespace) -> Parser:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest or "", None) or "")
+                if isinstance(chosen, Parser):
+                    return chosen._command_parser(parsed)
+        return self
+
+    def _suggestions(self, extras: Sequence[str]) -> str:
+        import difflib
+
+        flags = [flag for action in self._actions for flag in action.option_strings]
+        found = []
+        for extra in extras:
+            if not extra.startswith("-"):
+                continue
+            flag = extra.split("=", 1)[0]
+            close = difflib.get_close_matches(flag, flags, n=2, cutoff=0.6)
+            if close:
+                found.append(f"{flag}: did you mean {' or '.join(close)}?")
+        return f" ({'; '.join(found)})" if found else ""
 
 
 def _builtin(module: str) -> Any:

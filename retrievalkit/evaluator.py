@@ -126,7 +126,7 @@ def evaluate_questions(
         except Exception as error:
             elapsed = (time.perf_counter() - start) * 1000.0
             return Retrieval((), elapsed, describe(error))
-        return Retrieval(ranking, (time.perf_counter() - start) * 1000.0)
+        return Retrieval(ranking, (time.perf_counter() - start) * 1000.0, returned=len(ids))
 
     if concurrency <= 1:
         results = []
@@ -208,7 +208,8 @@ def _evaluate_batched(
                 results.append(Retrieval((), each, describe(answer)))
                 continue
             try:
-                results.append(Retrieval(distinct_ranking(answer, limit, depth), each))
+                ranking = distinct_ranking(answer, limit, depth)
+                results.append(Retrieval(ranking, each, returned=len(answer)))
             except ValueError as error:
                 results.append(Retrieval((), each, describe(error)))
         return results

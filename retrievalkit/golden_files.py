@@ -492,6 +492,39 @@ def _natural_key(value: str) -> tuple[int, int | str]:
     return (0, int(value)) if value.isdigit() else (1, value)
 
 
+def check_provided_set(golden: GoldenQuestionSet, provider: str) -> GoldenQuestionSet:
+    """Hold a set a plugin built in code to the rules a set file is held to.
+
+    Each question goes through the same checks as a line of a JSON Lines file (empty
+    text, an expected id graded 0, an id listed twice, ...), and ids must be unique; a
+    failure names the provider, the set, the question and the field.
+    """
+    source = f"question set '{golden.name}' from {provider}"
+    if not golden.questions:
+        raise InputError(
+            "holds no questions", source=source, hint="a provider's load() must return questions"
+        )
+    seen: dict[str, int] = {}
+    for number, question in enumerate(golden.questions, start=1):
+        where = f"{source}, question {number}"
+        try:
+            data = question_record(question)
+        except Exception as error:
+            raise InputError(
+                f"is not a valid question: {type(error).__name__}: {error}", source=where
+            ) from None
+        parse_question(data, source=where)
+        if question.id in seen:
+            raise InputError(
+                f"duplicate id '{question.id}', first used by question {seen[question.id]}",
+                source=where,
+                field="id",
+                hint="ids must be unique within a set",
+            )
+        seen[question.id] = number
+    return golden
+
+
 def question_record(question: GoldenQuestion) -> dict[str, Any]:
     """A question as one JSON Lines object: fields in the documented order, empty ones left out.
 

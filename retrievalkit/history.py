@@ -9,7 +9,9 @@ and, always, the pinned baseline, whatever its age.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -24,6 +26,7 @@ MANIFEST_FIELDS = (
     "git_commit",
     "embedding_backend",
     "embedding_model_id",
+    "plugin_packages",
 )
 
 
@@ -32,6 +35,8 @@ class ManifestChange:
     field: str
     before: str | None
     after: str | None
+    what: tuple[str, ...] = ()
+    """The change by name: ``k1: 1.2 -> 0.9`` for options, ``pkg: 0.1.0 -> 0.2.0`` for plugins."""
 
 
 @attrs.frozen
@@ -73,6 +78,9 @@ class History:
 
 def _manifest_value(record: ResultRecord, field: str) -> str | None:
     value = getattr(record.manifest, field)
+    if isinstance(value, Mapping):
+        # Runs saved before a field existed have it empty: nothing to compare with.
+        return ", ".join(f"{key} {value[key]}" for key in sorted(value)) or None
     return None if value is None else str(value)
 
 
@@ -81,9 +89,47 @@ def manifest_changes(older: ResultRecord, newer: ResultRecord) -> tuple[Manifest
     changes = []
     for field in MANIFEST_FIELDS:
         before, after = _manifest_value(older, field), _manifest_value(newer, field)
+        if field == "plugin_packages" and (before is None or after is None):
+            continue
         if before != after:
-            changes.append(ManifestChange(field, before, after))
+            changes.append(ManifestChange(field, before, after, _named(older, newer, field)))
     return tuple(changes)
+
+
+def _named(older: ResultRecord, newer: ResultRecord, field: str) -> tuple[str, ...]:
+    """What changed inside a field, by name (options and plugin package versions)."""
+    if field == "retriever_options_hash":
+        return mapping_changes(
+            older.manifest.retriever_options,
+            newer.manifest.retriever_options,
+            unchanged="a secret option or an *_env variable's value changed",
+        )
+    if field == "plugin_packages":
+        return mapping_changes(older.manifest.plugin_packages, newer.manifest.plugin_packages)
+    return ()
+
+
+def mapping_changes(
+    before: Mapping[str, Any], after: Mapping[str, Any], *, unchanged: str | None = None
+) -> tuple[str, ...]:
+    """``name: old -> new`` for each key whose value differs (``added``/``removed`` as needed)."""
+
+    def shown(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+    lines = []
+    for key in sorted({*before, *after}):
+        if key not in before:
+            lines.append(f"{key}: added ({shown(after[key])})")
+        elif key not in after:
+            lines.append(f"{key}: removed (was {shown(before[key])})")
+        elif shown(before[key]) != shown(after[key]):
+            lines.append(f"{key}: {shown(before[key])} -> {shown(after[key])}")
+    if not lines and unchanged:
+        lines.append(unchanged)
+    return tuple(lines)
 
 
 def build_history(

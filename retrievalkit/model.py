@@ -141,6 +141,8 @@ class Retrieval:
     ranking: tuple[str, ...] = attrs.field(converter=_as_tuple)
     latency_ms: float
     error: str | None = None
+    returned: int = 0
+    """How many ids the retriever returned, before duplicates collapsed."""
 
 
 @attrs.frozen
@@ -198,6 +200,10 @@ class Manifest:
     """Where the vectors live (``embedded``, ``elasticsearch``, ...); None without vectors."""
     embedding_model_id: str | None = None
     """The embedder's ``model_id`` that made the vectors; None without vectors."""
+    plugin_packages: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    """Package name -> version of each plugin the run used (the retriever's, the set's)."""
+    retriever_identifier: str | None = None
+    """What the retriever calls itself (its ``identifier``), when it has one."""
 
 
 @attrs.frozen

@@ -376,7 +376,7 @@ def create_retriever(
             raise InputError(
                 f"retriever plugin '{plugin_name}' does not accept these options: {text}",
                 **place(option),
-                hint="check the plugin's documented options",
+                hint=_option_hint(factory, option),
             ) from None
         raise EvaluationError(
             f"retriever '{instance}' (plugin '{plugin_name}') could not start: TypeError: {text}"
@@ -404,3 +404,29 @@ def create_retriever(
             f"retriever '{instance}' (plugin '{plugin_name}') could not start: "
             f"{type(error).__name__}: {scrub(str(error), hidden)}"
         ) from None
+
+
+def _option_hint(factory: Any, option: str | None) -> str:
+    """The closest option the factory accepts, and the list of all it accepts."""
+    import difflib
+    import inspect
+
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return "check the plugin's documented options"
+    accepted = sorted(
+        p.name
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not p.name.startswith("_")
+    )
+    if not accepted:
+        return "check the plugin's documented options"
+    close = []
+    if option:
+        close = (
+            difflib.get_close_matches(option, accepted, n=1, cutoff=0.6)
+            or [name for name in accepted if option.startswith(name) or name.startswith(option)][:1]
+        )
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    return f"{guess}it accepts: {', '.join(accepted)}"

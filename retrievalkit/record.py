@@ -64,6 +64,8 @@ def build_record(
     extra: Mapping[str, str] | None = None,
     embedding_backend: str | None = None,
     embedding_model_id: str | None = None,
+    plugin_packages: Mapping[str, str] | None = None,
+    retriever_identifier: str | None = None,
 ) -> ResultRecord:
     """The generic record: pass_rate is top-1 hit rate, mean_score top-3 hit rate.
 
@@ -92,6 +94,8 @@ def build_record(
         extra=dict(extra or {}),
         embedding_backend=embedding_backend,
         embedding_model_id=embedding_model_id,
+        plugin_packages=dict(plugin_packages or {}),
+        retriever_identifier=retriever_identifier,
     )
     items = tuple(
         QuestionVerdict(

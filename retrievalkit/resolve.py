@@ -20,13 +20,20 @@ from retrievalkit.model import GoldenQuestionSet
 
 
 def resolve_set(name: str, config: Config) -> GoldenQuestionSet:
-    from retrievalkit.golden_files import load_set_file
+    return resolve_set_and_provider(name, config)[0]
+
+
+def resolve_set_and_provider(
+    name: str, config: Config
+) -> tuple[GoldenQuestionSet, plugins.Plugin | None]:
+    """The set, and the plugin that served it (None for a file or a [sets.NAME])."""
+    from retrievalkit.golden_files import check_provided_set, load_set_file
 
     path = Path(name)
     if path.exists():
-        return load_set_file(path)
+        return load_set_file(path), None
     if name in config.sets:
-        return load_set_file(config.sets[name], name=name)
+        return load_set_file(config.sets[name], name=name), None
     catalogue = plugins.set_catalogue()
     if name in catalogue.offers:
         plugin, provider = catalogue.offers[name]
@@ -41,7 +48,7 @@ def resolve_set(name: str, config: Config) -> GoldenQuestionSet:
             ) from error
         if not isinstance(loaded, GoldenQuestionSet):
             raise PluginError(f"question set provider {plugin.label} did not return a set")
-        return loaded
+        return check_provided_set(loaded, plugin.label), plugin
     clash = catalogue.ambiguous(name)
     if clash is not None:
         raise PluginError(f"question set {clash.describe()}, or load the set from a file")

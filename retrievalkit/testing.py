@@ -20,11 +20,14 @@ finds it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
+
+import attrs
 
 from retrievalkit.errors import StoreError
 from retrievalkit.model import GRADER, GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
@@ -75,6 +78,11 @@ RULES: dict[str, str] = {
     "store.duplicate": "saving a run id that is already stored raises StoreError and keeps "
     "one copy",
     "store.reopen": "opening the same URL again sees the saved runs",
+    "store.pin": "a store with pin(), unpin() and pinned() keeps one pin per key: pin(run) "
+    "returns the run id it replaced, pinned(key) names the pinned run, unpin(key) removes "
+    "the pin and returns its run id, and pinning a run the store does not hold raises",
+    "store.delete": "a store with delete(run_ids) deletes those runs whole and returns how "
+    "many it deleted; asked to delete a pinned run, it raises and deletes nothing",
     "embedder.discovery": "the embedder's entry point is installed and loads",
     "embedder.factory": "the factory builds an embedder from its options",
     "embedder.attributes": "an embedder has a non-empty string `model_id`, whole-number "
@@ -107,12 +115,66 @@ _LIMITS = (1, 3, 10, 30)
 
 
 class ContractViolation(AssertionError):
-    """A plugin broke a rule of its contract; ``rule`` is the id of the rule in :data:`RULES`."""
+    """A plugin broke a rule of its contract; ``rule`` is the id of the rule in `RULES`.
 
-    def __init__(self, rule: str, detail: str) -> None:
+    When a check found more than one broken rule, the exception raised is this class
+    too: ``rule`` and ``detail`` are the first violation's, ``violations`` lists them
+    all, and the message has one line per violation.
+    """
+
+    def __init__(self, rule: str, detail: str, *, more: Sequence[ContractViolation] = ()) -> None:
         self.rule = rule
         self.detail = detail
-        super().__init__(f"[{rule}] {RULES[rule]}: {detail}")
+        self.violations: tuple[ContractViolation, ...] = (self, *more)
+        first = f"[{rule}] {RULES[rule]}: {detail}"
+        if more:
+            lines = [first, *(f"[{v.rule}] {RULES[v.rule]}: {v.detail}" for v in more)]
+            message = f"{len(lines)} contract violations:\n" + "\n".join(
+                f"  {number}. {line}" for number, line in enumerate(lines, start=1)
+            )
+        else:
+            message = first
+        super().__init__(message)
+
+
+class _Violations:
+    """Collects violations so that one check reports every broken rule, not only the first.
+
+    A failure inside ``with found.step():`` is recorded and the check goes on with its
+    next step; a failure outside any step ends the check (nothing after it can run).
+    """
+
+    def __init__(self) -> None:
+        self.found: list[ContractViolation] = []
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        try:
+            yield
+        except ContractViolation as violation:
+            self.found.extend(violation.violations)
+
+    def raise_any(self) -> None:
+        """Every broken rule, each with up to three of its cases (questions, calls, runs)."""
+        if not self.found:
+            return
+        by_rule: dict[str, list[ContractViolation]] = {}
+        for violation in self.found:
+            by_rule.setdefault(violation.rule, []).append(violation)
+        shown: list[ContractViolation] = []
+        for rule, cases in by_rule.items():
+            shown += cases[:_CASES_SHOWN]
+            if len(cases) > _CASES_SHOWN:
+                hidden = len(cases) - _CASES_SHOWN
+                shown[-1] = ContractViolation(
+                    rule, f"{shown[-1].detail} (and {hidden} more case(s) of this rule)"
+                )
+        first, *more = shown
+        raise ContractViolation(first.rule, first.detail, more=more) from self.found[0]
+
+
+#: How many cases of one broken rule a report spells out.
+_CASES_SHOWN = 3
 
 
 def _fail(rule: str, detail: str, cause: BaseException | None = None) -> NoReturn:
@@ -158,50 +220,60 @@ def check_retriever(
         retriever = factory(**options)
     except Exception as error:
         _fail("retriever.factory", f"calling {_name_of(factory)}(**{options!r}) raised", error)
-    identifier = getattr(retriever, "identifier", None)
-    if not isinstance(identifier, str) or not identifier.strip():
-        _fail(
-            "retriever.identifier",
-            f"{type(retriever).__name__}.identifier is {identifier!r}",
-        )
-    if not callable(getattr(retriever, "retrieve", None)):
-        _fail("retriever.retrieve", f"{type(retriever).__name__} has no callable retrieve")
-
     own = list(probe_questions or ())
     questions = list(dict.fromkeys([*own, *(DEFAULT_PROBES if default_probes else ())]))
     if not questions:
         raise ValueError("default_probes=False needs probe_questions")
-    deepest: dict[str, list[str]] = {}
-    for question in questions:
-        rankings = {limit: _ask(retriever, question, limit) for limit in _LIMITS}
-        deepest[question] = rankings[max(_LIMITS)]
-        again = _ask(retriever, question, max(_LIMITS))
-        if again != deepest[question]:
+    found = _Violations()
+    with found.step():
+        identifier = getattr(retriever, "identifier", None)
+        if not isinstance(identifier, str) or not identifier.strip():
             _fail(
-                "retriever.deterministic",
-                f"retrieve({_short(question)}, {max(_LIMITS)}) gave {deepest[question][:5]} "
-                f"and then {again[:5]}",
+                "retriever.identifier",
+                f"{type(retriever).__name__}.identifier is {identifier!r}",
             )
-        if approximate:
-            continue
+    with found.step():  # without retrieve() nothing else can be checked
+        if not callable(getattr(retriever, "retrieve", None)):
+            _fail("retriever.retrieve", f"{type(retriever).__name__} has no callable retrieve")
+        deepest: dict[str, list[str]] = {}
+        for question in questions:
+            with found.step():
+                deepest[question] = _check_question(retriever, question, approximate)
+        answered = all(question in deepest for question in own)
+        if own and answered and not any(deepest[question] for question in own):
+            with found.step():
+                _fail(
+                    "retriever.answers",
+                    f"none of the {len(own)} probe questions found a document "
+                    f"(e.g. {_short(own[0])}); is the index empty or the corpus option wrong?",
+                )
+        batch = getattr(retriever, "retrieve_many", None)
+        if callable(batch) and len(deepest) == len(questions):
+            _check_batch(batch, questions, deepest, approximate=approximate, found=found)
+    found.raise_any()
+    return retriever
+
+
+def _check_question(retriever: Any, question: str, approximate: bool) -> list[str]:
+    """Every limit, twice the deepest: the ranking of ``max(_LIMITS)`` when all rules hold."""
+    rankings = {limit: _ask(retriever, question, limit) for limit in _LIMITS}
+    deepest = rankings[max(_LIMITS)]
+    again = _ask(retriever, question, max(_LIMITS))
+    if again != deepest:
+        _fail(
+            "retriever.deterministic",
+            f"retrieve({_short(question)}, {max(_LIMITS)}) gave {deepest[:5]} and then {again[:5]}",
+        )
+    if not approximate:
         for limit in _LIMITS[:-1]:
-            expected = deepest[question][:limit]
+            expected = deepest[:limit]
             if rankings[limit] != expected:
                 _fail(
                     "retriever.order",
                     f"retrieve({_short(question)}, {limit}) gave {rankings[limit]}, but the "
                     f"first {limit} of retrieve(..., {max(_LIMITS)}) are {expected}",
                 )
-    if own and not any(deepest[question] for question in own):
-        _fail(
-            "retriever.answers",
-            f"none of the {len(own)} probe questions found a document "
-            f"(e.g. {_short(own[0])}); is the index empty or the corpus option wrong?",
-        )
-    batch = getattr(retriever, "retrieve_many", None)
-    if callable(batch):
-        _check_batch(batch, questions, deepest, approximate=approximate)
-    return retriever
+    return deepest
 
 
 def _ask(retriever: Any, question: str, limit: int) -> list[str]:
@@ -233,6 +305,7 @@ def _check_batch(
     expected: Mapping[str, list[str]],
     *,
     approximate: bool,
+    found: _Violations,
 ) -> None:
     limit = max(_LIMITS)
     try:
@@ -246,14 +319,15 @@ def _check_batch(
         _fail("retriever.batch", f"{len(questions)} questions gave {count} answers")
     for question, answer in zip(questions, answers, strict=True):
         call = f"retrieve_many([..., {_short(question)}, ...], {limit})"
-        if isinstance(answer, BaseException):
-            _fail("retriever.batch", f"{call} failed where retrieve() answered", answer)
-        ranking = _check_ranking(answer, call, limit)
-        if not approximate and ranking != expected[question]:
-            _fail(
-                "retriever.batch",
-                f"{call} gave {ranking[:5]}, retrieve() gave {expected[question][:5]}",
-            )
+        with found.step():
+            if isinstance(answer, BaseException):
+                _fail("retriever.batch", f"{call} failed where retrieve() answered", answer)
+            ranking = _check_ranking(answer, call, limit)
+            if not approximate and ranking != expected[question]:
+                _fail(
+                    "retriever.batch",
+                    f"{call} gave {ranking[:5]}, retrieve() gave {expected[question][:5]}",
+                )
 
 
 # --- question set providers ------------------------------------------------------------------
@@ -281,28 +355,42 @@ def check_question_set_provider(provider: Any, /) -> list[GoldenQuestionSet]:
             )
     if not isinstance(provider, QuestionSetProvider):
         _fail("provider.protocol", f"{type(provider).__name__} lacks set_names() or load(name)")
-    names = _set_names(provider)
-    if list(_set_names(provider)) != names:
-        _fail("provider.names", "two calls of set_names() gave different names")
+    found = _Violations()
     sets = []
-    for name in names:
-        golden = _load_set(provider, name)
-        if golden.name != name:
-            _fail("provider.set-name", f"load({name!r}) returned a set called {golden.name!r}")
-        again = _load_set(provider, name)
-        if again.content_hash != golden.content_hash:
-            _fail("provider.deterministic", f"two loads of {name!r} gave different questions")
-        _validate_set(golden)
-        sets.append(golden)
-    unknown = f"no-such-set-{secrets.token_hex(4)}"
-    try:
-        provider.load(unknown)
-    except KeyError:
-        pass
-    except Exception as error:
-        _fail("provider.unknown-name", f"load({unknown!r}) raised another error", error)
-    else:
-        _fail("provider.unknown-name", f"load({unknown!r}) returned instead of raising")
+    with found.step():
+        names = _set_names(provider)
+        with found.step():
+            if list(_set_names(provider)) != names:
+                _fail("provider.names", "two calls of set_names() gave different names")
+        for name in names:
+            with found.step():
+                golden = _load_set(provider, name)
+                sets.append(golden)
+                with found.step():
+                    if golden.name != name:
+                        _fail(
+                            "provider.set-name",
+                            f"load({name!r}) returned a set called {golden.name!r}",
+                        )
+                with found.step():
+                    again = _load_set(provider, name)
+                    if again.content_hash != golden.content_hash:
+                        _fail(
+                            "provider.deterministic",
+                            f"two loads of {name!r} gave different questions",
+                        )
+                _validate_set(golden, found)
+    with found.step():
+        unknown = f"no-such-set-{secrets.token_hex(4)}"
+        try:
+            provider.load(unknown)
+        except KeyError:
+            pass
+        except Exception as error:
+            _fail("provider.unknown-name", f"load({unknown!r}) raised another error", error)
+        else:
+            _fail("provider.unknown-name", f"load({unknown!r}) returned instead of raising")
+    found.raise_any()
     return sets
 
 
@@ -331,7 +419,8 @@ def _load_set(provider: Any, name: str) -> GoldenQuestionSet:
     return golden
 
 
-def _validate_set(golden: GoldenQuestionSet) -> None:
+def _validate_set(golden: GoldenQuestionSet, found: _Violations) -> None:
+    """Every question against the file rules; each bad question is its own violation."""
     from retrievalkit.convert import unstructure
     from retrievalkit.errors import InputError
     from retrievalkit.golden_files import parse_question
@@ -340,17 +429,18 @@ def _validate_set(golden: GoldenQuestionSet) -> None:
         _fail("provider.validates", f"set {golden.name!r} has no questions")
     seen: set[str] = set()
     for index, question in enumerate(golden.questions, start=1):
-        if not isinstance(question, GoldenQuestion):
-            _fail("provider.validates", f"question {index} is a {type(question).__name__}")
-        where = f"set {golden.name!r}, question {index} ({question.id!r})"
-        if question.id in seen:
-            _fail("provider.validates", f"{where}: the id is used twice")
-        seen.add(question.id)
-        data = {key: value for key, value in unstructure(question).items() if value is not None}
-        try:
-            parse_question(data, source=where)
-        except InputError as error:
-            _fail("provider.validates", str(error))
+        with found.step():
+            if not isinstance(question, GoldenQuestion):
+                _fail("provider.validates", f"question {index} is a {type(question).__name__}")
+            where = f"set {golden.name!r}, question {index} ({question.id!r})"
+            if question.id in seen:
+                _fail("provider.validates", f"{where}: the id is used twice")
+            seen.add(question.id)
+            data = {k: value for k, value in unstructure(question).items() if value is not None}
+            try:
+                parse_question(data, source=where)
+            except InputError as error:
+                _fail("provider.validates", str(error))
 
 
 # --- stores ----------------------------------------------------------------------------------
@@ -373,20 +463,68 @@ def check_store(url: str, /, *, factory: Callable[[str], Any] | None = None) -> 
         _sample_record(set_name, model, start + dt.timedelta(seconds=offset))
         for model, offset in plan
     ]
-    for record in records:
+    for record in records:  # nothing else can be checked without them
         try:
             store.save(record)
         except Exception as error:
             _fail("store.whole", f"save() of run {record.run_id} raised", error)
-
+    found = _Violations()
     first = records[0]
-    try:
-        got = store.get(first.run_id)
-    except Exception as error:
-        _fail("store.whole", f"get({first.run_id!r}) raised", error)
-    _same_run(got, first, f"get({first.run_id!r})")
-
     model_a = [record for record in records if record.model == "model-a"]
+    with found.step():
+        try:
+            got = store.get(first.run_id)
+        except Exception as error:
+            _fail("store.whole", f"get({first.run_id!r}) raised", error)
+        _same_run(got, first, f"get({first.run_id!r})")
+    with found.step():
+        _check_history(store, set_name, model_a, found)
+    with found.step():
+        other_grader = _call(store, "runs", "store.key", set_name, "model-a", "another_grader")
+        if other_grader:
+            _fail("store.key", f"runs() for grader 'another_grader' gave {len(other_grader)} runs")
+    with found.step():
+        ours = {record.run_id for record in records}
+        everything = [run for run in _call(store, "all_runs", "store.whole") if run.run_id in ours]
+        newest_first = [run.run_id for run in reversed(records)]
+        if sorted(run.run_id for run in everything) != sorted(newest_first):
+            _fail(
+                "store.whole",
+                f"all_runs() holds {len(everything)} of the {len(records)} runs saved",
+            )
+        if [run.run_id for run in everything] != newest_first:
+            _fail(
+                "store.newest-first",
+                f"all_runs() gave {[run.run_id for run in everything]}, newest first is "
+                f"{newest_first}",
+            )
+    with found.step():
+        missing = f"no-such-run-{secrets.token_hex(4)}"
+        try:
+            absent = store.get(missing)
+        except Exception as error:
+            _fail("store.missing", f"get({missing!r}) raised", error)
+        if absent is not None:
+            _fail("store.missing", f"get({missing!r}) returned {type(absent).__name__}")
+    with found.step():
+        _check_duplicate(store, first)
+    with found.step():
+        reopened = _open(url, factory, rule="store.reopen")
+        try:
+            seen = {run.run_id for run in reopened.runs(set_name, "model-a", GRADER)}
+        except Exception as error:
+            _fail("store.reopen", "runs() of the reopened store raised", error)
+        if seen != {run.run_id for run in model_a}:
+            _fail("store.reopen", f"the reopened store has {len(seen)} of {len(model_a)} runs")
+    with found.step():
+        _check_pins_and_deletion(store, records, found)
+    found.raise_any()
+    return store
+
+
+def _check_history(
+    store: Any, set_name: str, model_a: list[ResultRecord], found: _Violations
+) -> None:
     history = _call(store, "runs", "store.key", set_name, "model-a", GRADER)
     if {run.run_id for run in history} != {run.run_id for run in model_a}:
         _fail(
@@ -395,36 +533,19 @@ def check_store(url: str, /, *, factory: Callable[[str], Any] | None = None) -> 
             f"expected {[run.run_id for run in model_a]}",
         )
     expected_order = [run.run_id for run in reversed(model_a)]
-    if [run.run_id for run in history] != expected_order:
-        _fail(
-            "store.newest-first",
-            f"runs() gave {[run.run_id for run in history]}, newest first is {expected_order}",
-        )
-    for run, original in zip(history, reversed(model_a), strict=True):
-        _same_run(run, original, "runs()")
-    other_grader = _call(store, "runs", "store.key", set_name, "model-a", "another_grader")
-    if other_grader:
-        _fail("store.key", f"runs() for grader 'another_grader' gave {len(other_grader)} runs")
+    with found.step():
+        if [run.run_id for run in history] != expected_order:
+            _fail(
+                "store.newest-first",
+                f"runs() gave {[run.run_id for run in history]}, newest first is {expected_order}",
+            )
+    for run in history:
+        with found.step():
+            original = next(record for record in model_a if record.run_id == run.run_id)
+            _same_run(run, original, "runs()")
 
-    ours = {record.run_id for record in records}
-    everything = [run for run in _call(store, "all_runs", "store.whole") if run.run_id in ours]
-    newest_first = [run.run_id for run in reversed(records)]
-    if sorted(run.run_id for run in everything) != sorted(newest_first):
-        _fail("store.whole", f"all_runs() holds {len(everything)} of the {len(records)} runs saved")
-    if [run.run_id for run in everything] != newest_first:
-        _fail(
-            "store.newest-first",
-            f"all_runs() gave {[run.run_id for run in everything]}, newest first is {newest_first}",
-        )
 
-    missing = f"no-such-run-{secrets.token_hex(4)}"
-    try:
-        found = store.get(missing)
-    except Exception as error:
-        _fail("store.missing", f"get({missing!r}) raised", error)
-    if found is not None:
-        _fail("store.missing", f"get({missing!r}) returned {type(found).__name__}")
-
+def _check_duplicate(store: Any, first: ResultRecord) -> None:
     try:
         store.save(first)
     except StoreError:
@@ -439,14 +560,84 @@ def check_store(url: str, /, *, factory: Callable[[str], Any] | None = None) -> 
     if len(copies) != 1:
         _fail("store.duplicate", f"run {first.run_id} is stored {len(copies)} times")
 
-    reopened = _open(url, factory, rule="store.reopen")
+
+def _check_pins_and_deletion(store: Any, records: list[ResultRecord], found: _Violations) -> None:
+    """The optional protocols: checked when the store offers them, as `baseline` uses them."""
+    from retrievalkit.stores import DeletingStore, PinningStore
+
+    older, newer = records[0], records[1]  # two runs of one key
+    key = (older.set, older.model, older.grader)
+    pins = isinstance(store, PinningStore)
+    if pins:
+        with found.step():
+            _check_pins(store, older, newer, key)
+    if isinstance(store, DeletingStore):
+        with found.step():
+            _check_deletion(store, records, key if pins else None)
+
+
+def _pin_call(rule: str, call: str, action: Callable[[], Any]) -> Any:
     try:
-        seen = {run.run_id for run in reopened.runs(set_name, "model-a", GRADER)}
+        return action()
     except Exception as error:
-        _fail("store.reopen", "runs() of the reopened store raised", error)
-    if seen != {run.run_id for run in model_a}:
-        _fail("store.reopen", f"the reopened store has {len(seen)} of {len(model_a)} runs")
-    return store
+        _fail(rule, f"{call} raised", error)
+
+
+def _check_pins(
+    store: Any, older: ResultRecord, newer: ResultRecord, key: tuple[str, str, str]
+) -> None:
+    rule = "store.pin"
+    if _pin_call(rule, f"pinned{key!r}", lambda: store.pinned(*key)) is not None:
+        _fail(rule, f"pinned{key!r} names a run before any pin")
+    replaced = _pin_call(rule, f"pin({older.run_id})", lambda: store.pin(older))
+    if replaced is not None:
+        _fail(rule, f"the first pin() of the key returned {replaced!r}, not None")
+    replaced = _pin_call(rule, f"pin({newer.run_id})", lambda: store.pin(newer))
+    if replaced != older.run_id:
+        _fail(rule, f"pin({newer.run_id}) returned {replaced!r}, not the replaced {older.run_id}")
+    named = _pin_call(rule, f"pinned{key!r}", lambda: store.pinned(*key))
+    if named != newer.run_id:
+        _fail(rule, f"pinned{key!r} is {named!r} after pinning {newer.run_id}")
+    unpinned = _pin_call(rule, f"unpin{key!r}", lambda: store.unpin(*key))
+    if unpinned != newer.run_id:
+        _fail(rule, f"unpin{key!r} returned {unpinned!r}, not {newer.run_id}")
+    if _pin_call(rule, f"pinned{key!r}", lambda: store.pinned(*key)) is not None:
+        _fail(rule, f"pinned{key!r} still names a run after unpin()")
+    stranger = attrs.evolve(newer, run_id=f"not-stored-{secrets.token_hex(4)}")
+    try:
+        store.pin(stranger)
+    except Exception:
+        pass
+    else:
+        store.unpin(*key)
+        _fail(rule, f"pin() of run {stranger.run_id}, which the store does not hold, succeeded")
+
+
+def _check_deletion(
+    store: Any, records: list[ResultRecord], key: tuple[str, str, str] | None
+) -> None:
+    """Deletes only a copy saved for the purpose: the runs the check wrote stay."""
+    rule = "store.delete"
+    last = records[-1]
+    doomed = attrs.evolve(records[2], run_id=f"{records[2].run_id}-delete-check")
+    _pin_call(rule, f"save({doomed.run_id})", lambda: store.save(doomed))
+    if key is not None:
+        _pin_call("store.pin", f"pin({last.run_id})", lambda: store.pin(last))
+        try:
+            store.delete([doomed.run_id, last.run_id])
+        except Exception:
+            pass
+        else:
+            _fail(rule, f"delete() of the pinned run {last.run_id} succeeded")
+        finally:
+            store.unpin(*key)
+        if store.get(doomed.run_id) is None:
+            _fail(rule, "a refused delete() still deleted the unpinned run asked for with it")
+    count = _pin_call(rule, "delete(...)", lambda: store.delete([doomed.run_id, "no-such-run"]))
+    if count != 1:
+        _fail(rule, f"delete() of one stored run and one unknown id returned {count!r}, not 1")
+    if store.get(doomed.run_id) is not None:
+        _fail(rule, f"run {doomed.run_id} is still there after delete()")
 
 
 def _open(url: str, factory: Callable[[str], Any] | None, rule: str = "store.discovery") -> Any:

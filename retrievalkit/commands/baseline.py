@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from retrievalkit.commands.options import add_common, console, load_config, store_url
+from retrievalkit.commands.options import add_common, console, load_config, open_configured_store
 from retrievalkit.errors import EXIT_OK, InputError
 
 NAME = "baseline"
@@ -40,10 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.model import GRADER
     from retrievalkit.render.baseline import baseline_document, baseline_lines
     from retrievalkit.render.summary import to_json_text
-    from retrievalkit.stores import open_store, pinning
+    from retrievalkit.stores import pinning
 
     config = load_config(args)
-    store = open_store(store_url(args, config))
+    store = open_configured_store(args, config)
     if args.action == "pin":
         record = store.get(args.run_id)
         if record is None:

@@ -13,8 +13,8 @@ from retrievalkit.commands.options import (
     fraction,
     k_list,
     load_config,
+    open_configured_store,
     positive,
-    store_url,
 )
 from retrievalkit.errors import EXIT_OK, InputError
 
@@ -122,7 +122,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.api import Run, compare, evaluate, load_set, open_store
+    from retrievalkit.api import Run, compare, evaluate, load_set
     from retrievalkit.comparison import DEFAULT_CHANGED_BY
     from retrievalkit.labels import label_effect, read_label_files
     from retrievalkit.record import git_commit
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     # The retrievers run now are evaluated exactly as `eval` would, so their records are
     # the ones eval stores (and can serve as its baselines).
     settings = evaluation_settings(args, config)
-    store = open_store(store_url(args, config))
+    store = open_configured_store(args, config)
     extra_labels = read_label_files(args.extra_labels)
     golden = load_set(args.set, config=config) if args.set else None
     commit = git_commit() if any(kind == "retriever" for kind, _ in systems) else None

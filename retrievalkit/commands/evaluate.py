@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrievalkit.commands.options import (
     add_common,
@@ -14,14 +15,18 @@ from retrievalkit.commands.options import (
     fraction,
     k_list,
     load_config,
+    open_configured_store,
     positive,
     seconds,
-    store_url,
+    store_place,
     thresholds,
 )
 from retrievalkit.commands.output import emit_report
 from retrievalkit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, InputError
 from retrievalkit.interrupts import interrupts_deferred
+
+if TYPE_CHECKING:
+    from retrievalkit.config import Config
 
 NAME = "eval"
 HELP = (
@@ -153,7 +158,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
-def check_before_running(args: argparse.Namespace, store: object) -> None:
+def check_before_running(
+    args: argparse.Namespace, store: object, config: Config | None = None
+) -> None:
     """Refuse now what would only fail after the whole evaluation: --output-dir, the store."""
     from retrievalkit.stores import read_only_reason
 
@@ -178,13 +185,13 @@ def check_before_running(args: argparse.Namespace, store: object) -> None:
     if reason is not None:
         raise InputError(
             f"cannot save to {getattr(store, 'url', path)}: {reason}",
-            field="--store",
             hint="choose another --store, or run with --no-save",
+            **(store_place(args, config) if config is not None else {"field": "--store"}),
         )
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.api import RunFailed, evaluate, gate, load_set, open_store
+    from retrievalkit.api import RunFailed, evaluate, gate, load_set
     from retrievalkit.labels import label_effect, read_label_files
     from retrievalkit.record import git_commit
     from retrievalkit.regression import check_slices
@@ -193,11 +200,11 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     settings = evaluation_settings(args, config)
     gated = thresholds(args, config)
-    store = open_store(store_url(args, config))
+    store = open_configured_store(args, config)
     extra_labels = read_label_files(args.extra_labels)
     golden = load_set(args.set, config=config)
     check_slices(gated.slices, golden.questions, source=config.source, set_name=golden.name)
-    check_before_running(args, store)
+    check_before_running(args, store, config)
     status = console(args, stderr=True)
     show_progress = status.is_terminal and not args.quiet and args.format == "table"
     try:
@@ -228,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
                 baseline_note="not compared: the run failed",
                 not_saved_reason=f"{errored} of {total} questions errored, over the "
                 f"allowed error rate {settings['max_error_rate']:g}",
+                diagnostics=failure.run.warnings,
             ),
             args,
             ci=True,
@@ -262,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
             if args.extra_labels
             else None
         ),
+        diagnostics=result.warnings,
     )
     emit_report(report, args, ci=True)
     if verdict.regressed:

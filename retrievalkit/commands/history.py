@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from retrievalkit.commands.options import add_common, console, load_config, positive, store_url
+from retrievalkit.commands.options import (
+    add_common,
+    console,
+    load_config,
+    open_configured_store,
+    positive,
+)
 from retrievalkit.errors import EXIT_OK, InputError
 
 NAME = "history"
@@ -48,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         render_history_table,
     )
     from retrievalkit.render.summary import to_json_text
-    from retrievalkit.stores import deleting, open_store, pinned_run_id
+    from retrievalkit.stores import deleting, pinned_run_id
 
     if args.prune and args.keep is None:
         raise InputError(
@@ -60,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         option = "--keep" if args.keep is not None else "--dry-run"
         raise InputError("only means something with --prune", field=option, hint="add --prune")
     config = load_config(args)
-    store = open_store(store_url(args, config))
+    store = open_configured_store(args, config)
     runs = store.runs(args.set, args.retriever, GRADER)
     pinned = pinned_run_id(store, args.set, args.retriever, GRADER)
     pruned: list[str] = []

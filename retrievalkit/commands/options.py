@@ -115,12 +115,41 @@ def store_url(args: argparse.Namespace, config: Config) -> str:
     return getattr(args, "store", None) or config.store_url or DEFAULT_STORE_URL
 
 
-def stored_run(args: argparse.Namespace, config: Config) -> tuple[ResultStore, ResultRecord]:
-    """The store the options name, and the run ``args.run_id`` in it (exit 2 if absent)."""
+def store_place(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    """Where the store URL was given, for messages: the flag, or the config file's key."""
+    if getattr(args, "store", None) or not config.store_url or config.source is None:
+        return {"field": "--store"}
+    from retrievalkit.config import key_line
+
+    dotted = "store.url"
+    if str(config.source).endswith("pyproject.toml"):
+        dotted = "tool.retrievalkit.store.url"
+    return {
+        "source": str(config.source),
+        "line": key_line(config.source, dotted),
+        "field": dotted,
+    }
+
+
+def open_configured_store(args: argparse.Namespace, config: Config) -> ResultStore:
+    """The store of --store, the config file or the default; a bad URL names where it was set."""
     from retrievalkit.errors import InputError
     from retrievalkit.stores import open_store
 
-    store = open_store(store_url(args, config))
+    try:
+        return open_store(store_url(args, config))
+    except InputError as error:
+        place = store_place(args, config)
+        if error.field != "--store" or place["field"] == "--store":
+            raise
+        raise InputError(error.detail, hint=error.hint, **place) from None
+
+
+def stored_run(args: argparse.Namespace, config: Config) -> tuple[ResultStore, ResultRecord]:
+    """The store the options name, and the run ``args.run_id`` in it (exit 2 if absent)."""
+    from retrievalkit.errors import InputError
+
+    store = open_configured_store(args, config)
     record = store.get(args.run_id)
     if record is None:
         raise InputError(

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from retrievalkit.commands.options import add_common, load_config, store_url
+from retrievalkit.commands.options import add_common, load_config, open_configured_store
 from retrievalkit.errors import EXIT_OK, InputError, RetrievalkitError
 
 if TYPE_CHECKING:
@@ -108,7 +108,6 @@ def run(args: argparse.Namespace) -> int:
         )
     from retrievalkit.render.html_report import render_html_report
     from retrievalkit.run_report import build_run_report
-    from retrievalkit.stores import open_store
 
     output = Path(args.output)
     if output.is_dir():
@@ -120,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             hint="create it, or write the report elsewhere",
         )
     config = load_config(args)
-    store = open_store(store_url(args, config))
+    store = open_configured_store(args, config)
     record = _get(store, args.run_id, "RUN_ID")
     baseline = None if args.compare is None else _get(store, args.compare, "--compare")
     texts, note = _question_texts(record, args.set, config)

@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     store, record = stored_run(args, config)
-    report = EvalReport(record, (), None, store.url, baseline_note="(stored run)")
+    report = EvalReport(record, (), None, store.url, baseline_note="(stored run)", read_back=True)
     args.output_dir = None
     args.quiet = False
     emit_report(report, args)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 #: How each compared manifest field is named in the "changed" column.
 SHORT_NAMES = {
     "retriever_options_hash": "options",
+    "plugin_packages": "plugins",
     "set_hash": "set",
     "retrievalkit_version": "version",
     "git_commit": "commit",
@@ -39,7 +40,7 @@ def history_rows(history: History) -> list[dict[str, Any]]:
             "retrievalkit_version": entry.retrievalkit_version,
             "pinned": entry.pinned,
             "changes": {
-                change.field: {"before": change.before, "after": change.after}
+                change.field: {"before": change.before, "after": change.after, "what": change.what}
                 for change in entry.changes
             },
         }
@@ -54,7 +55,10 @@ def _short(field: str, value: str | None) -> str:
 
 
 def change_text(change: ManifestChange) -> str:
+    """``options k1: 1.2 -> 0.9``; a field without named parts shows its values shortened."""
     name = SHORT_NAMES.get(change.field, change.field)
+    if change.what:
+        return f"{name} " + ", ".join(change.what)
     return f"{name} {_short(change.field, change.before)}→{_short(change.field, change.after)}"
 
 

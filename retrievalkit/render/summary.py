@@ -33,14 +33,21 @@ class EvalReport:
     not_saved_reason: str | None = None
     extra_labels: LabelEffect | None = None
     """The run scored again with ``eval --extra-labels`` merged in, when asked for."""
+    read_back: bool = False
+    """The run was read from ``saved_to`` (``show``), not just evaluated and saved there."""
+    diagnostics: tuple[str, ...] = ()
+    """Warnings only the evaluation could see (e.g. questions short of distinct documents)."""
 
     @property
     def warnings(self) -> tuple[str, ...]:
         """What the reader must know before trusting the numbers (e.g. pooling bias)."""
+        from retrievalkit.diagnostics import chunk_id_warning
         from retrievalkit.judged_share import judged_shares, judged_warning
 
         pooling = judged_warning(self.record.model, judged_shares(self.record.metrics))
-        return () if pooling is None else (pooling,)
+        chunks = chunk_id_warning(self.record.outcomes)
+        found = tuple(warning for warning in (pooling, chunks) if warning is not None)
+        return found + self.diagnostics
 
 
 def metric_map(metrics: Mapping[str, MetricValue]) -> dict[str, Any]:

@@ -106,6 +106,9 @@ def header_line(report: EvalReport) -> str:
 
 
 def storage_line(report: EvalReport) -> str:
+    if report.saved_to and report.read_back:
+        created = report.record.manifest.created_at
+        return f"run {report.record.run_id} of {created}, as stored in {report.saved_to}"
     if report.saved_to:
         return f"run {report.record.run_id} saved to {report.saved_to}"
     reason = report.not_saved_reason or "not saved"
