@@ -3,7 +3,7 @@
 The resample counts are drawn once per run (from a fixed seed) and shared by every
 metric and every slice: each batch of resamples is a (resamples x questions) count
 matrix, and the resampled sums of every metric in every slice come from its products
-with the values (see :func:`_resampled_means`). Undefined values (NaN) are left out
+with the values (see `_resampled_means`). Undefined values (NaN) are left out
 of a mean, so a resampled mean is sum(defined values) / count(defined). The same
 inputs and seed give the same intervals, to the last bit, however the batches are
 spread over threads.

@@ -31,7 +31,7 @@ FloatArray = npt.NDArray[np.float64]
 #: Always computed, whatever ``--k`` says: the generic record's two rates come from them.
 REQUIRED_KS = (1, 3)
 DEFAULT_KS = (1, 3, 5, 10)
-#: Matrix cells per block of questions in :func:`compute_metrics` (about 1 MB of float64).
+#: Matrix cells per block of questions in `compute_metrics` (about 1 MB of float64).
 _BLOCK_CELLS = 1 << 17
 
 
@@ -188,8 +188,8 @@ _FAMILY_ORDER = tuple(METRICS)
 class Metric:
     """One metric of the table, such as ``ndcg@10``: a family and its cut-off.
 
-    Made once by :func:`parse_metric`; the configuration, the gate, the comparison and
-    every report use it (and its :attr:`name`) rather than splitting names by hand.
+    Made once by `parse_metric`; the configuration, the gate, the comparison and
+    every report use it (and its `name`) rather than splitting names by hand.
     """
 
     family: MetricFamily
@@ -213,7 +213,7 @@ class Metric:
 
     @property
     def headline(self) -> bool:
-        """One of the metrics a reader looks at first (:data:`HEADLINE`)."""
+        """One of the metrics a reader looks at first (`HEADLINE`)."""
         return self.name in HEADLINE
 
     @property
@@ -232,7 +232,7 @@ TREND: tuple[str, ...] = ("hit@1", "hit@3", "rr")
 
 
 def parse_metric(name: str) -> Metric:
-    """``"ndcg@10"`` -> its :class:`Metric`; ``ValueError`` naming the known ones otherwise."""
+    """``"ndcg@10"`` -> its `Metric`; ``ValueError`` naming the known ones otherwise."""
     family_name, at, k = name.strip().partition("@")
     family = METRICS.get(family_name.lower())
     if family is not None:

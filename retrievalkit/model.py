@@ -1,10 +1,10 @@
 """The value types of retrievalkit: golden questions and sets, retrievals, outcomes and records.
 
 All are frozen attrs classes, and every mapping they hold is a read-only
-:class:`FrozenDict`, so a value cannot change once made. Values hash when what they
+`FrozenDict`, so a value cannot change once made. Values hash when what they
 hold does (a question, an outcome, a metric value); a manifest's retriever options may
 hold lists, so a manifest and the record holding it are not promised to hash. Turning
-them into JSON, TOML or database rows and back is the job of :mod:`retrievalkit.convert`,
+them into JSON, TOML or database rows and back is the job of `retrievalkit.convert`,
 never of methods on these classes.
 """
 

@@ -1,9 +1,9 @@
 """Plugin discovery in three plain steps, as flake8 does: find (metadata only), load, use.
 
 *find* reads entry points from package metadata without importing anything, so
-``retrievalkit list`` and ``--help`` stay fast; each :class:`Plugin` keeps the entry
+``retrievalkit list`` and ``--help`` stay fast; each `Plugin` keeps the entry
 point it was found as. *load* imports that entry point directly and turns any failure
-into a :class:`PluginError` that names the package and entry point, with the original
+into a `PluginError` that names the package and entry point, with the original
 exception chained. A broken plugin never stops the others.
 
 When two packages register one name in a group, a built-in (an entry point into
@@ -79,7 +79,7 @@ class Plugin:
     package: str
     version: str
     entry_point: importlib.metadata.EntryPoint = attrs.field(eq=False, order=False, repr=False)
-    """The entry point itself, loaded directly by :func:`load`."""
+    """The entry point itself, loaded directly by `load`."""
 
     @property
     def label(self) -> str:
@@ -217,7 +217,7 @@ def find_one(group: str, name: str) -> Plugin:
 def load(plugin: Plugin) -> Any:
     """Import the object behind an entry point.
 
-    Any failure becomes a :class:`PluginError` naming the package and entry point,
+    Any failure becomes a `PluginError` naming the package and entry point,
     with the original exception chained (``__cause__``) for the traceback.
     """
     try:

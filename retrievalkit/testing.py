@@ -10,10 +10,10 @@ Call these from your own pytest tests::
     def test_my_store_keeps_the_contract(tmp_path):
         check_store(f"mystore:///{tmp_path}/runs")
 
-Each function fails with :class:`ContractViolation`, an ``AssertionError`` (so pytest
+Each function fails with `ContractViolation`, an ``AssertionError`` (so pytest
 reports a failed test, not an error), whose message starts with the broken rule's id and
 statement, e.g. ``[retriever.limit] retrieve() returns at most `limit` ids: ...``.
-:data:`RULES` lists every rule. Naming a plugin by its entry-point name (or a store by
+`RULES` lists every rule. Naming a plugin by its entry-point name (or a store by
 its URL) also checks that it is installed and discoverable, exactly as the command line
 finds it.
 """
@@ -204,7 +204,7 @@ def check_retriever(
     ``factory`` is a retriever factory (what a ``retrievalkit.retrievers`` entry point
     names) or the entry point's name, which also checks that it is installed.
     ``probe_questions`` are questions your corpus answers: with them, at least one must
-    find a document (``retriever.answers``). The kit adds :data:`DEFAULT_PROBES`, which
+    find a document (``retriever.answers``). The kit adds `DEFAULT_PROBES`, which
     a retriever must survive but need not answer, unless ``default_probes=False`` (for a
     retriever that only knows given questions, such as the ``run`` retriever, which
     rightly raises on any other). ``approximate=True`` skips
@@ -449,7 +449,7 @@ def _validate_set(golden: GoldenQuestionSet, found: _Violations) -> None:
 def check_store(url: str, /, *, factory: Callable[[str], Any] | None = None) -> Any:
     """Check the store at ``url``: whole runs kept, history newest first, keys apart.
 
-    The store is opened with :func:`retrievalkit.stores.open_store`, so the URL's scheme
+    The store is opened with `retrievalkit.stores.open_store`, so the URL's scheme
     must be an installed ``retrievalkit.stores`` plugin; pass ``factory`` (what the entry
     point names, called with the URL) to check a store class before it is installed.
     The store may already hold runs: the check writes runs of a set name of its own
@@ -757,7 +757,7 @@ def check_embedder(
 
     ``factory`` is an embedder factory (what a ``retrievalkit.embedders`` entry point names)
     or the entry point's name, which also checks that it is installed. ``probe_texts`` are
-    added to :data:`DEFAULT_PROBES` (which include an empty-ish, a non-ASCII and a long text).
+    added to `DEFAULT_PROBES` (which include an empty-ish, a non-ASCII and a long text).
     Returns the embedder, for further tests of your own.
     """
     import numpy as np

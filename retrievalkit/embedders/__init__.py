@@ -1,7 +1,7 @@
 """The embedder contract: texts in, one float32 vector per text out, and loading one by name.
 
 An embedder plugin (entry-point group ``retrievalkit.embedders``) names a factory that is
-called with keyword options and returns an :class:`Embedder`. Dense retrievers and the
+called with keyword options and returns an `Embedder`. Dense retrievers and the
 indexing commands of the backend plugins take an embedder by that name, so the model that
 made a vector index is recorded once (``model_id``) and used again for the questions.
 """
@@ -31,7 +31,7 @@ class Embedder(Protocol):
     ``model_id`` names the model and everything else that changes its vectors (two
     embedders with the same ``model_id`` must give the same vectors), because caches and
     index metadata are keyed by it. ``dimensions`` is the length of every vector, and
-    ``similarity`` (one of :data:`SIMILARITIES`) the comparison the model was trained for.
+    ``similarity`` (one of `SIMILARITIES`) the comparison the model was trained for.
     """
 
     model_id: str
@@ -44,7 +44,7 @@ class Embedder(Protocol):
         A row must not depend on the other texts of the call, and the same text must give
         the same bits on every call. An embedder that treats questions differently from
         documents (a query prefix, another tower) also offers
-        ``embed_queries(texts)`` with the same shape; :func:`embed_queries` picks it.
+        ``embed_queries(texts)`` with the same shape; `embed_queries` picks it.
         """
         ...
 
@@ -113,7 +113,7 @@ def create_embedder(
 
 
 def check_embedder_attributes(embedder: Any, who: str) -> None:
-    """Fail with a :class:`PluginError` when ``embedder`` lacks what the contract needs."""
+    """Fail with a `PluginError` when ``embedder`` lacks what the contract needs."""
     problems = []
     if not callable(getattr(embedder, "embed", None)):
         problems.append("no embed(texts) method")

@@ -80,7 +80,7 @@ class DeletingStore(Protocol):
 
 
 def pinning(store: ResultStore, action: str) -> PinningStore:
-    """The store as a :class:`PinningStore`, or a StoreError naming what it lacks."""
+    """The store as a `PinningStore`, or a StoreError naming what it lacks."""
     if not isinstance(store, PinningStore):
         raise StoreError(
             f"the store {store.url} ({type(store).__module__}.{type(store).__name__}) cannot "
@@ -91,7 +91,7 @@ def pinning(store: ResultStore, action: str) -> PinningStore:
 
 
 def deleting(store: ResultStore, action: str) -> DeletingStore:
-    """The store as a :class:`DeletingStore`, or a StoreError naming what it lacks."""
+    """The store as a `DeletingStore`, or a StoreError naming what it lacks."""
     if not isinstance(store, DeletingStore):
         raise StoreError(
             f"the store {store.url} ({type(store).__module__}.{type(store).__name__}) cannot "
