@@ -25,6 +25,7 @@ from retrievalkit.history import manifest_changes
 from retrievalkit.judged_share import judged_shares, judged_warning
 from retrievalkit.metrics import TREND
 from retrievalkit.model import MetricValue, QuestionOutcome, ResultRecord
+from retrievalkit.regression import Verdict
 
 #: Manifest changes marked on the trend line: the ones that change what is measured.
 #: (The retrievalkit version and the git commit change on almost every run.)
@@ -94,6 +95,10 @@ class RunReport:
     texts_note: str | None = None
     """Where the question texts came from, or why there are none."""
     warnings: tuple[str, ...] = ()
+    verdict: Verdict | None = None
+    """The regression gate's verdict on this run against its baseline."""
+    verdict_note: str | None = None
+    """Why there is no verdict (no earlier run to compare with), when there is none."""
 
     @property
     def depth(self) -> int:
@@ -154,6 +159,8 @@ def build_run_report(
     allow_different_sets: bool = False,
     question_texts: Mapping[str, str] | None = None,
     texts_note: str | None = None,
+    verdict: Verdict | None = None,
+    verdict_note: str | None = None,
 ) -> RunReport:
     """The report of ``record``; with ``baseline``, also its paired comparison with it.
 
@@ -209,4 +216,6 @@ def build_run_report(
         comparison=comparison,
         texts_note=texts_note,
         warnings=tuple(warnings),
+        verdict=verdict,
+        verdict_note=verdict_note,
     )

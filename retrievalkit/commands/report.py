@@ -12,6 +12,7 @@ from retrievalkit.errors import EXIT_OK, InputError, RetrievalkitError
 if TYPE_CHECKING:
     from retrievalkit.config import Config
     from retrievalkit.model import GoldenQuestionSet, ResultRecord
+    from retrievalkit.regression import Verdict
     from retrievalkit.stores import ResultStore
 
 NAME = "report"
@@ -98,6 +99,52 @@ def _question_texts(
     return {question.id: question.question for question in found.questions}, None
 
 
+def _gate(
+    store: ResultStore, record: ResultRecord, compare_with: ResultRecord | None, config: Config
+) -> tuple[Verdict | None, str | None]:
+    """The regression gate on a stored run, with the thresholds of the configuration.
+
+    The baseline is ``--compare`` when given, else the key's pinned run, else the newest
+    run of the key older than this one: what ``eval`` compared it with when it was made
+    (``retrievalkit.gate`` would take the newest other run, which may be younger).
+    """
+    from retrievalkit.api import Thresholds
+    from retrievalkit.baselines import EXPLICIT, NEWEST, PINNED
+    from retrievalkit.regression import compare_runs
+    from retrievalkit.stores import pinned_run_id
+
+    key = (record.set, record.model, record.grader)
+    baseline, kind = compare_with, EXPLICIT
+    if baseline is None:
+        pinned = pinned_run_id(store, *key)
+        if pinned is not None and pinned != record.run_id:
+            baseline, kind = store.get(pinned), PINNED
+    if baseline is None:
+        runs = store.runs(*key)  # newest first
+        ids = [run.run_id for run in runs]
+        older = runs[ids.index(record.run_id) + 1 :] if record.run_id in ids else []
+        if not older:
+            return None, (
+                f"no baseline: no run of {record.set} × {record.model} in {store.url} is "
+                "older than this one (name one with --compare)"
+            )
+        baseline, kind = older[0], NEWEST
+    gated = Thresholds.from_config(config)
+    verdict = compare_runs(
+        record.outcomes,
+        record.manifest.set_hash,
+        baseline,
+        gated.metrics,
+        resamples=record.manifest.resamples,
+        confidence=record.manifest.confidence,
+        seed=record.manifest.seed,
+        require_significant=gated.require_significant,
+        slice_thresholds=gated.slices,
+        baseline_kind=kind,
+    )
+    return verdict, None
+
+
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.render import charts
 
@@ -123,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     record = _get(store, args.run_id, "RUN_ID")
     baseline = None if args.compare is None else _get(store, args.compare, "--compare")
     texts, note = _question_texts(record, args.set, config)
+    verdict, verdict_note = _gate(store, record, baseline, config)
     report = build_run_report(
         record,
         store=store.url,
@@ -131,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
         allow_different_sets=args.allow_different_sets,
         question_texts=texts,
         texts_note=note,
+        verdict=verdict,
+        verdict_note=verdict_note,
     )
     page = render_html_report(report)
     try:

@@ -51,6 +51,12 @@ nav { margin: 12px 0 0; font-size: 14px; }
 nav a { margin-right: 14px; color: var(--run); text-decoration: none; }
 code, .ids { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "Liberation Mono",
   monospace; font-size: 12px; }
+section.verdict { border-radius: 6px; padding: 8px 16px; margin: 12px 0; }
+section.verdict h2 { margin: 4px 0; font-size: 1.15em; }
+section.verdict ul { margin: 4px 0; padding-left: 20px; }
+section.verdict.failed { background: #fde8e8; border: 2px solid #c62828; }
+section.verdict.passed { background: #e8f5e9; border: 1px solid #66bb6a; }
+section.verdict.none { background: #f4f4f4; border: 1px solid #bbb; }
 ul.warnings { background: #fff7e0; border: 1px solid #f0d68a; padding: 10px 10px 10px 30px;
   border-radius: 6px; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(250px, 1fr)); gap: 12px; }
@@ -222,6 +228,25 @@ def _warnings(report: RunReport) -> str:
         return ""
     items = "".join(f"<li>{_e(note)}</li>" for note in notes)
     return f'<ul class="warnings" id="warnings">{items}</ul>'
+
+
+def _verdict(report: RunReport) -> str:
+    """The regression gate's verdict, as `eval` printed it: a failed gate is never silent."""
+    from retrievalkit.render.text import verdict_lines
+
+    verdict = report.verdict
+    if verdict is None:
+        state, heading = "none", "Gate: not checked"
+    elif verdict.regressed:
+        state, heading = "failed", "Gate: REGRESSION"
+    else:
+        state, heading = "passed", "Gate: no regression"
+    lines = verdict_lines(verdict, report.verdict_note)
+    items = "".join(f"<li>{_e(line.strip())}</li>" for line in lines)
+    return (
+        f'<section class="verdict {state}" id="verdict" data-verdict="{state}">'
+        f"<h2>{_e(heading)}</h2><ul>{items}</ul></section>"
+    )
 
 
 def _card(name: str, body: str) -> str:
@@ -575,6 +600,7 @@ def render_html_report(report: RunReport) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body><main>\n"
         + _header(report)
+        + _verdict(report)
         + _warnings(report)
         + _headline(report)
         + _slices(report)
