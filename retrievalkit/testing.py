@@ -775,14 +775,22 @@ def check_embedder(
     model_id = getattr(embedder, "model_id", None)
     dimensions = getattr(embedder, "dimensions", None)
     similarity = getattr(embedder, "similarity", None)
-    if not isinstance(model_id, str) or not model_id.strip():
-        _fail("embedder.attributes", f"{kind}.model_id is {model_id!r}")
-    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
-        _fail("embedder.attributes", f"{kind}.dimensions is {dimensions!r}")
-    if similarity not in SIMILARITIES:
-        _fail("embedder.attributes", f"{kind}.similarity is {similarity!r}")
+    found = _Violations()
+    for broken, detail in (
+        (not isinstance(model_id, str) or not model_id.strip(), f"{kind}.model_id is {model_id!r}"),
+        (
+            isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1,
+            f"{kind}.dimensions is {dimensions!r}",
+        ),
+        (similarity not in SIMILARITIES, f"{kind}.similarity is {similarity!r}"),
+    ):
+        with found.step():
+            if broken:
+                _fail("embedder.attributes", detail)
     if not callable(getattr(embedder, "embed", None)):
-        _fail("embedder.attributes", f"{kind} has no callable embed")
+        with found.step():
+            _fail("embedder.attributes", f"{kind} has no callable embed")
+    found.raise_any()  # every rule below needs the attributes
 
     texts = list(dict.fromkeys([*(probe_texts or ()), *DEFAULT_PROBES, ""]))
 
@@ -803,32 +811,43 @@ def check_embedder(
             _fail(rule, f"{call} returned shape {matrix.shape}, not {(len(batch), dimensions)}")
         return matrix
 
-    embed([])
-    matrix = embed(texts)
-    bad = [texts[row] for row in np.flatnonzero(~np.isfinite(matrix).all(axis=1))]
-    if bad:
-        _fail("embedder.finite", f"the vector of {_short(bad[0])} has NaN or infinity")
-    again = embed(texts)
-    if not np.array_equal(matrix.view(np.uint32), again.view(np.uint32)):
-        row = int(np.flatnonzero((matrix != again).any(axis=1))[0])
-        _fail("embedder.deterministic", f"{_short(texts[row])} gave different bits twice")
-    for row, text in enumerate(texts):
-        alone = embed([text])[0]
-        if not np.allclose(alone, matrix[row], rtol=1e-5, atol=1e-5):
-            _fail(
-                "embedder.independent",
-                f"{_short(text)} embedded alone differs from the same text in a batch of "
-                f"{len(texts)} by up to {float(np.abs(alone - matrix[row]).max()):.3g}",
-            )
-    if similarity == "dot_product":
-        norms = np.linalg.norm(matrix, axis=1)
-        off = [texts[row] for row in np.flatnonzero((norms > 0) & (np.abs(norms - 1) > 1e-3))]
-        if off:
-            _fail("embedder.unit", f"the vector of {_short(off[0])} is not unit length")
-    if len({matrix[row].tobytes() for row in range(len(texts))}) < 2:
-        _fail("embedder.distinct", f"all {len(texts)} probe texts got the same vector")
-    if callable(getattr(embedder, "embed_queries", None)):
-        embed(texts, "embed_queries")
+    with found.step():
+        embed([])
+    with found.step():  # the rules below all read the matrix of every probe text
+        matrix = embed(texts)
+        with found.step():
+            bad = [texts[row] for row in np.flatnonzero(~np.isfinite(matrix).all(axis=1))]
+            if bad:
+                _fail("embedder.finite", f"the vector of {_short(bad[0])} has NaN or infinity")
+        with found.step():
+            again = embed(texts)
+            if not np.array_equal(matrix.view(np.uint32), again.view(np.uint32)):
+                row = int(np.flatnonzero((matrix != again).any(axis=1))[0])
+                _fail("embedder.deterministic", f"{_short(texts[row])} gave different bits twice")
+        for row, text in enumerate(texts):
+            with found.step():
+                alone = embed([text])[0]
+                if not np.allclose(alone, matrix[row], rtol=1e-5, atol=1e-5):
+                    _fail(
+                        "embedder.independent",
+                        f"{_short(text)} embedded alone differs from the same text in a batch "
+                        f"of {len(texts)} by up to {float(np.abs(alone - matrix[row]).max()):.3g}",
+                    )
+        with found.step():
+            if similarity == "dot_product":
+                norms = np.linalg.norm(matrix, axis=1)
+                off = np.flatnonzero((norms > 0) & (np.abs(norms - 1) > 1e-3))
+                if len(off):
+                    _fail(
+                        "embedder.unit", f"the vector of {_short(texts[off[0]])} is not unit length"
+                    )
+        with found.step():
+            if len({matrix[row].tobytes() for row in range(len(texts))}) < 2:
+                _fail("embedder.distinct", f"all {len(texts)} probe texts got the same vector")
+    with found.step():
+        if callable(getattr(embedder, "embed_queries", None)):
+            embed(texts, "embed_queries")
+    found.raise_any()
     return embedder
 
 

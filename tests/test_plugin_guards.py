@@ -275,3 +275,23 @@ def test_what_counts_as_a_chunk_id(returned: str, expected: str, chunk: bool) ->
     from retrievalkit.diagnostics import chunk_like
 
     assert chunk_like(returned, expected) is chunk
+
+
+def test_the_embedder_kit_reports_every_broken_rule() -> None:
+    import numpy as np
+
+    from retrievalkit.testing import check_embedder
+
+    class SameLongVector:
+        """Every text gets one vector of length 2 although it claims dot_product."""
+
+        model_id = "same-long-vector"
+        dimensions = 4
+        similarity = "dot_product"
+
+        def embed(self, texts: Any) -> Any:
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    with pytest.raises(ContractViolation) as caught:
+        check_embedder(SameLongVector)
+    assert [v.rule for v in caught.value.violations] == ["embedder.unit", "embedder.distinct"]
