@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from conftest import RunCli
 
-from retrievalkit.config import find_config
+from retrievalkit.config import RegressionConfig, find_config
+from retrievalkit.errors import InputError
 
 QUESTIONS = 20
 #: Candidate: questions 1-4 find their document at rank 2 (a top-1 miss, a top-3 hit),
@@ -132,3 +133,105 @@ def test_the_config_file_maps_each_setting_to_its_metric(tmp_path: Path) -> None
     regression = find_config(str(path)).regression
     assert regression.thresholds == {"hit@1": 0.125, "hit@3": 0.25, "ndcg@10": 0.0625}
     assert regression.max_error_rate == 0.5
+
+
+# --- the [regression] table, read in process: every key, its defaults and its errors ---------
+
+
+def regression_of(tmp_path: Path, text: str) -> RegressionConfig:
+    path = tmp_path / "retrievalkit.toml"
+    path.write_text(text, encoding="utf-8")
+    return find_config(str(path)).regression
+
+
+def refusal(tmp_path: Path, text: str) -> InputError:
+    with pytest.raises(InputError) as refused:
+        regression_of(tmp_path, text)
+    return refused.value
+
+
+def test_an_empty_regression_table_sets_nothing(tmp_path: Path) -> None:
+    regression = regression_of(tmp_path, "[regression]\n")
+    assert regression.thresholds == {}
+    assert regression.max_error_rate is None
+    assert regression.require_significant is False
+    assert regression.slices == {}
+
+
+def test_every_regression_key_lands_where_it_belongs(tmp_path: Path) -> None:
+    regression = regression_of(
+        tmp_path,
+        "[regression]\nmax_top3_drop = 0.25\nrequire_significant = true\nmax_error_rate = 0\n"
+        '[regression.metrics]\n"rr" = 1\n"hit@1" = 0.5\n'
+        '[regression.slices."form=GAP"]\n"hit@3" = 0.75\n',
+    )
+    assert regression.thresholds == {"hit@3": 0.25, "rr": 1.0, "hit@1": 0.5}
+    assert regression.max_error_rate == 0.0
+    assert regression.require_significant is True
+    assert regression.slices == {"form=GAP": {"hit@3": 0.75}}
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "line"),
+    [
+        ("[regression]\nmax_top1_drop = 1.5\n", "regression.max_top1_drop", 2),
+        ("[regression]\nmax_top3_drop = -0.1\n", "regression.max_top3_drop", 2),
+        ("[regression]\nmax_error_rate = 2\n", "regression.max_error_rate", 2),
+        ("[regression]\nmax_top1_drop = true\n", "regression.max_top1_drop", 2),
+        ('[regression]\nmax_top3_drop = "0.1"\n', "regression.max_top3_drop", 2),
+        ('[regression.metrics]\n"ndcg@10" = 1.01\n', "regression.metrics.ndcg@10", 2),
+        ('[regression.slices."form=GAP"]\n"hit@3" = 7\n', 'regression.slices."form=GAP".hit@3', 2),
+    ],
+)
+def test_a_drop_outside_0_to_1_names_its_key_and_line(
+    tmp_path: Path, text: str, field: str, line: int
+) -> None:
+    refused = refusal(tmp_path, text)
+    assert refused.field == field
+    assert refused.line == line
+    assert "from 0 to 1" in refused.detail
+
+
+def test_the_ends_of_0_to_1_are_allowed(tmp_path: Path) -> None:
+    regression = regression_of(tmp_path, "[regression]\nmax_top1_drop = 0\nmax_top3_drop = 1\n")
+    assert regression.thresholds == {"hit@1": 0.0, "hit@3": 1.0}
+
+
+@pytest.mark.parametrize("metric", ["hit@0", "hit@x", "hit", "rr@3", "nosuch@3", "hit@-1"])
+def test_an_unknown_metric_is_refused(tmp_path: Path, metric: str) -> None:
+    refused = refusal(tmp_path, f'[regression.metrics]\n"{metric}" = 0.1\n')
+    assert refused.field == f"regression.metrics.{metric}"
+
+
+@pytest.mark.parametrize("metric", ["hit@1", "recall@10", "rr", "ndcg@3", "ap@100"])
+def test_known_metrics_are_accepted(tmp_path: Path, metric: str) -> None:
+    regression = regression_of(tmp_path, f'[regression.metrics]\n"{metric}" = 0.1\n')
+    assert regression.thresholds == {metric: 0.1}
+
+
+def test_metrics_must_be_a_table(tmp_path: Path) -> None:
+    assert refusal(tmp_path, "[regression]\nmetrics = 0.1\n").field == "regression.metrics"
+
+
+def test_require_significant_must_be_a_boolean(tmp_path: Path) -> None:
+    refused = refusal(tmp_path, "[regression]\nrequire_significant = 1\n")
+    assert refused.field == "regression.require_significant"
+
+
+@pytest.mark.parametrize("name", ["form=", "=GAP", "form", " = "])
+def test_a_slice_is_named_field_equals_value(tmp_path: Path, name: str) -> None:
+    refused = refusal(tmp_path, f'[regression.slices."{name}"]\n"hit@3" = 0.1\n')
+    assert refused.field == f'regression.slices."{name}"'
+    assert refused.hint == 'e.g. [regression.slices."hard_class=near-duplicate"] with "hit@3" = 0.1'
+
+
+@pytest.mark.parametrize(
+    "body", ['[regression.slices."form=GAP"]\n', '[regression.slices]\n"form=GAP" = 0.1\n']
+)
+def test_a_slice_holds_a_table_of_metrics(tmp_path: Path, body: str) -> None:
+    assert refusal(tmp_path, body).field == 'regression.slices."form=GAP"'
+
+
+def test_a_slice_name_splits_at_its_first_equals_sign(tmp_path: Path) -> None:
+    regression = regression_of(tmp_path, '[regression.slices." topic = a=b "]\n"hit@1" = 0.1\n')
+    assert regression.slices == {"topic=a=b": {"hit@1": 0.1}}
