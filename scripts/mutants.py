@@ -68,7 +68,11 @@ TARGETS: dict[str, Target] = {
     "comparison": Target(("retrievalkit/comparison.py",), ("tests/test_compare.py",)),
     "regression": Target(
         ("retrievalkit/regression.py",),
-        ("tests/test_baselines.py", "tests/test_regression_unchecked.py"),
+        (
+            "tests/test_regression_gate.py",
+            "tests/test_baselines.py",
+            "tests/test_regression_unchecked.py",
+        ),
     ),
     # Only the mapping of [regression] settings onto thresholds, not all of config.py.
     "config-thresholds": Target(

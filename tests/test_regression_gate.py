@@ -1,0 +1,210 @@
+"""The regression gate on chosen rankings: thresholds at their edge, slices, what it reports.
+
+Twenty questions, ten MATCH and ten GAP, half of each in hard class ``near-duplicate``;
+each expects one document ``d<i>``. A baseline finds every one at rank 1; candidates
+lose chosen questions, so every expected difference is counted here by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pytest
+
+from retrievalkit.errors import InputError
+from retrievalkit.evaluator import Retrieval
+from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
+from retrievalkit.record import build_record
+from retrievalkit.regression import Verdict, check_slices, compare_runs, split_slice
+from retrievalkit.scoring import ScoringOptions, score_run
+
+QUESTIONS = tuple(
+    GoldenQuestion(
+        id=f"q{i:02d}",
+        question=f"question {i}",
+        form=QuestionForm.MATCH if i < 10 else QuestionForm.GAP,
+        hard_class="near-duplicate" if i % 2 else "normal",
+        expected=[f"d{i}"],
+        meta={"topic": "even" if i % 2 == 0 else "odd"},
+    )
+    for i in range(20)
+)
+GOLDEN = GoldenQuestionSet(name="gate", questions=list(QUESTIONS))
+SCORING = ScoringOptions(ks=(1, 3), resamples=200)
+STATS: dict[str, Any] = {"resamples": 400, "confidence": 0.95, "seed": 5}
+
+
+def record(missed: Iterable[int] = (), *, second: Iterable[int] = ()) -> ResultRecord:
+    """Every question found at rank 1, except ``missed`` (not found) and ``second`` (rank 2)."""
+    missed, second = set(missed), set(second)
+    rankings = []
+    for i in range(20):
+        if i in missed:
+            rankings.append(("x1", "x2", "x3"))
+        elif i in second:
+            rankings.append(("x1", f"d{i}", "x3"))
+        else:
+            rankings.append((f"d{i}", "x1", "x2"))
+    scores = score_run(GOLDEN.questions, [Retrieval(r, 1.0) for r in rankings], SCORING)
+    return build_record(GOLDEN, "sys", "test", {}, scores, SCORING, overfetch=1)
+
+
+def gate(
+    candidate: ResultRecord,
+    baseline: ResultRecord,
+    thresholds: Mapping[str, float],
+    **options: Any,
+) -> Verdict:
+    return compare_runs(
+        candidate.outcomes, GOLDEN.content_hash, baseline, thresholds, **{**STATS, **options}
+    )
+
+
+def test_a_drop_equal_to_its_threshold_passes_and_a_larger_one_fails() -> None:
+    baseline, candidate = record(), record(missed=[0])  # hit@1 falls by exactly 1/20
+    assert not gate(candidate, baseline, {"hit@1": 0.05}).regressed
+    failed = gate(candidate, baseline, {"hit@1": 0.04})
+    assert failed.regressed
+    (failure,) = failed.failures
+    assert failure.metric == "hit@1" and failure.threshold == 0.04
+    assert failure.difference == pytest.approx(-0.05)
+    assert (failure.baseline, failure.candidate, failure.n) == (1.0, 0.95, 20)
+
+
+def test_the_verdict_names_its_baseline_and_what_it_compared() -> None:
+    baseline, candidate = record(), record(missed=range(8))
+    verdict = gate(
+        candidate, baseline, {"hit@1": 0.0, "hit@3": 0.5}, baseline_kind="pinned",
+        require_significant=True,
+    )  # fmt: skip
+    assert verdict.baseline_run_id == baseline.run_id
+    assert verdict.shared_questions == 20
+    assert verdict.same_set is True
+    assert verdict.baseline_kind == "pinned"
+    assert verdict.require_significant is True
+    assert verdict.unchecked == ()
+    assert [item.metric for item in verdict.checked] == ["hit@1", "hit@3"]
+    assert [item.metric for item in verdict.failures] == ["hit@1"]
+    hit1 = verdict.failures[0]
+    assert hit1.ci is not None and hit1.ci[0] <= hit1.difference <= hit1.ci[1] < 0
+    assert hit1.significant is True
+    assert hit1.p_value is not None and 0 < hit1.p_value < 0.05
+    assert gate(candidate, baseline, {}).baseline_kind == "newest earlier run"
+
+
+def test_another_set_is_reported() -> None:
+    baseline = record()
+    verdict = compare_runs(record().outcomes, "another-hash", baseline, {"hit@1": 0.0}, **STATS)
+    assert verdict.same_set is False
+
+
+def test_a_clear_gain_is_significant_and_no_change_is_not() -> None:
+    before, after = record(missed=range(10)), record()
+    (gain,) = gate(after, before, {"hit@1": 0.0}).checked
+    assert gain.difference == pytest.approx(0.5) and not gain.regressed
+    assert gain.ci is not None and gain.ci[0] > 0 and gain.significant is True
+    (same,) = gate(before, before, {"hit@1": 0.0}).checked
+    assert same.difference == 0.0 and same.significant is False and not same.regressed
+
+
+def test_the_interval_follows_confidence_seed_and_resamples() -> None:
+    baseline, candidate = record(), record(missed=[1, 2, 3], second=[4, 5])
+
+    def interval(**options: Any) -> tuple[float, float]:
+        (item,) = gate(candidate, baseline, {"hit@1": 1.0}, **options).checked
+        assert item.ci is not None
+        return item.ci
+
+    narrow, wide = interval(confidence=0.5), interval(confidence=0.99)
+    assert wide[0] < narrow[0] and narrow[1] < wide[1]
+    assert interval(seed=1) != interval(seed=2) or interval(seed=1) != interval(seed=3)
+    assert interval(resamples=50) != interval(resamples=5000)
+
+
+def test_undefined_values_are_left_out_of_the_comparison() -> None:
+    questions = [*QUESTIONS[:4], GoldenQuestion(id="none", question="no answer", expected=[])]
+    golden = GoldenQuestionSet(name="gate", questions=questions)
+
+    def run(rankings: list[tuple[str, ...]]) -> ResultRecord:
+        scores = score_run(golden.questions, [Retrieval(r, 1.0) for r in rankings], SCORING)
+        return build_record(golden, "sys", "test", {}, scores, SCORING, overfetch=1)
+
+    baseline = run([("d0",), ("d1",), ("d2",), ("d3",), ()])
+    candidate = run([("x", "d0"), ("d1",), ("d2",), ("d3",), ("x",)])
+    verdict = compare_runs(candidate.outcomes, golden.content_hash, baseline, {"rr": 0.1}, **STATS)
+    (rr,) = verdict.checked
+    assert rr.n == 4  # the no-answer question has no rr in either run
+    assert rr.difference == pytest.approx(-0.5 / 4)
+    assert rr.regressed
+
+
+@pytest.mark.parametrize("by_questions", [True, False])
+def test_slices_by_form_and_hard_class_gate_their_own_questions(by_questions: bool) -> None:
+    # GAP questions 10-19 lose 4 of 10 at rank 1; MATCH questions lose none.
+    baseline, candidate = record(), record(missed=[11, 13], second=[10, 12])
+    slices = {
+        "form=GAP": {"hit@1": 0.3},
+        "form=MATCH": {"hit@1": 0.0},
+        "hard_class=normal": {"hit@1": 0.1},
+    }
+    verdict = gate(
+        candidate, baseline, {}, slice_thresholds=slices,
+        questions=QUESTIONS if by_questions else (),
+    )  # fmt: skip
+    checked = {item.slice: item for item in verdict.checked}
+    assert (checked["form=GAP"].n, checked["form=MATCH"].n, checked["hard_class=normal"].n) == (
+        10,
+        10,
+        10,
+    )
+    assert checked["form=GAP"].difference == pytest.approx(-0.4)
+    assert checked["form=MATCH"].difference == 0.0
+    assert checked["hard_class=normal"].difference == pytest.approx(-0.2)  # q10 and q12
+    assert [(item.slice, item.metric) for item in verdict.failures] == [
+        ("form=GAP", "hit@1"),
+        ("hard_class=normal", "hit@1"),
+    ]
+
+
+def test_a_meta_slice_needs_the_questions() -> None:
+    baseline, candidate = record(), record(missed=[0, 2])
+    slices = {"topic=even": {"hit@1": 0.0}}
+    verdict = gate(candidate, baseline, {}, slice_thresholds=slices, questions=QUESTIONS)
+    (even,) = verdict.checked
+    assert even.n == 10 and even.difference == pytest.approx(-0.2) and even.regressed
+    # Outcomes carry form and hard class, not meta: without the questions the slice is empty.
+    blind = gate(candidate, baseline, {}, slice_thresholds=slices)
+    assert blind.checked == ()
+    assert blind.unchecked == ("hit@1 [topic=even]: no question of the slice is in both runs",)
+
+
+def test_a_threshold_that_cannot_be_checked_is_listed_with_its_reason() -> None:
+    verdict = gate(record(), record(), {"hit@7": 0.0})  # neither run was scored at k = 7
+    assert verdict.checked == () and not verdict.regressed
+    (reason,) = verdict.unchecked
+    assert reason.startswith("hit@7: no question has a value in both runs")
+
+
+@pytest.mark.parametrize("name", ["form", "=GAP", "form=", " = ", "form =  "])
+def test_a_slice_name_without_field_or_value_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="FIELD=VALUE"):
+        split_slice(name)
+
+
+def test_a_slice_name_splits_at_its_first_equals_sign() -> None:
+    assert split_slice(" topic = a=b ") == ("topic", "a=b")
+
+
+def test_a_slice_no_question_of_the_set_has_is_refused_naming_the_values() -> None:
+    check_slices({"hard_class=normal": {"hit@1": 0.0}}, QUESTIONS, source="x.toml", set_name="gate")
+    with pytest.raises(InputError) as refused:
+        check_slices(
+            {"hard_class=near-dupe": {"hit@1": 0.0}},
+            QUESTIONS,
+            source="x.toml",
+            set_name="gate",
+        )
+    assert refused.value.field == 'regression.slices."hard_class=near-dupe"'
+    assert refused.value.source == "x.toml"
+    assert "near-duplicate, normal" in refused.value.detail
