@@ -389,3 +389,12 @@ def test_fusion_and_rerank_name_the_embedding_of_their_parts(cli: RunCli, tmp_pa
     assert found["fused"] == ("embedded", "wordllama/l2_supercat_256")
     assert found["reranked"] == ("embedded", "wordllama/l2_supercat_256")
     assert found["lexical-only"] == (None, None)
+
+
+def test_an_unwritable_cache_dir_is_named(corpus: Path, tmp_path: Path, wordllama: Any) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        DenseRetriever(corpus, wordllama, cache_dir=blocker / "embeddings")
+    assert caught.value.field == "cache_dir"
+    assert str(blocker) in str(caught.value)
