@@ -103,6 +103,7 @@ TARGETS: dict[str, Target] = {
         ),
         (
             "tests/test_stores.py",
+            "tests/test_store_files.py",
             "tests/test_store_concurrency.py",
             "tests/test_reliability_schema.py",
             "tests/test_baselines.py",
