@@ -300,7 +300,7 @@ def postgres(session: nox.Session) -> None:
     A server already up (CI's `.ci/run` starts it) is used and left running; one this
     session starts is stopped when it ends.
     """
-    session.install("-e", ".[test]", "-e", "plugins/retrievalkit-postgres[test]")
+    session.install("-e", ".[test,dense]", "-e", "plugins/retrievalkit-postgres[test]")
     started = _pg_up(session)
     try:
         session.run(
