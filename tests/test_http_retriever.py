@@ -210,8 +210,9 @@ def test_headers_come_from_the_environment_and_never_show(
     described = json.dumps(retriever.describe())
     assert "s3cr3t" not in described and "k3y-value" not in described
     assert "api_key=***" in described
-    with pytest.raises(InputError, match="use headers_env"):
-        get(service, headers={"Authorization": "Bearer literal"})
+    for header in ("Authorization", "X-Api-Key", "X-Auth-Token", "Cookie"):
+        with pytest.raises(InputError, match="use headers_env"):
+            get(service, headers={header: "literal"})
     with pytest.raises(InputError, match="environment variable NOT_SET_ANYWHERE is not set"):
         get(service, headers_env={"Authorization": "NOT_SET_ANYWHERE"})
 

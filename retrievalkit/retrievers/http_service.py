@@ -597,7 +597,8 @@ def create_http(
     for name in headers or {}:
         from retrievalkit.redaction import is_secret_option
 
-        if is_secret_option(name):
+        # Header names use hyphens where option names use underscores: X-Api-Key, X-Auth-Token.
+        if is_secret_option(name.replace("-", "_")):
             raise InputError(
                 f"header '{name}' holds a secret, which must not be written in a config file",
                 field=f"headers.{name}",
