@@ -100,17 +100,21 @@ def test_answers_out_of_order_are_matched_by_id(rankings: Path) -> None:
 def test_a_child_that_dies_at_start_gives_its_stderr(rankings: Path) -> None:
     retriever = child(rankings, "--die-at-start", restarts=1)
     pids = {pid_of(retriever)}
-    with pytest.raises(ChildError) as first:
-        retriever.retrieve(CARD, 10)
-    assert "the child exited with code 1; stderr: ranking_child: cannot open the index" in str(
-        first.value
+    messages = []
+    for _ in range(3):
+        with pytest.raises(ChildError) as caught:
+            retriever.retrieve(CARD, 10)
+        messages.append(str(caught.value))
+        pids.add(pid_of(retriever))
+    assert messages[0] == (
+        "the child exited with code 1; stderr: ranking_child: cannot open the index: no such file"
     )
-    pids.add(pid_of(retriever)) if retriever._holder[0] else None
-    with pytest.raises(ChildError, match="exited with code 1"):
-        retriever.retrieve(CARD, 10)  # the one restart
-    pids.add(pid_of(retriever))
-    with pytest.raises(ChildError, match=r"stopped 2 times .*not restarted again \(restarts = 1\)"):
-        retriever.retrieve(CARD, 10)
+    # The second question meets the one restart, or (had the first child died before its
+    # request was written) already the refusal; the third always meets the refusal.
+    assert messages[2] == (
+        "the child has stopped 2 times (last: the child exited with code 1); "
+        "it is not restarted again (restarts = 1)"
+    )
     retriever.close()
     assert len(pids) == 2 and all(gone(pid) for pid in pids)
 
@@ -132,9 +136,9 @@ def test_a_crash_mid_run_fails_that_question_and_the_next_gets_a_new_child(
 
 
 def test_a_hung_child_is_stopped_and_reaped(rankings: Path) -> None:
-    retriever = child(rankings, "--hang-on", "library card", timeout=1)
+    retriever = child(rankings, "--hang-on", "library card", timeout=2)
     hung = pid_of(retriever)
-    with pytest.raises(ChildError, match=r"no answer to request 1 within 1 s, so it was stopped"):
+    with pytest.raises(ChildError, match=r"no answer to request 1 within 2 s, so it was stopped"):
         retriever.retrieve(CARD, 10)
     assert gone(hung)
     assert retriever.retrieve(OTHER, 10)
@@ -148,7 +152,7 @@ def test_a_hung_child_is_stopped_and_reaped(rankings: Path) -> None:
     [
         ("--garbage-on", "a line that is not a JSON response with an id: 'Loaded 55 documents"),
         ("--wrong-id-on", "the child answered id 1001, which no request in flight has"),
-        ("--error-on", "the child answered an error: scorer has no field 'title'; stderr: "),
+        ("--error-on", "the child answered an error: scorer has no field 'title'"),
     ],
 )
 def test_protocol_violations_are_error_outcomes(rankings: Path, switch: str, message: str) -> None:

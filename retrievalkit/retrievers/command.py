@@ -305,6 +305,8 @@ class CommandRetriever:
             if child is not None and child.alive():
                 return child
             if child is not None:
+                if child.failed is not None:
+                    self._last_exit = "last: " + child.failed.partition(";")[0]
                 child.stop()
             if self._starts > self._restarts:
                 raise ChildError(
