@@ -184,7 +184,8 @@ def package(session: nox.Session) -> None:
         session.run(
             command, "eval", "--set", "demo", "--retriever", "bm25-demo", "--quiet", external=True
         )
-        session.run(python, "-m", "retrievalkit", "list", external=True)
+        # --check imports every plugin: exit 1 if one is broken or two collide.
+        session.run(python, "-m", "retrievalkit", "list", "--check", external=True)
         session.run(
             python,
             "-m",
