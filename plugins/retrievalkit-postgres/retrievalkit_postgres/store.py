@@ -343,6 +343,19 @@ class PostgresStore:
         return sql.SQL(text).format(schema=sql.Identifier(self.schema))
 
     def _connect(self) -> psycopg.Connection[Any]:
+        """The open connection, or a new one when it is gone.
+
+        A store stays open while an evaluation runs, which can outlast the server's idle
+        timeout or a restart; one cheap round trip finds out before an operation starts,
+        so only a failure during the operation itself is reported.
+        """
+        import psycopg
+
+        if self._connection is not None and not self._connection.closed:
+            try:
+                self._connection.execute("SELECT 1")
+            except psycopg.OperationalError:
+                self.close()
         if self._connection is None or self._connection.closed:
             try:
                 self._connection = self._target.connect()

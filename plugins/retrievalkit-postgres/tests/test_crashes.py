@@ -240,3 +240,19 @@ def test_a_server_stopped_mid_run_exits_3_and_saves_no_run(
     assert open_store(store_url).all_runs() == []
     restarted = script("up", "--port", port)
     assert restarted.returncode == 0, restarted.stderr
+
+
+def test_a_store_opened_before_a_server_restart_saves_after_it(throwaway: str) -> None:
+    """A long evaluation can outlive the store's connection: the save reconnects first."""
+    from retrievalkit.stores import open_store
+
+    url = f"{throwaway}?schema=restarted"
+    with psycopg.connect(throwaway, autocommit=True) as connection:
+        connection.execute("DROP SCHEMA IF EXISTS restarted CASCADE")
+    store = open_store(url)
+    port = throwaway.rsplit(":", 1)[1].split("/")[0]
+    assert script("down", "--port", port).returncode == 0
+    assert script("up", "--port", port).returncode == 0
+    record = copy_of(scored_run("restarted", "model-a", 20), "after-restart")
+    store.save(record)
+    assert [run.run_id for run in open_store(url).runs("restarted", "model-a")] == [record.run_id]
