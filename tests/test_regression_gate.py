@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import attrs
 import pytest
 
 from retrievalkit.errors import InputError
@@ -208,3 +209,45 @@ def test_a_slice_no_question_of_the_set_has_is_refused_naming_the_values() -> No
     assert refused.value.field == 'regression.slices."hard_class=near-dupe"'
     assert refused.value.source == "x.toml"
     assert "near-duplicate, normal" in refused.value.detail
+
+
+def test_a_loss_and_a_gain_that_cancel_are_not_significant() -> None:
+    (item,) = gate(record(missed=[3]), record(missed=[4]), {"hit@1": 0.0}).checked
+    assert item.difference == 0.0 and item.ci is not None
+    assert item.ci[0] < 0 < item.ci[1]  # one question each way: no evidence of a change
+    assert item.significant is False
+
+
+def test_form_slices_from_outcomes_skip_questions_without_a_form() -> None:
+    questions = [*QUESTIONS[:10], *(attrs.evolve(q, form=None) for q in QUESTIONS[10:])]
+    golden = GoldenQuestionSet(name="gate", questions=questions)
+    rankings = [(f"d{i}",) if i != 1 else ("x",) for i in range(20)]
+    scores = score_run(golden.questions, [Retrieval(r, 1.0) for r in rankings], SCORING)
+    candidate = build_record(golden, "sys", "test", {}, scores, SCORING, overfetch=1)
+    scores = score_run(golden.questions, [Retrieval((f"d{i}",), 1.0) for i in range(20)], SCORING)
+    baseline = build_record(golden, "sys", "test", {}, scores, SCORING, overfetch=1)
+    verdict = compare_runs(
+        candidate.outcomes, golden.content_hash, baseline, {},
+        slice_thresholds={"form=MATCH": {"hit@1": 0.0}}, **STATS,
+    )  # fmt: skip
+    (match,) = verdict.checked
+    assert match.n == 10 and match.difference == pytest.approx(-0.1) and match.regressed
+
+
+def test_every_slice_is_checked_not_only_the_first() -> None:
+    with pytest.raises(InputError) as refused:
+        check_slices(
+            {"form=GAP": {"hit@1": 0.0}, "hard_class=nope": {"hit@1": 0.0}},
+            QUESTIONS,
+            source=None,
+            set_name="gate",
+        )
+    assert refused.value.field == 'regression.slices."hard_class=nope"'
+
+
+def test_the_reason_a_metric_could_not_be_checked_says_what_to_look_at() -> None:
+    (reason,) = gate(record(), record(), {"hit@7": 0.0}).unchecked
+    assert reason == (
+        "hit@7: no question has a value in both runs (is the metric missing from the "
+        "baseline, e.g. a deeper k?)"
+    )
