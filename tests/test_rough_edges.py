@@ -39,3 +39,34 @@ def test_show_says_where_the_run_is_stored_not_that_it_saved_it(
     last = shown.stdout.strip().splitlines()[-1]
     assert "saved to" not in shown.stdout
     assert last.startswith(f"run {run_id} of ") and "as stored in sqlite:///" in last
+
+
+def test_document_ids_are_never_split_across_lines_at_80_columns(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import retrievalkit as rk
+
+    def evaluate(columns: int) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "retrievalkit", "eval", "--set", "demo", "--retriever",
+             "bm25-demo", "--no-save"],
+            cwd=tmp_path,
+            env={**os.environ, "NO_COLOR": "1", "COLUMNS": str(columns)},
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    run = rk.evaluate("demo", "bm25-demo", git_commit=None)
+    ids = {doc for o in run.outcomes for doc in (*o.ranking[:3], *o.expected)}
+    assert len(max(ids, key=len)) > 25, "the demo has ids too long for an 80-column table cell"
+    narrow = evaluate(80)
+    assert all(len(line) <= 80 for line in narrow.splitlines())
+    words = {word.strip(",") for line in narrow.splitlines() for word in line.split()}
+    assert ids <= words, sorted(ids - words)[:5]
+    assert "┃ top 3" in evaluate(200), "a wide terminal keeps the table"

@@ -19,16 +19,71 @@ from retrievalkit.render.text import (
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from retrievalkit.model import ResultRecord
+
+
+#: What the question table spends on borders and padding (7 columns).
+_TABLE_FRAME = 22
+
+
+def _widest_id(record: ResultRecord) -> int:
+    return max(
+        (len(doc) for o in record.outcomes for doc in (*o.ranking[:3], *o.expected)), default=11
+    )
+
+
+def _fits(record: ResultRecord, width: int) -> bool:
+    """Whether the question table fits with every document id on one line of its cell."""
+    question = max((len(o.question_id) for o in record.outcomes), default=2)
+    hard = max((len(o.hard_class or "") for o in record.outcomes), default=0)
+    fixed = max(question, 2) + 5 + max(hard, 10) + 5 + 5
+    return _TABLE_FRAME + fixed + 2 * max(_widest_id(record), 11) <= width
+
+
+def _question_list(record: ResultRecord, console: Console) -> None:
+    """The questions for a narrow terminal: a line per question, then its ids.
+
+    Lines wrap between ids, never inside one (a table would split long ids mid-word).
+    """
+    from rich.text import Text
+
+    console.print(Text("Questions", style="italic"))
+    for outcome in record.outcomes:
+        form = outcome.form.value if outcome.form else ""
+        head = "  ".join(
+            part
+            for part in (
+                outcome.question_id,
+                form,
+                outcome.hard_class or "",
+                f"hit@1 {hits_cell(outcome.scores, 'hit@1')}",
+                f"hit@3 {hits_cell(outcome.scores, 'hit@3')}",
+            )
+            if part
+        )
+        console.print(Text(head))
+        if outcome.error is None:
+            top = Text("    top 3:    " + ", ".join(outcome.ranking[:3]))
+        else:
+            top = Text("    ERROR: ", style="red") + Text(outcome.error)
+        console.print(top)
+        console.print(Text("    expected: " + (", ".join(outcome.expected) or "(no answer)")))
+
 
 def render_table(report: EvalReport, console: Console, *, per_question: bool = True) -> None:
     from rich.table import Table
 
     record = report.record
     console.print(f"[bold]{header_line(report)}[/bold]")
-    if per_question:
+    if per_question and not _fits(record, console.width):
+        _question_list(record, console)
+    elif per_question:
         questions = Table(title="Questions", title_justify="left")
-        for column in ("id", "form", "hard class", "hit@1", "hit@3", "top 3", "expected"):
+        for column in ("id", "form", "hard class", "hit@1", "hit@3"):
             questions.add_column(column, overflow="fold")
+        widest = _widest_id(record)
+        questions.add_column("top 3", overflow="fold", min_width=widest)
+        questions.add_column("expected", overflow="fold", min_width=widest)
         for outcome in record.outcomes:
             top = (
                 ", ".join(outcome.ranking[:3])
