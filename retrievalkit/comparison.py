@@ -1,10 +1,11 @@
 """Compare two or more runs question by question: differences, intervals, p-values, Holm.
 
 The first system is the baseline; every other system is compared with it, paired on
-the questions all systems share. For each metric: both means, the difference, a paired
-bootstrap interval of the difference and a two-sided sign-flip permutation p-value
-(:func:`retrievalkit.intervals.paired_difference`), plus how many questions each side
-won, tied and lost. With more than one candidate, each metric's p-values are
+the questions all systems share. For each metric: both means, the difference, and the
+paired test of :mod:`retrievalkit.paired` (the paired interval, the sign-flip p-value,
+the discordant questions and the smallest attainable p), plus how many questions each
+side won, tied and lost, and its verdict: significant, not significant, or unresolvable.
+With more than one candidate, each metric's p-values (and their floors) are
 Holm-corrected over the candidates (the family is "every candidate against the
 baseline on this metric"); metrics are not corrected against each other, because they
 are views of the same rankings rather than separate experiments: choose the metric you
@@ -19,15 +20,16 @@ import attrs
 import numpy as np
 
 from retrievalkit.errors import InputError
-from retrievalkit.intervals import paired_difference
 from retrievalkit.judged_share import judged_warning
 from retrievalkit.metrics import metric_order
 from retrievalkit.model import QuestionOutcome, ResultRecord
+from retrievalkit.paired import TIE, paired_test, verdict
+from retrievalkit.paired import holm as holm
 from retrievalkit.scoring import outcome_values
 
 #: The metric that orders "the questions that changed most" unless told otherwise.
 DEFAULT_CHANGED_BY = "rr"
-_TIE = 1e-12
+_TIE = TIE
 
 
 @attrs.frozen
@@ -66,6 +68,20 @@ class MetricDelta:
     wins: int
     ties: int
     losses: int
+    discordant: int = 0
+    """Questions whose values differ (wins + losses): only they carry evidence."""
+    p_floor: float | None = None
+    """The smallest p-value attainable with ``discordant`` questions (Holm-adjusted with
+    more than one candidate)."""
+    verdict: str | None = None
+    """``significant``, ``not significant`` or ``unresolvable`` (the floor is not below
+    alpha: no outcome of these questions could have been significant)."""
+    p_method: str | None = None
+    """``exact`` or ``monte-carlo``."""
+    p_error: float | None = None
+    """Standard error of a Monte Carlo p-value (0 when exact)."""
+    ci_method: str | None = None
+    """How ``ci`` was computed (see :mod:`retrievalkit.intervals`)."""
 
 
 @attrs.frozen
@@ -199,11 +215,15 @@ def compare_records(
     correction = "holm" if len(raw_pairs) > 1 else None
     alpha = 1.0 - confidence
     adjusted: dict[tuple[int, str], float | None] = {}
+    floors: dict[tuple[int, str], float | None] = {}
     if correction:
         for metric_index, metric in enumerate(metrics):
             family = [deltas[metric_index].p_value for _, deltas in raw_pairs]
             for pair_index, value in enumerate(holm(family)):
                 adjusted[(pair_index, metric)] = value
+            lowest = [deltas[metric_index].p_floor for _, deltas in raw_pairs]
+            for pair_index, value in enumerate(holm(lowest)):
+                floors[(pair_index, metric)] = value
     texts = question_texts or {}
     pairs = []
     for pair_index, (side, deltas) in enumerate(raw_pairs):
@@ -211,11 +231,15 @@ def compare_records(
         for delta in deltas:
             p_holm = adjusted.get((pair_index, delta.metric))
             decisive = p_holm if correction else delta.p_value
+            floor = floors.get((pair_index, delta.metric)) if correction else delta.p_floor
+            said = verdict(decisive, floor, alpha)
             finished.append(
                 attrs.evolve(
                     delta,
                     p_holm=p_holm,
-                    significant=None if decisive is None else decisive < alpha,
+                    p_floor=floor,
+                    verdict=said,
+                    significant=None if said is None else said == "significant",
                 )
             )
         pairs.append(
@@ -242,20 +266,6 @@ def compare_records(
     )
 
 
-def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm-Bonferroni adjusted p-values, in the input order; None stays None.
-
-    The i-th smallest of m p-values is multiplied by (m - i + 1), the running maximum
-    keeps the adjusted values in the order of the raw ones, and nothing exceeds 1.
-    """
-    present = sorted((value, index) for index, value in enumerate(p_values) if value is not None)
-    m = len(present)
-    adjusted: list[float | None] = [None] * len(p_values)
-    running = 0.0
-    for rank, (value, index) in enumerate(present):
-        running = max(running, min(1.0, (m - rank) * value))
-        adjusted[index] = running
-    return adjusted
 
 
 def _system(side: Side, shared: Sequence[str]) -> System:
@@ -295,7 +305,7 @@ def _delta(
     after = outcome_values(candidate, metric)
     left = np.array([before[question_id] for question_id in shared])
     right = np.array([after[question_id] for question_id in shared])
-    paired = paired_difference(left, right, resamples=resamples, confidence=confidence, seed=seed)
+    paired = paired_test(left, right, resamples=resamples, confidence=confidence, seed=seed)
     both = ~np.isnan(left) & ~np.isnan(right)
     moves = right[both] - left[both]
     interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
@@ -312,6 +322,11 @@ def _delta(
         wins=int((moves > _TIE).sum()),
         ties=int((np.abs(moves) <= _TIE).sum()),
         losses=int((moves < -_TIE).sum()),
+        discordant=paired.discordant,
+        p_floor=paired.p_floor,
+        p_method=paired.p_method,
+        p_error=paired.p_error,
+        ci_method=paired.interval_method,
     )
 
 

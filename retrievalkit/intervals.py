@@ -1,4 +1,8 @@
-"""Percentile bootstrap intervals for many means at once, and paired differences of two runs.
+"""Intervals for many means at once, each chosen by the kind of values it summarises.
+
+0/1 values get the exact (Clopper-Pearson) binomial interval; bounded continuous values
+a BCa bootstrap interval; a slice whose values are all one number the bound of
+:func:`constant_bounds`. The method travels with each interval into the record.
 
 The resample counts are drawn once per run (from a fixed seed) and shared by every
 metric and every slice: each batch of resamples is a (resamples x questions) count
@@ -37,21 +41,34 @@ _SINGLE_THREADED_PRODUCT = 1 << 18
 _MIN_PIECE_ROWS = 256
 #: Beyond this many blocks of questions sharing the same groups, see _resampled_means.
 _MAX_BLOCKS = 64
-#: Sign flips per batch of the permutation test (its batches shape the random stream).
-_PERMUTATION_CELLS = 4_000_000
 #: float32 holds every whole number up to 2**24 exactly; resampled sizes never exceed
 #: the number of questions.
 _EXACT_FLOAT32 = 1 << 24
 
 
+#: The interval methods a record names, one per metric and slice (see docs/metrics.md).
+CLOPPER_PEARSON = "clopper-pearson"
+"""Values all 0 or 1 (hit@k, or any metric whose defined values in a slice are): the exact
+binomial interval, whose coverage is never below the nominal level."""
+BCA = "bca"
+"""Bounded continuous values: the bias-corrected and accelerated bootstrap (Efron 1987)."""
+CONSTANT = "constant"
+"""Every defined value is the same number c (not only 0 or 1): the widest range a sample
+this size could hide, at the confidence level (see :func:`constant_bounds`)."""
+PERCENTILE = "percentile"
+"""Records written before intervals were chosen by kind carry percentile bootstrap intervals."""
+INTERVAL_METHODS = (CLOPPER_PEARSON, BCA, CONSTANT, PERCENTILE)
+
+
 @attrs.frozen
 class Estimate:
-    """A mean with its percentile interval; all None when no value is defined."""
+    """A mean with its interval and the method that gave it; all None when nothing is defined."""
 
     mean: float | None
     low: float | None
     high: float | None
     n: int
+    method: str | None = None
 
 
 def _draw_counts(
@@ -76,6 +93,102 @@ def _draw_counts(
     return counts
 
 
+def clopper_pearson(
+    successes: npt.ArrayLike, n: npt.ArrayLike, confidence: float = DEFAULT_CONFIDENCE
+) -> tuple[FloatArray, FloatArray]:
+    """The exact binomial interval of ``successes`` out of ``n`` (arrays broadcast).
+
+    Its bounds are beta quantiles; 30 of 30 gives [0.884, 1]: never a zero-width
+    interval, since no finite sample proves a rate of exactly 1.
+    """
+    from scipy.special import betaincinv
+
+    hits = np.asarray(successes, dtype=np.float64)
+    total = np.asarray(n, dtype=np.float64)
+    tail = (1.0 - confidence) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(hits > 0, betaincinv(hits, total - hits + 1.0, tail), 0.0)
+        high = np.where(hits < total, betaincinv(hits + 1.0, total - hits, 1.0 - tail), 1.0)
+    return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+
+
+def constant_bounds(
+    value: npt.ArrayLike,
+    n: npt.ArrayLike,
+    confidence: float = DEFAULT_CONFIDENCE,
+    value_range: tuple[float, float] = (0.0, 1.0),
+) -> tuple[FloatArray, FloatArray]:
+    """The interval of the mean when all ``n`` values equal ``value``, inside ``value_range``.
+
+    A population of values in [lo, hi] that puts a share e on lo (or on hi) and the rest on
+    ``value`` shows n copies of ``value`` with chance (1 - e)^n; every e up to
+    1 - (alpha/2)^(1/n) keeps that chance at least alpha/2, so the mean may lie anywhere
+    in value -/+ e * (distance to the edge). For a value at an edge this is exactly the
+    Clopper-Pearson bound (30 ones: [0.884, 1]).
+    """
+    centre = np.asarray(value, dtype=np.float64)
+    size = np.asarray(n, dtype=np.float64)
+    share = 1.0 - ((1.0 - confidence) / 2.0) ** (1.0 / np.maximum(size, 1.0))
+    lowest, highest = value_range
+    return centre - share * (centre - lowest), centre + share * (highest - centre)
+
+
+def bca_bounds(
+    samples: FloatArray,
+    estimates: FloatArray,
+    acceleration: FloatArray,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> tuple[FloatArray, FloatArray]:
+    """BCa bounds of every column of ``samples`` (resampled statistics; NaN: undefined).
+
+    The bias correction z0 comes from the share of resampled statistics below the
+    estimate (ties count half, as in scipy.stats.bootstrap), the acceleration is given
+    (for a mean, the closed form of the jackknife: :func:`mean_acceleration`), and the
+    bounds are the columns' quantiles at the adjusted levels (numpy's linear method).
+    """
+    from scipy.special import ndtr, ndtri
+
+    defined = (~np.isnan(samples)).sum(axis=0)
+    below = (samples < estimates).sum(axis=0) + (samples <= estimates).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = below / (2.0 * defined)
+        # All resamples on one side (a tiny or very skewed sample) would make z0 infinite:
+        # keep it at the most extreme share that the resamples can express.
+        floor = 1.0 / (2.0 * np.maximum(defined, 1))
+        z0 = ndtri(np.clip(share, floor, 1.0 - floor))
+        levels = []
+        for tail in ((1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0):
+            z = z0 + ndtri(tail)
+            levels.append(ndtr(z0 + z / (1.0 - acceleration * z)))
+    return _column_quantiles(samples, defined, np.array(levels))
+
+
+def mean_acceleration(centred_cubes: FloatArray, centred_squares: FloatArray) -> FloatArray:
+    """The jackknife acceleration of a mean: sum((x - m)^3) / (6 * sum((x - m)^2)^1.5)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        result = centred_cubes / (6.0 * centred_squares**1.5)
+    return np.where(centred_squares > 0, result, 0.0)
+
+
+def _column_quantiles(
+    samples: FloatArray, defined: npt.NDArray[np.integer[Any]], levels: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Each column's quantiles at its own two ``levels`` (2, columns), over its defined values."""
+    ordered = np.sort(samples, axis=0)  # NaN sorts last
+    columns = np.arange(samples.shape[1])
+    bounds = []
+    for level in levels:
+        position = np.clip(np.nan_to_num(level, nan=0.5), 0.0, 1.0) * (defined - 1)
+        position = np.maximum(position, 0.0)
+        below = np.floor(position).astype(np.intp)
+        above = np.minimum(below + 1, np.maximum(defined - 1, 0))
+        weight = position - below
+        low_value = ordered[below, columns]
+        high_value = ordered[above, columns]
+        bounds.append(low_value + (high_value - low_value) * weight)
+    return bounds[0], bounds[1]
+
+
 def bootstrap_means(
     values: FloatArray,
     groups: npt.NDArray[np.bool_],
@@ -83,23 +196,31 @@ def bootstrap_means(
     resamples: int = DEFAULT_RESAMPLES,
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = DEFAULT_SEED,
+    value_range: tuple[float, float] = (0.0, 1.0),
+    binary: bool = True,
 ) -> list[list[Estimate]]:
-    """Estimates for every (group, metric) pair.
+    """Estimates for every (group, metric) pair, each with the interval its values call for.
 
     ``values`` is (questions, metrics) with NaN for undefined; ``groups`` is
-    (groups, questions), one boolean mask per slice. Every group is read from the
-    same resamples of the whole run, so a slice's resampled size varies from
-    resample to resample, as it would in a fresh sample of questions.
+    (groups, questions), one boolean mask per slice. A cell whose defined values are all
+    0 or 1 gets the Clopper-Pearson interval (unless ``binary`` is False, for values
+    that are not rates, such as paired differences); a cell whose values are all one
+    other number gets :func:`constant_bounds`; every other cell a BCa bootstrap interval.
+    Every group is read from the same resamples of the whole run, so a slice's
+    resampled size varies from resample to resample, as it would in a fresh sample of
+    questions. ``value_range`` is where a value can lie; bounds never leave it.
     """
     count, metrics = values.shape
     group_count = groups.shape[0]
     defined = ~np.isnan(values)
     filled = np.where(defined, values, 0.0)
+    is_binary = defined & ((filled == 0.0) | (filled == 1.0))
     cells = group_count * metrics
     totals = np.empty(cells)
     sizes = np.empty(cells)
     lowest = np.full(cells, np.inf)
     highest = np.full(cells, -np.inf)
+    non_binary = np.zeros(cells)
     for group, mask in enumerate(groups):
         columns = slice(group * metrics, (group + 1) * metrics)
         # Summed over questions in order, as one (questions, cells) matrix would be, so
@@ -107,16 +228,33 @@ def bootstrap_means(
         totals[columns] = (filled * mask[:, None]).sum(axis=0)
         members = defined & mask[:, None]
         sizes[columns] = members.sum(axis=0)
+        non_binary[columns] = (members & ~is_binary).sum(axis=0)
         if count:
             lowest[columns] = np.where(members, values, np.inf).min(axis=0)
             highest[columns] = np.where(members, values, -np.inf).max(axis=0)
     means = np.divide(totals, sizes, out=np.full_like(totals, np.nan), where=sizes > 0)
+    kinds = np.full(cells, BCA, dtype=object)
+    kinds[lowest == highest] = CONSTANT
+    if binary:
+        kinds[non_binary == 0] = CLOPPER_PEARSON
     low = np.full_like(means, np.nan)
     high = np.full_like(means, np.nan)
-    if count and resamples > 0 and group_count:
-        samples = _resampled_means(filled, defined, groups, resamples, seed)
-        tail = (1.0 - confidence) / 2.0 * 100.0
-        low, high = _nanpercentiles(samples, (tail, 100.0 - tail))
+    bootstrapped = (kinds == BCA) & (sizes > 0)
+    if count and resamples > 0 and bootstrapped.any():
+        # Only metrics that need the bootstrap in some group are resampled (hit@k never).
+        wanted = np.flatnonzero(bootstrapped.reshape(group_count, metrics).any(axis=0))
+        samples = _resampled_means(filled[:, wanted], defined[:, wanted], groups, resamples, seed)
+        chosen = (np.arange(group_count)[:, None] * metrics + wanted[None, :]).ravel()
+        cubes, squares = _centred_moments(values[:, wanted], defined[:, wanted], groups)
+        low[chosen], high[chosen] = bca_bounds(
+            samples, means[chosen], mean_acceleration(cubes, squares), confidence
+        )
+    exact = kinds == CLOPPER_PEARSON
+    low[exact], high[exact] = clopper_pearson(totals[exact], sizes[exact], confidence)
+    flat = kinds == CONSTANT
+    low[flat], high[flat] = constant_bounds(means[flat], sizes[flat], confidence, value_range)
+    # A bootstrap that could not run (no resamples asked for) has no interval to give.
+    kinds[bootstrapped & np.isnan(low)] = None
     estimates: list[list[Estimate]] = []
     for group in range(group_count):
         row_estimates = []
@@ -126,18 +264,96 @@ def bootstrap_means(
             if size == 0:
                 row_estimates.append(Estimate(None, None, None, 0))
                 continue
+            if kinds[cell] is None:
+                row_estimates.append(Estimate(float(means[cell]), None, None, size))
+                continue
             row_estimates.append(
                 Estimate(
                     float(means[cell]),
                     # A resampled mean cannot leave [min, max] of the values; float32
-                    # sums can stray by an ulp (a "-0.000" bound), so clamp to it.
-                    max(_clip(low[cell], means[cell]), float(lowest[cell])),
-                    min(_clip(high[cell], means[cell]), float(highest[cell])),
+                    # sums can stray by an ulp (a "-0.000" bound), so clamp to the
+                    # values' range for the bootstrap, and to the mean's side always.
+                    _bound(low[cell], means[cell], lowest[cell], kinds[cell], value_range, True),
+                    _bound(high[cell], means[cell], highest[cell], kinds[cell], value_range, False),
                     size,
+                    str(kinds[cell]),
                 )
             )
         estimates.append(row_estimates)
     return estimates
+
+
+def _bound(
+    bound: float,
+    mean: float,
+    extreme: float,
+    kind: str,
+    value_range: tuple[float, float],
+    lower: bool,
+) -> float:
+    value = float(mean) if np.isnan(bound) else float(bound)
+    if kind == BCA:
+        value = max(value, float(extreme)) if lower else min(value, float(extreme))
+    value = min(max(value, value_range[0]), value_range[1])
+    return min(value, float(mean)) if lower else max(value, float(mean))
+
+
+def _centred_moments(
+    values: FloatArray, defined: npt.NDArray[np.bool_], groups: npt.NDArray[np.bool_]
+) -> tuple[FloatArray, FloatArray]:
+    """Per (group, metric) cell: sums of cubed and of squared deviations from the cell mean."""
+    filled = np.where(defined, values, 0.0)
+    cubes = []
+    squares = []
+    for mask in groups:
+        members = defined & mask[:, None]
+        size = members.sum(axis=0)
+        centre = np.divide(
+            (filled * members).sum(axis=0), size, out=np.zeros(len(size)), where=size > 0
+        )
+        deviation = np.where(members, filled - centre, 0.0)
+        squares.append((deviation**2).sum(axis=0))
+        cubes.append((deviation**3).sum(axis=0))
+    return np.concatenate(cubes), np.concatenate(squares)
+
+
+def sample_intervals(
+    samples: FloatArray,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+    value_range: tuple[float, float] = (0.0, 1.0),
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.object_]]:
+    """(low, high, method) for each row of ``samples`` (rows: independent samples of n).
+
+    The same choice of method and the same interval code as :func:`bootstrap_means`,
+    for many samples at once: the coverage simulations draw thousands of samples and
+    interval them in one call. The rows share one set of resample indices, which leaves
+    each row's interval a valid bootstrap interval of that row.
+    """
+    rows, size = samples.shape
+    means = samples.mean(axis=1)
+    binary = np.all((samples == 0.0) | (samples == 1.0), axis=1)
+    flat = samples.min(axis=1) == samples.max(axis=1)
+    kinds = np.where(binary, CLOPPER_PEARSON, np.where(flat, CONSTANT, BCA)).astype(object)
+    low = np.empty(rows)
+    high = np.empty(rows)
+    exact = kinds == CLOPPER_PEARSON
+    low[exact], high[exact] = clopper_pearson(samples[exact].sum(axis=1), size, confidence)
+    same = kinds == CONSTANT
+    low[same], high[same] = constant_bounds(means[same], size, confidence, value_range)
+    boot = np.flatnonzero(kinds == BCA)
+    if boot.size:
+        chosen = samples[boot]
+        counts = _draw_counts(size, resamples, seed, 0, None).astype(np.float64)
+        resampled = counts @ chosen.T / size
+        deviation = chosen - means[boot, None]
+        acceleration = mean_acceleration((deviation**3).sum(axis=1), (deviation**2).sum(axis=1))
+        bca_low, bca_high = bca_bounds(resampled, means[boot], acceleration, confidence)
+        low[boot] = np.clip(np.minimum(bca_low, means[boot]), chosen.min(axis=1), None)
+        high[boot] = np.clip(np.maximum(bca_high, means[boot]), None, chosen.max(axis=1))
+    return low, high, kinds
 
 
 @attrs.frozen
@@ -294,114 +510,6 @@ def _block(
             to_totals[size_rows, cells] = center
             to_sizes[size_rows, cells] = 1.0
     return _Block(start, end, weights, to_totals, to_sizes)
-
-
-def _nanpercentiles(samples: FloatArray, percents: tuple[float, ...]) -> FloatArray:
-    """``np.nanpercentile(samples, percents, axis=0)``, bit for bit, in a few array calls.
-
-    numpy's version runs its quantile code once per column (and imports numpy.ma on
-    first use); here the columns that have the same number of defined values share one
-    partition, with numpy's own index and interpolation arithmetic (linear method).
-    """
-    rows, columns = samples.shape
-    ordered = np.ascontiguousarray(samples.T)
-    defined = rows - np.isnan(ordered).sum(axis=1)
-    result = np.full((len(percents), columns), np.nan)
-    quantiles = np.asarray(percents, dtype=np.float64) / 100.0
-    for size in sorted(set(defined.tolist()) - {0}):
-        chosen = np.flatnonzero(defined == size)
-        virtual = (size - 1) * quantiles
-        below = np.floor(virtual)
-        before = np.clip(below, 0, size - 1).astype(np.intp)
-        after = np.clip(below + 1, 0, size - 1).astype(np.intp)
-        beyond = virtual >= size - 1
-        before[beyond] = after[beyond] = size - 1
-        under = virtual < 0
-        before[under] = after[under] = 0
-        # NaN sorts last, so the order statistics below ``size`` are the defined values'.
-        block = np.partition(ordered[chosen], sorted({*before.tolist(), *after.tolist()}), axis=1)
-        gamma = virtual - below
-        for position, weight in enumerate(gamma.tolist()):
-            low_value = block[:, before[position]]
-            high_value = block[:, after[position]]
-            step = high_value - low_value
-            if weight >= 0.5:
-                result[position, chosen] = high_value - step * (1 - weight)
-            else:
-                result[position, chosen] = low_value + step * weight
-    return result
-
-
-def _clip(bound: float, mean: float) -> float:
-    # An interval is never NaN for a defined mean; with one question it is the point itself.
-    return float(mean) if np.isnan(bound) else float(bound)
-
-
-@attrs.frozen
-class PairedDifference:
-    """candidate - baseline over the questions where both are defined."""
-
-    baseline: float | None
-    candidate: float | None
-    difference: float | None
-    low: float | None
-    high: float | None
-    p_value: float | None
-    n: int
-
-
-def paired_difference(
-    baseline: FloatArray,
-    candidate: FloatArray,
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = DEFAULT_SEED,
-    permutations: int = 10_000,
-) -> PairedDifference:
-    """Mean difference with a paired bootstrap interval and a sign-flip permutation p-value.
-
-    The p-value is two-sided: how often a random sign flip of the per-question
-    differences gives a mean at least as far from zero as the observed one.
-    """
-    both = ~np.isnan(baseline) & ~np.isnan(candidate)
-    n = int(both.sum())
-    if n == 0:
-        return PairedDifference(None, None, None, None, None, None, 0)
-    base = baseline[both]
-    cand = candidate[both]
-    diff = cand - base
-    observed = float(diff.mean())
-    estimate = bootstrap_means(
-        diff[:, None],
-        np.ones((1, n), dtype=bool),
-        resamples=resamples,
-        confidence=confidence,
-        seed=seed,
-    )[0][0]
-    rng = np.random.default_rng(seed + 1)
-    if np.allclose(diff, 0.0):
-        p_value = 1.0
-    else:
-        extreme = 0
-        done = 0
-        batch = max(1, min(permutations, _PERMUTATION_CELLS // n))
-        while done < permutations:
-            size = min(batch, permutations - done)
-            signs = rng.integers(0, 2, size=(size, n)) * 2.0 - 1.0
-            flipped = np.abs(signs @ diff) / n
-            extreme += int((flipped >= abs(observed) - 1e-12).sum())
-            done += size
-        p_value = (extreme + 1) / (permutations + 1)
-    return PairedDifference(
-        float(base.mean()),
-        float(cand.mean()),
-        observed,
-        estimate.low,
-        estimate.high,
-        p_value,
-        n,
-    )
 
 
 def slice_masks(labels: Sequence[str | None]) -> dict[str, npt.NDArray[np.bool_]]:

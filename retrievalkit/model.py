@@ -23,7 +23,8 @@ import attrs
 GRADER = "retrieval_hit_rate"
 
 #: Bumped whenever the stored form of a record changes; stores migrate older records.
-SCHEMA_VERSION = 1
+#: 2: each metric value names its interval method.
+SCHEMA_VERSION = 2
 
 
 class QuestionForm(str, enum.Enum):
@@ -147,12 +148,16 @@ class Retrieval:
 
 @attrs.frozen
 class MetricValue:
-    """A mean with its bootstrap interval. ``mean`` is None where every value is undefined."""
+    """A mean with its interval. ``mean`` is None where every value is undefined."""
 
     mean: float | None
     ci: tuple[float, float] | None
     n: int
     """How many questions had a defined value."""
+    method: str | None = None
+    """How ``ci`` was computed: ``clopper-pearson`` (0/1 values), ``bca`` (bootstrap),
+    ``constant`` (all values equal), or ``percentile`` (records of schema 1); None
+    without an interval. See :mod:`retrievalkit.intervals`."""
 
 
 @attrs.frozen

@@ -1,9 +1,13 @@
 """Compare a candidate run with a baseline of the same key, question by question.
 
 Each thresholded metric (an absolute drop, e.g. ``hit@1`` may fall by at most 0.05)
-is compared on the questions both runs share, with a paired bootstrap interval of the
-difference. A drop past its threshold is a regression; with ``require_significant`` it
-is one only when the interval of the difference lies wholly below zero. Slice
+is compared on the questions both runs share, with the paired test of
+:mod:`retrievalkit.paired` (paired interval, sign-flip p-value, discordant questions,
+smallest attainable p). A drop past its threshold is a regression; with
+``require_significant`` it is one only when the drop is also significant (the p-value
+below 1 - confidence, the one meaning of the word in retrievalkit). A drop whose
+comparison is ``unresolvable`` (too few discordant questions for any p below alpha)
+cannot be significant, and the verdict says so rather than "not significant". Slice
 thresholds (``hard_class=near-duplicate``: ``hit@3`` may fall by 0.1) gate one form,
 hard class or meta value on its own, because a regression inside one class can cancel
 out against a gain in another and leave the overall mean unchanged. The verdict lists
@@ -18,8 +22,8 @@ import attrs
 import numpy as np
 
 from retrievalkit.errors import InputError
-from retrievalkit.intervals import paired_difference
 from retrievalkit.model import GoldenQuestion, QuestionOutcome, ResultRecord
+from retrievalkit.paired import SIGNIFICANT, paired_test, verdict
 from retrievalkit.scoring import outcome_values, slice_label
 
 #: Without any threshold configured, any drop of the two record rates is a regression.
@@ -40,9 +44,18 @@ class MetricComparison:
     slice: str | None = None
     """``FIELD=LABEL`` (e.g. ``hard_class=near-duplicate``) for a slice threshold."""
     significant: bool | None = None
-    """Whether the interval of the difference excludes zero; None without an interval."""
+    """Whether the paired p-value is below 1 - confidence; None without a test."""
     n: int = 0
     """Questions compared (where both runs have a defined value)."""
+    discordant: int = 0
+    """Questions whose values differ between the runs."""
+    p_floor: float | None = None
+    """The smallest p-value attainable with ``discordant`` questions."""
+    verdict: str | None = None
+    """``significant``, ``not significant`` or ``unresolvable``."""
+    p_method: str | None = None
+    p_error: float | None = None
+    ci_method: str | None = None
 
 
 @attrs.frozen
@@ -207,7 +220,7 @@ def _compare_metric(
         return None
     before = outcome_values(baseline, metric)
     after = outcome_values(candidate, metric)
-    paired = paired_difference(
+    paired = paired_test(
         np.array([before.get(i, np.nan) for i in ids]),
         np.array([after.get(i, np.nan) for i in ids]),
         resamples=resamples,
@@ -217,9 +230,9 @@ def _compare_metric(
     if paired.difference is None:
         return None
     interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
-    significant = None if interval is None else (interval[1] < 0.0 or interval[0] > 0.0)
+    said = verdict(paired.p_value, paired.p_floor, 1.0 - confidence)
     dropped = -paired.difference > threshold + _TOLERANCE
-    regressed = dropped and (not require_significant or bool(significant))
+    regressed = dropped and (not require_significant or said == SIGNIFICANT)
     return MetricComparison(
         metric=metric,
         baseline=paired.baseline,
@@ -230,6 +243,12 @@ def _compare_metric(
         threshold=threshold,
         regressed=regressed,
         slice=slice_name,
-        significant=significant,
+        significant=None if said is None else said == SIGNIFICANT,
         n=paired.n,
+        discordant=paired.discordant,
+        p_floor=paired.p_floor,
+        verdict=said,
+        p_method=paired.p_method,
+        p_error=paired.p_error,
+        ci_method=paired.interval_method,
     )

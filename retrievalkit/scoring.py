@@ -144,6 +144,7 @@ def _metric_map(names: list[str], row: list[Estimate]) -> dict[str, MetricValue]
             if estimate.low is None or estimate.high is None
             else (estimate.low, estimate.high),
             estimate.n,
+            estimate.method,
         )
         for name, estimate in zip(names, row, strict=True)
     }

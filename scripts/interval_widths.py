@@ -15,7 +15,7 @@ and the 10th to 90th percentile of the widths over the draws.
 
 The paired table does the same for the difference between two retrievers (BM25 with
 and without stemming, over the demo corpus), with
-:func:`retrievalkit.intervals.paired_difference`, the interval a regression verdict
+:func:`retrievalkit.paired.paired_test`, the interval a regression verdict
 shows.
 """
 
@@ -27,8 +27,9 @@ import numpy as np
 
 from retrievalkit.demo import DEMO_CORPUS, DemoSetProvider
 from retrievalkit.evaluator import evaluate_questions
-from retrievalkit.intervals import bootstrap_means, paired_difference
+from retrievalkit.intervals import bootstrap_means
 from retrievalkit.metrics import DEFAULT_KS
+from retrievalkit.paired import paired_test
 from retrievalkit.retrievers.bm25 import BM25Retriever, create_bm25_demo
 from retrievalkit.scoring import ScoringOptions, score_run
 
@@ -77,7 +78,7 @@ def main() -> None:
                 estimate = bootstrap_means(stemmed[rows, column : column + 1], mask)[0][0]
                 assert estimate.low is not None and estimate.high is not None
                 single[name].append(estimate.high - estimate.low)
-                difference = paired_difference(
+                difference = paired_test(
                     unstemmed[rows, column], stemmed[rows, column], permutations=1
                 )
                 assert difference.low is not None and difference.high is not None

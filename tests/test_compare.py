@@ -97,6 +97,9 @@ def test_a_weakened_retriever_is_significantly_worse(cli: RunCli, systems: Path)
     low, high = hit3["ci"]
     assert low <= hit3["difference"] <= high < 0
     assert hit3["p_value"] < 0.01 and hit3["significant"] is True and hit3["p_holm"] is None
+    assert hit3["verdict"] == "significant" and hit3["p_method"] == "exact"
+    assert hit3["discordant"] == hit3["wins"] + hit3["losses"]
+    assert hit3["p_floor"] == 2.0 ** (1 - hit3["discordant"])
     assert hit3["wins"] + hit3["ties"] + hit3["losses"] == hit3["n"] == 75
     assert hit3["losses"] - hit3["wins"] == round(-hit3["difference"] * 75)
     rr = by_metric(pair)["rr"]
@@ -122,15 +125,23 @@ def test_a_weakened_retriever_is_significantly_worse(cli: RunCli, systems: Path)
     assert [w.split(":")[0] for w in warned] == ["bm25-demo", "titles-only"]
 
 
-def test_two_identical_retrievers_differ_by_zero_with_p_1(cli: RunCli, systems: Path) -> None:
+def test_two_identical_retrievers_are_unresolvable_not_proven_equal(
+    cli: RunCli, systems: Path
+) -> None:
     result = compare_json(
         cli, "--set", "demo", "--retriever", "bm25-demo", "--retriever", "same-as-demo"
     )
     (pair,) = result["pairs"]
     assert len(pair["metrics"]) == 25
     for delta in pair["metrics"]:
-        assert delta["difference"] == 0.0 and delta["ci"] == [0.0, 0.0], delta
+        # No question differs: nothing could be significant, and a zero difference on a
+        # sample does not prove a zero difference in the population ([0, 0] would).
+        share = 1 - 0.025 ** (1 / delta["n"])
+        assert delta["difference"] == 0.0, delta
+        assert delta["ci"] == pytest.approx([-share, share]) and delta["ci_method"] == "constant"
         assert delta["p_value"] == 1.0 and delta["significant"] is False, delta
+        assert delta["discordant"] == 0 and delta["p_floor"] == 1.0
+        assert delta["verdict"] == "unresolvable"
         assert delta["wins"] == delta["losses"] == 0 and delta["ties"] == delta["n"]
     assert pair["changed"] == []
 

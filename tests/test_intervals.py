@@ -1,8 +1,6 @@
-"""Bootstrap intervals: scipy's percentile intervals within Monte Carlo error, coverage, edges."""
+"""Intervals by kind: exact binomial for 0/1 values, BCa as scipy computes it, and the edges."""
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import pytest
@@ -22,41 +20,86 @@ def _values(seed: int, count: int = 2000) -> np.ndarray:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_intervals_agree_with_scipy_percentile_bootstrap(seed: int) -> None:
+def test_continuous_intervals_agree_with_scipy_bca_and_rates_with_the_exact_binomial(
+    seed: int,
+) -> None:
     values = _values(seed)
     resamples = 4000
     ours = bootstrap_means(values, np.ones((1, len(values)), dtype=bool), resamples=resamples)[0]
-    for column, estimate in enumerate(ours):
+    hits = int(values[:, 0].sum())
+    exact = stats.binomtest(hits, len(values)).proportion_ci(0.95, method="exact")
+    assert ours[0].method == intervals.CLOPPER_PEARSON
+    assert ours[0].low == pytest.approx(exact.low, rel=1e-9)
+    assert ours[0].high == pytest.approx(exact.high, rel=1e-9)
+    for column, estimate in enumerate(ours[1:], start=1):
         reference = stats.bootstrap(
             (values[:, column],),
             np.mean,
             n_resamples=resamples,
-            method="percentile",
+            method="BCa",
             vectorized=True,
             rng=np.random.default_rng(seed + column),
         )
+        assert estimate.method == intervals.BCA
         assert estimate.mean == pytest.approx(values[:, column].mean(), abs=1e-15)
         assert estimate.low is not None and estimate.high is not None
-        # Two percentile bounds from 4000 resamples each differ by about 0.05 bootstrap
+        # Two BCa bounds from 4000 resamples each differ by about 0.05 bootstrap
         # standard errors (one standard deviation): 0.3 leaves room for six of those.
         scale = reference.standard_error
         assert abs(estimate.low - reference.confidence_interval.low) < 0.3 * scale
         assert abs(estimate.high - reference.confidence_interval.high) < 0.3 * scale
 
 
-def test_a_95_percent_interval_covers_the_true_rate_about_95_percent_of_the_time() -> None:
-    rng = np.random.default_rng(20240611)
-    true_rate = 0.3
-    covered = 0
-    repetitions = 200
-    for repetition in range(repetitions):
-        sample = (rng.random(300) < true_rate).astype(float)
-        estimate = bootstrap_means(
-            sample[:, None], np.ones((1, 300), dtype=bool), resamples=1000, seed=repetition
-        )[0][0]
-        assert estimate.low is not None and estimate.high is not None
-        covered += estimate.low <= true_rate <= estimate.high
-    assert 0.90 <= covered / repetitions <= 0.99
+def test_bca_moves_a_skewed_interval_towards_the_long_tail() -> None:
+    # Mostly zeros with a few large values: the percentile interval sits too low; BCa's
+    # bias correction and acceleration move both bounds up.
+    rng = np.random.default_rng(3)
+    values = np.where(rng.random(60) < 0.15, rng.uniform(0.5, 1.0, 60), 0.0)
+    values[0] = 0.05  # not all 0/1, not constant: the bootstrap case
+    (estimate,) = bootstrap_means(values[:, None], np.ones((1, 60), dtype=bool), resamples=4000)[0]
+    counts = intervals._draw_counts(60, 4000, intervals.DEFAULT_SEED, 0, None).astype(float)
+    percentile_low, percentile_high = np.percentile(counts @ values / 60, [2.5, 97.5])
+    assert estimate.method == intervals.BCA
+    assert estimate.low is not None and estimate.high is not None
+    assert estimate.low > percentile_low and estimate.high > percentile_high
+
+
+def test_thirty_hits_of_thirty_is_not_certainty() -> None:
+    values = np.ones((30, 1))
+    (estimate,) = bootstrap_means(values, np.ones((1, 30), dtype=bool))[0]
+    assert estimate.method == intervals.CLOPPER_PEARSON
+    # The exact one-sided 97.5 % bound: 0.025 ** (1 / 30).
+    assert estimate.low == pytest.approx(0.025 ** (1 / 30), rel=1e-12)
+    assert round(estimate.low, 3) == 0.884 and estimate.high == 1.0
+    (nothing,) = bootstrap_means(values * 0.0, np.ones((1, 30), dtype=bool))[0]
+    assert nothing.low == 0.0 and nothing.high == pytest.approx(1 - 0.025 ** (1 / 30))
+
+
+def test_a_slice_of_equal_continuous_values_gets_the_bound_a_sample_that_size_allows() -> None:
+    values = np.full((30, 1), 0.5)
+    (estimate,) = bootstrap_means(values, np.ones((1, 30), dtype=bool))[0]
+    share = 1 - 0.025 ** (1 / 30)
+    assert estimate.method == intervals.CONSTANT
+    assert estimate.low == pytest.approx(0.5 - 0.5 * share)
+    assert estimate.high == pytest.approx(0.5 + 0.5 * share)
+    differences = np.zeros((12, 1))
+    (paired,) = bootstrap_means(
+        differences, np.ones((1, 12), dtype=bool), value_range=(-1.0, 1.0), binary=False
+    )[0]
+    assert paired.method == intervals.CONSTANT
+    assert paired.low == pytest.approx(-(1 - 0.025 ** (1 / 12)))
+    assert paired.high == pytest.approx(1 - 0.025 ** (1 / 12))
+
+
+def test_the_method_is_chosen_per_slice() -> None:
+    # recall is 0/1 where questions have one expected document, fractional elsewhere.
+    recall = np.array([1.0, 0.0, 1.0, 1.0, 0.5, 0.25, 1.0, 0.0] * 10)
+    single = np.array([True, True, True, True, False, False, True, True] * 10)
+    groups = np.array([np.ones(80, dtype=bool), single, ~single])
+    overall, one_expected, several = bootstrap_means(recall[:, None], groups, resamples=500)
+    assert overall[0].method == intervals.BCA
+    assert one_expected[0].method == intervals.CLOPPER_PEARSON
+    assert several[0].method == intervals.BCA
 
 
 def test_same_seed_same_intervals_and_slices_leave_the_overall_interval_alone() -> None:
@@ -72,7 +115,8 @@ def test_same_seed_same_intervals_and_slices_leave_the_overall_interval_alone() 
         assert with_slices.low == pytest.approx(without.low, abs=1e-7)
         assert with_slices.high == pytest.approx(without.high, abs=1e-7)
     other_seed = bootstrap_means(values, groups, resamples=3000, seed=10)
-    assert other_seed[0][0].low != first[0][0].low
+    assert other_seed[0][1].low != first[0][1].low  # the bootstrap column
+    assert other_seed[0][0] == first[0][0]  # the exact binomial one needs no seed
 
 
 def test_a_slice_interval_matches_bootstrapping_the_slice_alone_in_distribution() -> None:
@@ -98,13 +142,14 @@ def test_undefined_values_are_left_out_and_an_all_undefined_slice_has_no_interva
     assert overall[1].n == 100 and overall[1].mean == 0.75
     assert every_other[1] == Estimate(None, None, None, 0)
     assert every_other[0].n == 100 and every_other[0].mean == 1.0
-    assert every_other[0].low == every_other[0].high == 1.0
+    assert every_other[0].method == intervals.CLOPPER_PEARSON
+    assert every_other[0].low == pytest.approx(0.025 ** (1 / 100)) and every_other[0].high == 1.0
     assert empty == [Estimate(None, None, None, 0)] * 2
 
 
-def test_one_question_gives_its_value_as_the_interval() -> None:
+def test_one_question_gives_a_wide_interval_not_its_value() -> None:
     (estimate,) = bootstrap_means(np.array([[0.25]]), np.array([[True]]))[0]
-    assert estimate == Estimate(0.25, 0.25, 0.25, 1)
+    assert estimate == Estimate(0.25, 0.25 - 0.25 * 0.975, 0.25 + 0.75 * 0.975, 1, "constant")
 
 
 def test_the_float64_and_per_group_fallbacks_agree_with_the_fast_path(
@@ -125,18 +170,3 @@ def test_the_float64_and_per_group_fallbacks_agree_with_the_fast_path(
                 assert ours.mean == theirs.mean and ours.n == theirs.n
                 assert ours.low == pytest.approx(theirs.low, abs=1e-6)
                 assert ours.high == pytest.approx(theirs.high, abs=1e-6)
-
-
-def test_percentiles_are_numpys_nanpercentile_bit_for_bit() -> None:
-    rng = np.random.default_rng(12)
-    for _ in range(100):
-        rows, columns = int(rng.integers(1, 40)), int(rng.integers(1, 6))
-        samples = rng.random((rows, columns))
-        samples[rng.random((rows, columns)) < 0.3] = np.nan
-        percents = (2.5, 97.5) if rng.random() < 0.5 else (0.0, 50.0, 100.0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
-            expected = np.nanpercentile(samples, list(percents), axis=0)
-        assert np.array_equal(
-            intervals._nanpercentiles(samples, percents), expected, equal_nan=True
-        )

@@ -131,3 +131,48 @@ def test_random_judgments_and_rankings_match_trec_eval(seed: int) -> None:
         rankings[qid] = rng.sample(pool, rng.randint(0, 25))
     compared = assert_parity(rankings, judgments, (1, 2, 3, 5, 10, 20))
     assert compared > 300
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_judged_at_k_equals_ir_measures_judged(seed: int) -> None:
+    """judged@k divides by the documents returned in the top k, as ir_measures' Judged@k."""
+    import ir_measures
+    from ir_measures import Judged
+
+    rng = random.Random(seed)
+    pool = [f"d{i}" for i in range(40)]
+    rankings: dict[str, list[str]] = {}
+    judgments: dict[str, dict[str, int]] = {}
+    for index in range(300):
+        qid = f"q{index}"
+        labelled = rng.sample(pool, rng.randint(1, 15))
+        judgments[qid] = {doc: rng.choice([0, 0, 1, 2]) for doc in labelled}
+        # Many rankings shorter than the deepest cut-off: where the two definitions differ.
+        rankings[qid] = rng.sample(pool, rng.choice([1, 2, 4, 7, 10, 10, 12]))
+    ks = (1, 3, 5, 10)
+    ids = list(rankings)
+    ours = compute_metrics(
+        judge_rankings([rankings[i] for i in ids], [judgments[i] for i in ids], depth=10),
+        ks,
+        with_judged=True,
+    )
+    run = {
+        qid: {doc: float(len(ranking) - rank) for rank, doc in enumerate(ranking)}
+        for qid, ranking in rankings.items()
+    }
+    measures = [Judged @ k for k in ks]
+    reference = {
+        (metric.query_id, str(metric.measure)): metric.value
+        for metric in ir_measures.iter_calc(measures, judgments, run)
+    }
+    compared = shorter = 0
+    for row, qid in enumerate(ids):
+        if not any(grade >= 1 for grade in judgments[qid].values()):
+            assert np.isnan(ours["judged@10"][row])  # undefined on a no-answer question
+            continue
+        for k in ks:
+            expected = reference[(qid, f"Judged@{k}")]
+            assert ours[f"judged@{k}"][row] == pytest.approx(expected, abs=1e-12), (qid, k)
+            compared += 1
+        shorter += len(rankings[qid]) < 10
+    assert compared > 800 and shorter > 100

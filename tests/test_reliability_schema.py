@@ -70,6 +70,13 @@ def test_a_store_of_schema_1_opens(tmp_path: Path, scheme: str) -> None:
     assert oldest.metrics["recall@3"].n == 2  # the no-answer question is left out
     assert oldest.slices["topic"]["travel"]["hit@1"].n == 2
     assert oldest.manifest.retriever_options["password"] == "***"
+    # Schema 1 stored percentile bootstrap intervals; the upgrade says so.
+    assert oldest.metrics["hit@1"].method == "percentile"
+    assert oldest.slices["topic"]["travel"]["hit@1"].method == "percentile"
+    assert all(
+        (value.method == "percentile") == (value.ci is not None)
+        for value in oldest.metrics.values()
+    )
 
 
 @pytest.mark.parametrize("scheme", ["jsonl", "sqlite"])

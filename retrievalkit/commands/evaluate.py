@@ -87,8 +87,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--require-significant",
         action="store_true",
-        help="a drop past its threshold is a regression only when the paired interval of the "
-        "difference excludes zero (also: [regression] require_significant = true)",
+        help="a drop past its threshold is a regression only when it is also significant "
+        "(paired sign-flip p-value below 1 - confidence; also: [regression] "
+        "require_significant = true)",
     )
     parser.add_argument(
         "--max-error-rate",

@@ -8,6 +8,7 @@ from retrievalkit.comparison import Comparison, MetricDelta, PairComparison, Que
 from retrievalkit.convert import unstructure
 from retrievalkit.metrics import metric_order, parse_metric
 from retrievalkit.render.text import NONE, number
+from retrievalkit.render.text import p_text as p_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -17,12 +18,6 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
     """The JSON form (``--format json``): every field of the result, undefined values null."""
     document: dict[str, Any] = unstructure(comparison)
     return document
-
-
-def p_text(value: float | None) -> str:
-    if value is None:
-        return NONE
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def signed(value: float | None) -> str:
@@ -37,8 +32,8 @@ def header_line(comparison: Comparison) -> str:
     percent = f"{comparison.confidence:.0%}"
     return (
         f"set {comparison.set_name} · {comparison.shared_questions} questions compared "
-        f"pairwise · {percent} paired bootstrap intervals ({comparison.resamples} resamples) · "
-        "sign-flip permutation p-values"
+        f"pairwise · {percent} paired BCa bootstrap intervals ({comparison.resamples} resamples) · "
+        "sign-flip permutation p-values (exact while enumerable)"
         + (" · Holm-corrected over the candidates" if comparison.correction == "holm" else "")
     )
 
@@ -47,8 +42,9 @@ def _significance_note(comparison: Comparison) -> str:
     alpha = 1.0 - comparison.confidence
     which = "Holm-adjusted p" if comparison.correction == "holm" else "p"
     return (
-        f"* {which} < {alpha:.2f}; W/T/L: questions the candidate won, tied and lost "
-        "against the baseline"
+        f"* significant: {which} < {alpha:.2f}; unresolvable: so few questions differ that "
+        f"even the smallest attainable p is not below {alpha:.2f}; W/T/L: questions the "
+        "candidate won, tied and lost against the baseline"
     )
 
 
@@ -96,6 +92,8 @@ def metric_rows(
     rows = []
     for delta in pair.metrics:
         mark = " *" if delta.significant else ""
+        if delta.verdict == "unresolvable":
+            mark = " (unresolvable)"
         row = [
             delta.metric,
             number(delta.baseline),

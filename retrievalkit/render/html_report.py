@@ -265,7 +265,7 @@ def _headline(report: RunReport) -> str:
         body = (
             f'<div class="value">{number(value.mean)}</div>'
             f'<div class="ci">{percent} CI {_interval(value)}</div>'
-            f'<div class="ci">n = {value.n}</div>'
+            f'<div class="ci">n = {value.n} · {_e(value.method or "–")}</div>'
         )
         delta = deltas.get(name)
         if delta is not None:
@@ -274,16 +274,20 @@ def _headline(report: RunReport) -> str:
     parts.append(f'<div class="cards">{"".join(cards)}</div>')
     parts.append(
         f"<p class=note>Means over the questions where the metric is defined, with "
-        f"{percent} bootstrap intervals ({record.manifest.resamples} resamples).</p>"
+        f"{percent} intervals chosen by the kind of values: exact binomial "
+        f"(clopper-pearson) for 0/1 values, BCa bootstrap ({record.manifest.resamples} "
+        "resamples) for the others; the method is shown per metric.</p>"
     )
     if report.comparison is not None:
         parts.append(_comparison_tables(report.comparison))
     else:
         ordered = sorted(record.metrics.items(), key=lambda item: metric_order(item[0]))
-        rows = [[name, number(v.mean), _interval(v), str(v.n)] for name, v in ordered]
+        rows = [
+            [name, number(v.mean), _interval(v), v.method or "–", str(v.n)] for name, v in ordered
+        ]
         parts.append(
             "<details><summary>All metrics</summary>"
-            + _table(["metric", "mean", f"{percent} CI", "n"], rows)
+            + _table(["metric", "mean", f"{percent} CI", "method", "n"], rows)
             + "</details>"
         )
     errored = [row for row in report.questions if row.result.error is not None]
@@ -309,12 +313,15 @@ def _delta_lines(delta: MetricDelta, report: RunReport) -> str:
     if delta.significant and delta.difference is not None:
         tone = " better" if delta.difference > 0 else " worse"
     mark = " (significant)" if delta.significant else ""
+    if delta.verdict == "unresolvable":
+        mark = " (unresolvable)"
     return (
         f'<hr><div class="base">{_e(report.baseline_label)} (baseline): '
         f"{number(delta.baseline)}</div>"
         f'<div class="diff{tone}">difference {signed(delta.difference)}{mark}</div>'
         f'<div class="ci">CI {_e(ci_text(delta))}</div>'
-        f'<div class="ci">p {_e(p_text(delta.p_value))} · W/T/L '
+        f'<div class="ci">p {_e(p_text(delta.p_value))} · smallest attainable p '
+        f"{_e(p_text(delta.p_floor))} · {delta.discordant} discordant · W/T/L "
         f"{delta.wins}/{delta.ties}/{delta.losses}</div>"
     )
 
@@ -393,7 +400,7 @@ def _slices(report: RunReport) -> str:
             tables.append(f"<h3>{_e(label)}</h3>" + _table([field, "questions", *metrics], rows))
         parts.append(
             f'<section id="{_e(anchor)}"><h2>{_e(heading)}</h2><figure>{svg}<figcaption>'
-            f"Bars: means; whiskers: {percent} bootstrap intervals. In brackets: questions in "
+            f"Bars: means; whiskers: {percent} intervals. In brackets: questions in "
             "the slice.</figcaption></figure><details><summary>The numbers</summary>"
             + "".join(tables)
             + "</details></section>"

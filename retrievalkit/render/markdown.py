@@ -9,6 +9,7 @@ from retrievalkit.render.text import (
     header_line,
     hits_cell,
     interval,
+    method_text,
     number,
     storage_line,
     verdict_lines,
@@ -27,9 +28,13 @@ def render_markdown(report: EvalReport) -> str:
         header_line(report),
         "",
     ]
-    lines += ["## Metrics", "", "| metric | mean | 95% CI | n |", "|---|---:|---|---:|"]
+    lines += ["## Metrics", "", "| metric | mean | 95% CI | method | n |"]
+    lines.append("|---|---:|---|---|---:|")
     for name, value in record.metrics.items():
-        lines.append(f"| {name} | {number(value.mean)} | {interval(value)} | {value.n} |")
+        lines.append(
+            f"| {name} | {number(value.mean)} | {interval(value)} | {method_text(value)} "
+            f"| {value.n} |"
+        )
     if report.extra_labels is not None:
         effect = report.extra_labels
         lines += ["", "## With extra labels", "", _escape(effect.describe()), ""]

@@ -11,6 +11,7 @@ from retrievalkit.render.text import (
     header_line,
     hits_cell,
     interval,
+    method_text,
     number,
     storage_line,
     verdict_lines,
@@ -100,11 +101,17 @@ def render_table(report: EvalReport, console: Console, *, per_question: bool = T
                 ", ".join(outcome.expected) or "(no answer)",
             )
         console.print(questions)
-    metrics = Table(title="Metrics (mean, 95% bootstrap CI)", title_justify="left")
-    for column, justify in (("metric", "left"), ("mean", "right"), ("CI", "left"), ("n", "right")):
+    metrics = Table(title="Metrics (mean, 95% CI, interval method)", title_justify="left")
+    for column, justify in (
+        ("metric", "left"),
+        ("mean", "right"),
+        ("CI", "left"),
+        ("method", "left"),
+        ("n", "right"),
+    ):
         metrics.add_column(column, justify=justify)  # type: ignore[arg-type]
     for name, value in record.metrics.items():
-        metrics.add_row(name, number(value.mean), interval(value), str(value.n))
+        metrics.add_row(name, number(value.mean), interval(value), method_text(value), str(value.n))
     console.print(metrics)
     if report.extra_labels is not None:
         effect = report.extra_labels

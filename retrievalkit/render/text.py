@@ -23,6 +23,11 @@ def interval(value: MetricValue) -> str:
     return f"[{value.ci[0]:.3f}, {value.ci[1]:.3f}]"
 
 
+def method_text(value: MetricValue) -> str:
+    """The interval's method as the record names it (``bca``, ``clopper-pearson``, ...)."""
+    return value.method or NONE
+
+
 def with_interval(value: MetricValue) -> str:
     if value.mean is None:
         return NONE
@@ -68,7 +73,7 @@ def verdict_lines(verdict: Verdict | None, note: str | None = None) -> list[str]
         and verdict.require_significant
     ]
     if excused and verdict.regressed:
-        lines.append("dropped past the threshold, but not significantly (interval includes 0):")
+        lines.append("dropped past the threshold, but not significantly (p not below alpha):")
         lines.extend("  " + comparison_line(item) for item in excused)
     if verdict.unchecked:
         lines.append("NOT checked (no verdict for these thresholds):")
@@ -90,11 +95,23 @@ def comparison_line(item: MetricComparison) -> str:
     where = "" if item.slice is None else f" [{item.slice}, {item.n} questions]"
     note = ""
     if item.difference is not None and -item.difference > item.threshold and not item.regressed:
-        note = ", not significant"
+        note = f", {item.verdict or 'not significant'}"
+    elif item.verdict == "unresolvable":
+        note = ", unresolvable"
+    test = ""
+    if item.p_value is not None:
+        floor = "" if item.p_floor is None else f", smallest attainable p {p_text(item.p_floor)}"
+        test = f", p {p_text(item.p_value)}, {item.discordant} discordant{floor}"
     return (
         f"{item.metric}{where}: {number(item.baseline)} -> {number(item.candidate)} "
-        f"(difference {diff}, 95% CI {ci}, allowed drop {item.threshold:.3f}{note})"
+        f"(difference {diff}, 95% CI {ci}{test}, allowed drop {item.threshold:.3f}{note})"
     )
+
+
+def p_text(value: float | None) -> str:
+    if value is None:
+        return NONE
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def header_line(report: EvalReport) -> str:

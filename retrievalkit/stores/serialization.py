@@ -17,10 +17,38 @@ from retrievalkit.model import SCHEMA_VERSION, ResultRecord
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
+
+def _name_interval_methods(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 -> 2: every interval of a schema-1 record was a percentile bootstrap."""
+
+    def named(value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {**value, "method": "percentile" if value.get("ci") is not None else None}
+
+    metrics = data.get("metrics")
+    if isinstance(metrics, dict):
+        data["metrics"] = {name: named(value) for name, value in metrics.items()}
+    slices = data.get("slices")
+    if isinstance(slices, dict):
+        data["slices"] = {
+            field: {
+                label: {name: named(value) for name, value in table.items()}
+                if isinstance(table, dict)
+                else table
+                for label, table in labels.items()
+            }
+            if isinstance(labels, dict)
+            else labels
+            for field, labels in slices.items()
+        }
+    return data
+
+
 #: The upgrade of a stored record's plain data from schema ``n`` to ``n + 1``, under key
 #: ``n``. Whoever bumps SCHEMA_VERSION adds the step here, and a fixture of the old schema
 #: under tests/fixtures/, so that every store written before keeps opening.
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: dict[int, Migration] = {1: _name_interval_methods}
 
 
 def migrate(data: dict[str, Any], version: int, *, where: str) -> dict[str, Any]:
