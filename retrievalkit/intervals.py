@@ -41,6 +41,8 @@ _SINGLE_THREADED_PRODUCT = 1 << 18
 _MIN_PIECE_ROWS = 256
 #: Beyond this many blocks of questions sharing the same groups, see _resampled_means.
 _MAX_BLOCKS = 64
+#: Resampled means this close (relative) to the estimate tie with it in BCa's bias correction.
+_TIE_SCALE = 1e-6
 #: float32 holds every whole number up to 2**24 exactly; resampled sizes never exceed
 #: the number of questions.
 _EXACT_FLOAT32 = 1 << 24
@@ -149,7 +151,10 @@ def bca_bounds(
     from scipy.special import ndtr, ndtri
 
     defined = (~np.isnan(samples)).sum(axis=0)
-    below = (samples < estimates).sum(axis=0) + (samples <= estimates).sum(axis=0)
+    # Resampled means equal to the estimate count half (ties); "equal" allows for the
+    # float32 rounding of the shared resamples, so adding slices cannot flip a tie.
+    tie = _TIE_SCALE * np.maximum(1.0, np.abs(estimates))
+    below = (samples < estimates - tie).sum(axis=0) + (samples <= estimates + tie).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = below / (2.0 * defined)
         # All resamples on one side (a tiny or very skewed sample) would make z0 infinite:

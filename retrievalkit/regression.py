@@ -24,6 +24,7 @@ import numpy as np
 from retrievalkit.errors import InputError
 from retrievalkit.model import GoldenQuestion, QuestionOutcome, ResultRecord
 from retrievalkit.paired import SIGNIFICANT, paired_test, verdict
+from retrievalkit.power import power_row, spread_of_pair, undetectable_warning
 from retrievalkit.scoring import outcome_values, slice_label
 
 #: Without any threshold configured, any drop of the two record rates is a regression.
@@ -76,6 +77,9 @@ class Verdict:
     """Thresholds that could not be checked, each with the reason, so none is dropped silently."""
     note: str | None = None
     """Why nothing was compared, when there was no baseline."""
+    warnings: tuple[str, ...] = ()
+    """Thresholds below the smallest drop the set can detect at 80% power (see
+    :mod:`retrievalkit.power`): a drop between the two passes or fails by chance."""
 
 
 def split_slice(name: str) -> tuple[str, str]:
@@ -148,8 +152,9 @@ def compare_runs(
         )
     checked = []
     unchecked = []
+    warnings = []
     for slice_name, metric, threshold, ids in gates:
-        item = _compare_metric(
+        item, warning = _compare_metric(
             baseline.outcomes,
             candidate,
             ids,
@@ -161,6 +166,8 @@ def compare_runs(
             confidence=confidence,
             seed=seed,
         )
+        if warning is not None:
+            warnings.append(warning)
         if item is not None:
             checked.append(item)
             continue
@@ -183,6 +190,7 @@ def compare_runs(
         baseline_kind=baseline_kind,
         require_significant=require_significant,
         unchecked=tuple(unchecked),
+        warnings=tuple(warnings),
     )
 
 
@@ -215,20 +223,26 @@ def _compare_metric(
     resamples: int,
     confidence: float,
     seed: int,
-) -> MetricComparison | None:
+) -> tuple[MetricComparison | None, str | None]:
+    """The comparison of one gated metric, and a warning when its threshold is undetectable."""
     if not ids:
-        return None
+        return None, None
     before = outcome_values(baseline, metric)
     after = outcome_values(candidate, metric)
-    paired = paired_test(
-        np.array([before.get(i, np.nan) for i in ids]),
-        np.array([after.get(i, np.nan) for i in ids]),
-        resamples=resamples,
-        confidence=confidence,
-        seed=seed,
-    )
+    left = np.array([before.get(i, np.nan) for i in ids])
+    right = np.array([after.get(i, np.nan) for i in ids])
+    paired = paired_test(left, right, resamples=resamples, confidence=confidence, seed=seed)
     if paired.difference is None:
-        return None
+        return None, None
+    row = power_row(
+        metric,
+        slice_name,
+        paired.n,
+        spread_of_pair(left, right),
+        alpha=1.0 - confidence,
+        threshold=threshold,
+    )
+    warning = undetectable_warning(row) if row.below_detectable else None
     interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
     said = verdict(paired.p_value, paired.p_floor, 1.0 - confidence)
     dropped = -paired.difference > threshold + _TOLERANCE
@@ -251,4 +265,4 @@ def _compare_metric(
         p_method=paired.p_method,
         p_error=paired.p_error,
         ci_method=paired.interval_method,
-    )
+    ), warning

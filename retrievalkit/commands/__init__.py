@@ -17,6 +17,7 @@ from typing import Protocol, runtime_checkable
 BUILTIN = (
     "evaluate",
     "compare",
+    "power",
     "baseline",
     "listing",
     "history",

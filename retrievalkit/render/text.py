@@ -78,6 +78,9 @@ def verdict_lines(verdict: Verdict | None, note: str | None = None) -> list[str]
     if verdict.unchecked:
         lines.append("NOT checked (no verdict for these thresholds):")
         lines.extend(f"  {item}" for item in verdict.unchecked)
+    if verdict.warnings:
+        lines.append("thresholds below what the set can detect (retrievalkit power):")
+        lines.extend(f"  warning: {item}" for item in verdict.warnings)
     return lines
 
 

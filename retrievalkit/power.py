@@ -1,0 +1,320 @@
+"""What a set can detect: the smallest drop the paired test finds at 80 % power, and the
+questions a given drop needs.
+
+The test is the one of :mod:`retrievalkit.paired` (two-sided sign-flip, alpha = 1 -
+confidence), and a drop is detected when that test is significant. Three bases, from
+the least to the most informed:
+
+- ``worst case`` (a set alone): a per-question difference lies in [-1, 1], and its
+  spread is largest when every question moves by a full 1 either way. The sign-flip
+  test is then the exact sign test, whose power is computed exactly.
+- ``one run`` (no baseline): a run's own values, with the candidate assumed to vary
+  independently of it (no pairing benefit): a 0/1 metric at rate p has discordance
+  2p(1 - p); a continuous one a difference spread of sqrt(2) times its own.
+- ``against baseline``: the discordance (0/1 metrics) or the spread of the differences
+  (continuous metrics) actually seen between the run and its baseline.
+
+0/1 metrics use the exact sign test with the discordance ``max(observed, drop)`` (a drop
+of d needs at least a share d of the questions to change); continuous metrics the normal
+approximation of the test, with the floor of the exact test (at least
+:func:`min_discordant` questions must differ) checked as well.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from retrievalkit.paired import TIE
+
+if TYPE_CHECKING:
+    from retrievalkit.model import GoldenQuestionSet, QuestionOutcome
+
+DEFAULT_POWER = 0.8
+WORST_CASE = "worst case"
+ONE_RUN = "one run"
+AGAINST_BASELINE = "against baseline"
+#: Sets are searched up to this many questions for "questions needed".
+_MAX_QUESTIONS = 10_000_000
+
+
+@attrs.frozen
+class Spread:
+    """How per-question differences spread, for one metric: what power depends on."""
+
+    binary: bool
+    """0/1 metric: differences are -1, 0 or 1, and ``discordance`` is their share not 0."""
+    discordance: float
+    """Share of questions whose value changes (0/1 metrics; 1 in the worst case)."""
+    sd: float
+    """Standard deviation of a per-question difference (continuous metrics)."""
+    basis: str
+
+
+def min_discordant(alpha: float) -> int:
+    """The fewest discordant questions whose floor 2 / 2^m is below alpha."""
+    return max(2, math.floor(1.0 + math.log2(1.0 / alpha)) + 1)
+
+
+def worst_case() -> Spread:
+    return Spread(binary=True, discordance=1.0, sd=1.0, basis=WORST_CASE)
+
+
+def spread_of_run(values: npt.NDArray[np.float64]) -> Spread:
+    """From one run's per-question values (NaN: undefined), the candidate independent of it."""
+    defined = values[~np.isnan(values)]
+    if defined.size == 0:
+        return worst_case()
+    if np.all((defined == 0.0) | (defined == 1.0)):
+        rate = float(defined.mean())
+        return Spread(True, 2.0 * rate * (1.0 - rate), 0.0, ONE_RUN)
+    return Spread(False, 0.0, math.sqrt(2.0) * float(defined.std()), ONE_RUN)
+
+
+def spread_of_pair(baseline: npt.NDArray[np.float64], candidate: npt.NDArray[np.float64]) -> Spread:
+    """From the per-question differences between a run and its baseline."""
+    both = ~np.isnan(baseline) & ~np.isnan(candidate)
+    if not both.any():
+        return worst_case()
+    before, after = baseline[both], candidate[both]
+    differences = after - before
+    if np.all(np.isin(before, (0.0, 1.0))) and np.all(np.isin(after, (0.0, 1.0))):
+        return Spread(True, float((np.abs(differences) > TIE).mean()), 0.0, AGAINST_BASELINE)
+    return Spread(False, 0.0, float(differences.std()), AGAINST_BASELINE)
+
+
+def power_at(drop: float, n: int, spread: Spread, alpha: float) -> float:
+    """The chance that the paired test finds a drop of ``drop`` with ``n`` questions."""
+    if n < min_discordant(alpha) or drop <= 0.0:
+        return 0.0
+    if spread.binary:
+        return _sign_test_power(drop, n, max(spread.discordance, drop), alpha)
+    from scipy.special import ndtr, ndtri
+
+    sd = max(spread.sd, 1e-12)
+    return float(ndtr(drop * math.sqrt(n) / sd + ndtri(alpha / 2.0)))
+
+
+def _sign_test_power(drop: float, n: int, discordance: float, alpha: float) -> float:
+    """Exact power of the two-sided sign test: M ~ Bin(n, discordance) questions differ,
+    each a loss with chance (discordance + drop) / (2 discordance)."""
+    from scipy.stats import binom
+
+    discordance = min(1.0, discordance)
+    lose = min(1.0, (discordance + drop) / (2.0 * discordance))
+    counts = np.arange(n + 1)
+    # The smallest number of losses out of m whose two-sided p-value is below alpha.
+    critical = binom.isf(alpha / 2.0, counts, 0.5) + 1.0
+    # isf gives the smallest c with P(X > c) <= alpha/2; step up while P(X >= c) >= alpha/2.
+    too_likely = binom.sf(critical - 1.0, counts, 0.5) * 2.0 >= alpha
+    critical = np.where(too_likely, critical + 1, critical)
+    reachable = critical <= counts
+    chance_of_m = binom.pmf(counts, n, discordance)
+    detect = np.where(reachable, binom.sf(critical - 1.0, counts, lose), 0.0)
+    return float(np.sum(chance_of_m * detect))
+
+
+def detectable_drop(
+    n: int, spread: Spread, alpha: float, power: float = DEFAULT_POWER
+) -> float | None:
+    """The smallest drop found with ``power`` (bisection to 1e-4); None when none can be."""
+    if n < min_discordant(alpha) or power_at(1.0, n, spread, alpha) < power:
+        return None
+    low, high = 0.0, 1.0
+    while high - low > 1e-4:
+        middle = (low + high) / 2.0
+        if power_at(middle, n, spread, alpha) >= power:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def questions_needed(
+    drop: float, spread: Spread, alpha: float, power: float = DEFAULT_POWER
+) -> int | None:
+    """About how many questions find a drop of ``drop`` with ``power``; None past 10 million.
+
+    The power of a discrete test saw-tooths with n, so this is the first n of a bisection
+    between powers of two, not a guarantee for every larger n.
+    """
+    high = min_discordant(alpha)
+    while power_at(drop, high, spread, alpha) < power:
+        high *= 2
+        if high > _MAX_QUESTIONS:
+            return None
+    low = high // 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if power_at(drop, middle, spread, alpha) >= power:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+@attrs.frozen
+class PowerRow:
+    """What one gated metric in one slice can detect."""
+
+    metric: str
+    slice: str | None
+    n: int
+    basis: str
+    discordance: float | None
+    sd: float | None
+    detectable: float | None
+    """Smallest drop found at the power asked (None: no drop can be, too few questions)."""
+    threshold: float | None = None
+    drop: float | None = None
+    needed: int | None = None
+    """Questions needed to find ``drop`` (None without --drop, or past 10 million)."""
+
+    @property
+    def below_detectable(self) -> bool:
+        """The threshold allows a drop smaller than the set can tell from noise."""
+        return self.threshold is not None and (
+            self.detectable is None or self.threshold < self.detectable
+        )
+
+
+def power_row(
+    metric: str,
+    slice_name: str | None,
+    n: int,
+    spread: Spread,
+    *,
+    alpha: float,
+    power: float = DEFAULT_POWER,
+    threshold: float | None = None,
+    drop: float | None = None,
+) -> PowerRow:
+    return PowerRow(
+        metric=metric,
+        slice=slice_name,
+        n=n,
+        basis=spread.basis,
+        discordance=round(spread.discordance, 6) if spread.binary else None,
+        sd=None if spread.binary else round(spread.sd, 6),
+        detectable=detectable_drop(n, spread, alpha, power),
+        threshold=threshold,
+        drop=drop,
+        needed=None if drop is None else questions_needed(drop, spread, alpha, power),
+    )
+
+
+def undetectable_warning(row: PowerRow) -> str:
+    where = f"{row.metric} [{row.slice}]" if row.slice else row.metric
+    can = (
+        f"no drop at all with {row.n} questions"
+        if row.detectable is None
+        else f"{row.detectable:.3f} with {row.n} questions"
+    )
+    return (
+        f"{where}: the allowed drop {row.threshold:.3f} is below what this set can detect "
+        f"at 80% power ({can}, {row.basis}); a drop between the two passes or fails by chance"
+    )
+
+
+def gated_metrics(
+    thresholds: Mapping[str, float], slice_thresholds: Mapping[str, Mapping[str, float]]
+) -> list[tuple[str | None, str, float]]:
+    """(slice or None, metric, threshold) for every configured threshold, overall first."""
+    gates: list[tuple[str | None, str, float]] = [
+        (None, metric, threshold) for metric, threshold in sorted(thresholds.items())
+    ]
+    for name, metrics in sorted(slice_thresholds.items()):
+        gates.extend((name, metric, threshold) for metric, threshold in sorted(metrics.items()))
+    return gates
+
+
+@attrs.frozen
+class PowerReport:
+    """``retrievalkit power``'s answer: one row per gated metric and slice."""
+
+    set_name: str
+    questions: int
+    alpha: float
+    power: float
+    evidence: str
+    """Where the spreads came from: the set alone, a run, a run against its baseline."""
+    rows: tuple[PowerRow, ...]
+    drop: float | None = None
+    min_discordant: int = 0
+    """The fewest questions that must differ for any p below alpha."""
+
+
+def set_power(
+    golden: GoldenQuestionSet,
+    thresholds: Mapping[str, float],
+    slice_thresholds: Mapping[str, Mapping[str, float]],
+    *,
+    alpha: float,
+    power: float = DEFAULT_POWER,
+    drop: float | None = None,
+    outcomes: Sequence[QuestionOutcome] | None = None,
+    baseline: Sequence[QuestionOutcome] | None = None,
+    evidence: str = "the set alone",
+) -> PowerReport:
+    """What ``golden`` can detect for every gated metric and slice.
+
+    Without ``outcomes`` the spread is the worst case and a metric's size is the
+    questions that define it (hit@k: all; the others: those with an answer). With
+    ``outcomes`` (a run of the set) the run's values give the size and the spread, paired
+    with ``baseline``'s when given.
+    """
+    from retrievalkit.regression import split_slice
+    from retrievalkit.scoring import outcome_values, slice_label
+
+    questions = golden.questions
+    rows = []
+    for slice_name, metric, threshold in gated_metrics(thresholds, slice_thresholds):
+        if slice_name is None:
+            members = [question.id for question in questions]
+        else:
+            field, label = split_slice(slice_name)
+            members = [q.id for q in questions if slice_label(q, field) == label]
+        if outcomes is None:
+            hit = metric.partition("@")[0] == "hit"
+            wanted = set(members)
+            n = sum(1 for q in questions if q.id in wanted and (hit or q.answerable))
+            spread = worst_case()
+        else:
+            values = outcome_values(outcomes, metric)
+            run_values = np.array([values.get(i, np.nan) for i in members])
+            if baseline is not None:
+                before = outcome_values(baseline, metric)
+                base_values = np.array([before.get(i, np.nan) for i in members])
+                both = ~np.isnan(run_values) & ~np.isnan(base_values)
+                n = int(both.sum())
+                spread = spread_of_pair(base_values, run_values)
+            else:
+                n = int((~np.isnan(run_values)).sum())
+                spread = spread_of_run(run_values)
+        rows.append(
+            power_row(
+                metric,
+                slice_name,
+                n,
+                spread,
+                alpha=alpha,
+                power=power,
+                threshold=threshold,
+                drop=drop,
+            )
+        )
+    return PowerReport(
+        set_name=golden.name,
+        questions=len(questions),
+        alpha=alpha,
+        power=power,
+        evidence=evidence,
+        rows=tuple(rows),
+        drop=drop,
+        min_discordant=min_discordant(alpha),
+    )

@@ -1,0 +1,96 @@
+"""Renderers of a :class:`~retrievalkit.power.PowerReport`: a rich table and Markdown."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from retrievalkit.render.text import NONE, number
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from retrievalkit.power import PowerReport, PowerRow
+
+COLUMNS = ("metric", "slice", "questions", "spread", "allowed drop", "detectable drop")
+
+
+def _spread(row: PowerRow) -> str:
+    """Discordance (share of questions that change) for 0/1 metrics, else the sd."""
+    if row.discordance is not None:
+        return f"{row.discordance:.2f} differ"
+    return NONE if row.sd is None else f"sd {row.sd:.3f}"
+
+
+def _cells(report: PowerReport, row: PowerRow) -> list[str]:
+    detectable = "none" if row.detectable is None else f"{row.detectable:.3f}"
+    if row.below_detectable:
+        detectable += " !"
+    cells = [
+        row.metric,
+        row.slice or "(all)",
+        str(row.n),
+        _spread(row),
+        number(row.threshold),
+        detectable,
+    ]
+    if report.drop is not None:
+        cells.append(NONE if row.needed is None else f"{row.needed:,}")
+    return cells
+
+
+def _columns(report: PowerReport) -> list[str]:
+    columns = list(COLUMNS)
+    if report.drop is not None:
+        columns.append(f"questions for {report.drop:g}")
+    return columns
+
+
+def _header(report: PowerReport) -> str:
+    bases = sorted({row.basis for row in report.rows})
+    return (
+        f"set {report.set_name} · {report.questions} questions · {report.evidence} "
+        f"(spread: {', '.join(bases) or 'none'}) · paired sign-flip test at alpha "
+        f"{report.alpha:.2f}, {report.power:.0%} power"
+    )
+
+
+def _notes(report: PowerReport) -> list[str]:
+    notes = [
+        "detectable drop: the smallest absolute drop the gate's paired test finds "
+        f"{report.power:.0%} of the time; none: no drop can be found with so few questions.",
+        f"No comparison is significant unless at least {report.min_discordant} questions "
+        "differ (with fewer it is unresolvable).",
+    ]
+    if any(row.below_detectable for row in report.rows):
+        notes.append(
+            "!: the allowed drop is below what the set can detect, so a drop between the "
+            "two passes or fails by chance; raise the threshold or add questions."
+        )
+    return notes
+
+
+def render_power_table(report: PowerReport, console: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(Text(_header(report)))
+    table = Table(title="What the set can detect", title_justify="left")
+    for index, column in enumerate(_columns(report)):
+        table.add_column(column, justify="right" if index in (2, 4, 5, 6) else "left")
+    for row in report.rows:
+        table.add_row(*(Text(cell) for cell in _cells(report, row)))
+    console.print(table)
+    for note in _notes(report):
+        console.print(Text(note))
+
+
+def render_power_markdown(report: PowerReport) -> str:
+    columns = _columns(report)
+    lines = [f"# retrievalkit power: {report.set_name}", "", _header(report), ""]
+    lines.append("| " + " | ".join(columns) + " |")
+    lines.append("|" + "---|" * len(columns))
+    for row in report.rows:
+        cells = [cell.replace("|", "\\|") for cell in _cells(report, row)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *(f"- {note}" for note in _notes(report)), ""]
+    return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""retrievalkit power: detectable drops that hold up in simulation, and the command around them."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import RunCli
+
+from retrievalkit.paired import sign_flip_p_value
+from retrievalkit.power import (
+    Spread,
+    detectable_drop,
+    min_discordant,
+    power_at,
+    questions_needed,
+    spread_of_pair,
+    spread_of_run,
+    worst_case,
+)
+
+
+def simulated_power(drop: float, n: int, discordance: float, replicates: int, seed: int) -> float:
+    """Share of simulated A/B pairs of 0/1 values whose drop the paired test finds."""
+    rng = np.random.default_rng(seed)
+    found = 0
+    for _ in range(replicates):
+        draw = rng.random(n)
+        lose, win = (discordance + drop) / 2, (discordance - drop) / 2
+        differences = np.where(draw < lose, -1.0, np.where(draw < lose + win, 1.0, 0.0))
+        p_value, _, _ = sign_flip_p_value(differences)
+        found += p_value < 0.05 and differences.sum() < 0
+    return found / replicates
+
+
+@pytest.mark.parametrize(("n", "discordance"), [(75, 1.0), (75, 0.2), (300, 0.1)])
+def test_the_detectable_drop_is_found_80_percent_of_the_time(n: int, discordance: float) -> None:
+    spread = worst_case() if discordance == 1.0 else Spread(True, discordance, 0.0, "test")
+    drop = detectable_drop(n, spread, 0.05)
+    assert drop is not None and 0 < drop <= 1
+    replicates = 1500
+    found = simulated_power(drop, n, max(discordance, drop), replicates, seed=n)
+    error = np.sqrt(0.8 * 0.2 / replicates)
+    assert abs(found - 0.8) <= 3.5 * error + 0.01, (found, drop)
+    # Half that drop is found far less often: the number is not an upper bound by accident.
+    assert simulated_power(drop / 2, n, max(discordance, drop / 2), 500, seed=n + 1) < 0.5
+
+
+def test_continuous_power_follows_the_sign_flip_test() -> None:
+    rng = np.random.default_rng(5)
+    n, sd = 60, 0.3
+    drop = detectable_drop(n, Spread(False, 0.0, sd, "test"), 0.05)
+    assert drop is not None
+    found = 0
+    for row in range(600):
+        differences = np.clip(rng.normal(-drop, sd, n), -1, 1)
+        p_value, _, _ = sign_flip_p_value(differences, permutations=2000, seed=row)
+        found += p_value < 0.05 and differences.sum() < 0
+    assert abs(found / 600 - 0.8) <= 0.06
+
+
+def test_too_few_questions_detect_nothing_and_more_questions_detect_less() -> None:
+    assert min_discordant(0.05) == 6 and min_discordant(0.1) == 5
+    assert detectable_drop(5, worst_case(), 0.05) is None
+    assert power_at(1.0, 5, worst_case(), 0.05) == 0.0
+    drops = [detectable_drop(n, worst_case(), 0.05) for n in (30, 75, 300, 1000)]
+    assert all(a is not None and b is not None and a > b for a, b in itertools.pairwise(drops))
+    needed = questions_needed(0.05, worst_case(), 0.05)
+    assert needed is not None and power_at(0.05, needed, worst_case(), 0.05) >= 0.8
+    assert power_at(0.05, needed // 2, worst_case(), 0.05) < 0.8
+
+
+def test_spreads_from_a_run_and_from_a_pair() -> None:
+    hits = np.array([1.0] * 90 + [0.0] * 10)
+    assert spread_of_run(hits).discordance == pytest.approx(2 * 0.9 * 0.1)
+    candidate = hits.copy()
+    candidate[:5] = 0.0
+    pair = spread_of_pair(hits, candidate)
+    assert pair.binary and pair.discordance == pytest.approx(0.05)
+    ranks = np.array([1.0, 0.5, 1 / 3, 0.0, np.nan] * 20)
+    continuous = spread_of_pair(ranks, ranks * 0.9)
+    assert not continuous.binary and continuous.sd > 0
+
+
+def power_json(cli: RunCli, *args: str) -> dict[str, Any]:
+    done = cli("power", *args, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
+def test_power_of_the_demo_set_alone_and_with_a_drop(cli: RunCli) -> None:
+    report = power_json(cli, "--set", "demo", "--drop", "0.03")
+    assert report["questions"] == 75 and report["min_discordant"] == 6
+    rows = {row["metric"]: row for row in report["rows"]}
+    assert set(rows) == {"hit@1", "hit@3"}
+    for row in rows.values():
+        assert row["basis"] == "worst case" and row["n"] == 75
+        assert row["detectable"] == pytest.approx(detectable_drop(75, worst_case(), 0.05))
+        assert row["needed"] == questions_needed(0.03, worst_case(), 0.05)
+    table = cli("power", "--set", "demo")
+    assert table.returncode == 0 and "detectable drop" in table.stdout
+
+
+def test_power_with_evidence_from_a_retriever_and_a_stored_run(cli: RunCli, tmp_path: Path) -> None:
+    (tmp_path / "retrievalkit.toml").write_text(
+        '[regression]\nmax_top1_drop = 0.1\n\n[regression.slices."form=GAP"]\n"rr" = 0.2\n',
+        encoding="utf-8",
+    )
+    fresh = power_json(cli, "--set", "demo", "--retriever", "bm25-demo")
+    rows = {(row["metric"], row["slice"]): row for row in fresh["rows"]}
+    assert set(rows) == {("hit@1", None), ("hit@3", None), ("rr", "form=GAP")}
+    assert rows[("hit@1", None)]["basis"] == "one run"
+    assert rows[("rr", "form=GAP")]["sd"] is not None
+    assert "no baseline stored" in fresh["evidence"]
+    for _ in range(2):
+        assert cli("eval", "--set", "demo", "--retriever", "bm25-demo", "-q").returncode == 0
+    history = cli("history", "--set", "demo", "--retriever", "bm25-demo", "--format", "json")
+    newest, older = (row["run_id"] for row in json.loads(history.stdout))
+    stored = power_json(cli, "--set", "demo", "--run", newest)
+    assert older in stored["evidence"]
+    hit1 = next(row for row in stored["rows"] if row["metric"] == "hit@1")
+    # The same retriever twice: nothing differs, so only a drop that itself moves enough
+    # questions can be found.
+    assert hit1["basis"] == "against baseline" and hit1["discordance"] == 0.0
+    assert hit1["detectable"] == pytest.approx(
+        detectable_drop(75, Spread(True, 0.0, 0.0, "x"), 0.05)
+    )
+    missing = cli("power", "--set", "demo", "--run", "no-such-run")
+    assert missing.returncode == 2 and "no run no-such-run" in missing.stderr
+
+
+def test_eval_warns_when_a_threshold_is_below_what_the_set_can_detect(cli: RunCli) -> None:
+    for _ in range(2):
+        done = cli(
+            "eval", "--set", "demo", "--retriever", "bm25-demo", "--max-top1-drop", "0.05",
+            "--format", "json",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)["regression"]
+    assert any(
+        warning.startswith("hit@1: the allowed drop 0.050 is below what this set can detect")
+        for warning in verdict["warnings"]
+    ), verdict["warnings"]
+    loose = cli(
+        "eval", "--set", "demo", "--retriever", "bm25-demo", "--max-top1-drop", "0.5",
+        "--max-top3-drop", "0.5", "--format", "json",
+    )  # fmt: skip
+    assert json.loads(loose.stdout)["regression"]["warnings"] == []
