@@ -13,8 +13,9 @@ Layout (current version):
   ``model``, ``grader``), ``created_at``, ``pass_rate`` (top-1 hit rate), ``mean_score``
   (top-3 hit rate), ``questions``, ``errored``, the git commit, the retriever's plugin,
   the record's schema and its manifest; ``seq`` is the save order.
-- ``run_metrics``: one row per (run, slice, metric): mean, interval, n. The whole-set
-  figures have ``slice_field = ''``.
+- ``run_metrics``: one row per (run, slice, metric): mean, interval, n, and the
+  interval's method (NULL for runs of record schema 1, which the record loading names
+  ``percentile``). The whole-set figures have ``slice_field = ''``.
 - ``run_questions``: one row per (run, question): the verdict (``passed``: top-1 hit,
   ``score``: top-3 hit), the ranking, each metric's value, latency, error, form, hard
   class and the judgments used.
@@ -117,6 +118,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "DROP INDEX {schema}.runs_by_key",
             "CREATE INDEX pins_by_run ON {schema}.pins (run_id)",
         ),
+    ),
+    Migration(
+        3,
+        "the method of each metric's interval (record schema 2)",
+        ("ALTER TABLE {schema}.run_metrics ADD COLUMN method text",),
     ),
 )
 

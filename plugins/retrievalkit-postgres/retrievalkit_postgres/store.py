@@ -65,7 +65,7 @@ _OUTCOME_FIELDS = {
     "judgments",
 }
 _ITEM_FIELDS = {"question_id", "passed", "score"}
-_METRIC_FIELDS = {"mean", "ci", "n"}
+_METRIC_FIELDS = {"mean", "ci", "n", "method"}
 _QUESTION_COLUMNS = (
     "run_seq",
     "question_id",
@@ -87,7 +87,7 @@ _QUESTION_COLUMNS = (
 #: for bit.
 _METRIC_JSON = (
     "json_build_object('mean', m.mean, 'ci', CASE WHEN m.ci_low IS NULL THEN NULL"
-    " ELSE json_build_array(m.ci_low, m.ci_high) END, 'n', m.n)"
+    " ELSE json_build_array(m.ci_low, m.ci_high) END, 'n', m.n, 'method', m.method)"
 )
 _RECORD_JSON = f"""json_build_object(
     'run_id', r.run_id, 'set', r.set_name, 'model', r.model, 'grader', r.grader,
@@ -124,6 +124,7 @@ _METRIC_COLUMNS = (
     "ci_low",
     "ci_high",
     "n",
+    "method",
 )
 
 
@@ -588,7 +589,9 @@ def _metric_rows(data: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         for name, metric in metrics.items():
             ci = metric["ci"]
             low, high = (None, None) if ci is None else ci
-            rows.append((field, value, name, metric["mean"], low, high, metric["n"]))
+            rows.append(
+                (field, value, name, metric["mean"], low, high, metric["n"], metric.get("method"))
+            )
 
     add("", "", data["metrics"])
     for field, by_value in data["slices"].items():
