@@ -41,8 +41,11 @@ from retrievalkit.model import GoldenQuestionSet, MetricValue, QuestionOutcome, 
 if TYPE_CHECKING:
     from retrievalkit.comparison import Comparison
     from retrievalkit.config import Config
+    from retrievalkit.evaluator import Retrieval
     from retrievalkit.fidelity import FidelityReport
+    from retrievalkit.model import GoldenQuestion
     from retrievalkit.regression import Verdict
+    from retrievalkit.scoring import ScoringOptions
     from retrievalkit.stores import ResultStore
 
 
@@ -368,14 +371,9 @@ def evaluate(
 
     Returns a [`Run`][retrievalkit.api.Run]; nothing is saved (`store.save(run.record)`).
     """
-    from retrievalkit.diagnostics import short_of_documents_warning
-    from retrievalkit.embedders import embedding_of
     from retrievalkit.evaluator import evaluate_questions
     from retrievalkit.metrics import normalise_ks
-    from retrievalkit.record import build_record
-    from retrievalkit.record import git_commit as commit_of_working_directory
-    from retrievalkit.redaction import scrub
-    from retrievalkit.scoring import ScoringOptions, score_run
+    from retrievalkit.scoring import ScoringOptions
 
     if not 0.0 < confidence < 1.0:
         raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
@@ -410,6 +408,43 @@ def evaluate(
         secrets=resolved.secrets,
         progress=progress,
     )
+    return _scored_run(
+        golden,
+        questions,
+        retrievals,
+        resolved,
+        scoring,
+        overfetch=overfetch,
+        git_commit=git_commit,
+        now=now,
+        max_error_rate=max_error_rate,
+        provider=provider,
+    )
+
+
+def _scored_run(
+    golden: GoldenQuestionSet,
+    questions: Sequence[GoldenQuestion],
+    retrievals: Sequence[Retrieval],
+    resolved: _Retriever,
+    scoring: ScoringOptions,
+    *,
+    overfetch: int,
+    git_commit: str | Literal["detect"] | None,
+    now: dt.datetime | None,
+    max_error_rate: float | None,
+    provider: Any = None,
+    extra: Mapping[str, str] | None = None,
+) -> Run:
+    """Score the retrievals of ``questions`` (the set's, or those a sequential run asked)
+    into a run of ``golden``; raise :class:`RunFailed` past ``max_error_rate``."""
+    from retrievalkit.diagnostics import short_of_documents_warning
+    from retrievalkit.embedders import embedding_of
+    from retrievalkit.record import build_record
+    from retrievalkit.record import git_commit as commit_of_working_directory
+    from retrievalkit.redaction import scrub
+    from retrievalkit.scoring import score_run
+
     scores = score_run(questions, retrievals, scoring)
     short = short_of_documents_warning(retrievals, depth=max(scoring.ks), overfetch=overfetch)
     packages = dict([resolved.package] if resolved.package else [])
@@ -428,8 +463,11 @@ def evaluate(
         git_commit=commit_of_working_directory() if git_commit == "detect" else git_commit,
         now=now,
         extra={
-            key: scrub(value, resolved.secrets)
-            for key, value in _describe(resolved.retriever).items()
+            **{
+                key: scrub(value, resolved.secrets)
+                for key, value in _describe(resolved.retriever).items()
+            },
+            **(extra or {}),
         },
         embedding_backend=backend,
         embedding_model_id=model_id,

@@ -266,8 +266,6 @@ def compare_records(
     )
 
 
-
-
 def _system(side: Side, shared: Sequence[str]) -> System:
     record = side.record
     wanted = set(shared)

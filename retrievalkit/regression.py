@@ -26,6 +26,7 @@ from retrievalkit.model import GoldenQuestion, QuestionOutcome, ResultRecord
 from retrievalkit.paired import SIGNIFICANT, paired_test, verdict
 from retrievalkit.power import power_row, spread_of_pair, undetectable_warning
 from retrievalkit.scoring import outcome_values, slice_label
+from retrievalkit.sequential import FAIL, PASS, SequentialResult
 
 #: Without any threshold configured, any drop of the two record rates is a regression.
 DEFAULT_THRESHOLDS: dict[str, float] = {"hit@1": 0.0, "hit@3": 0.0}
@@ -80,6 +81,20 @@ class Verdict:
     warnings: tuple[str, ...] = ()
     """Thresholds below the smallest drop the set can detect at 80% power (see
     :mod:`retrievalkit.power`): a drop between the two passes or fails by chance."""
+    sequential: SequentialResult | None = None
+    """With ``eval --sequential``: the decision of the confidence sequences, which is the
+    verdict (``undecided`` fails the gate)."""
+
+
+def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
+    """The verdict of a sequential run: its gates' decisions replace the fixed-sample ones."""
+    decided = {(gate.metric, gate.slice): gate.decision for gate in result.gates}
+    failures = tuple(
+        item for item in verdict.checked if decided.get((item.metric, item.slice), FAIL) != PASS
+    )
+    return attrs.evolve(
+        verdict, sequential=result, regressed=result.decision != PASS, failures=failures
+    )
 
 
 def split_slice(name: str) -> tuple[str, str]:

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retrievalkit.commands.options import (
     add_common,
@@ -26,7 +26,10 @@ from retrievalkit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, Inpu
 from retrievalkit.interrupts import interrupts_deferred
 
 if TYPE_CHECKING:
+    from retrievalkit.api import Thresholds
     from retrievalkit.config import Config
+    from retrievalkit.model import GoldenQuestionSet
+    from retrievalkit.stores import ResultStore
 
 NAME = "eval"
 HELP = (
@@ -90,6 +93,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a drop past its threshold is a regression only when it is also significant "
         "(paired sign-flip p-value below 1 - confidence; also: [regression] "
         "require_significant = true)",
+    )
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="ask the questions in a seeded random order and stop as soon as anytime-valid "
+        "confidence sequences settle every threshold (pass) or one (regression); undecided "
+        "when the set runs out, which fails the gate. Needs a baseline; a run that stopped "
+        "early is not saved",
     )
     parser.add_argument(
         "--max-error-rate",
@@ -206,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
     golden = load_set(args.set, config=config)
     check_slices(gated.slices, golden.questions, source=config.source, set_name=golden.name)
     check_before_running(args, store, config)
+    if args.sequential:
+        return _run_sequential(args, golden, store, gated, settings)
     status = console(args, stderr=True)
     show_progress = status.is_terminal and not args.quiet and args.format == "table"
     try:
@@ -279,6 +292,58 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_REGRESSION
         print(
             "retrievalkit: regression found (exit code 0 without --fail-on-regression)",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _run_sequential(
+    args: argparse.Namespace,
+    golden: GoldenQuestionSet,
+    store: ResultStore,
+    gated: Thresholds,
+    settings: dict[str, Any],
+) -> int:
+    """``eval --sequential``: ask until the confidence sequences settle the gate."""
+    from retrievalkit.record import git_commit
+    from retrievalkit.render.summary import EvalReport
+    from retrievalkit.sequential import PASS, evaluate_sequentially
+
+    run, verdict, result = evaluate_sequentially(
+        golden,
+        args.retriever,
+        store,
+        gated,
+        baseline=args.baseline,
+        git_commit=git_commit(),
+        **settings,
+    )
+    saved_to = None
+    reason = "--no-save"
+    if result.asked < result.total:
+        reason = (
+            f"a sequential run that stopped after {result.asked} of {result.total} questions "
+            "does not become a baseline"
+        )
+    elif not args.no_save:
+        store.save(run.record)
+        saved_to = store.url
+    report = EvalReport(
+        run.record,
+        tuple(golden.questions[index] for index in range(len(golden.questions))
+              if golden.questions[index].id in {o.question_id for o in run.record.outcomes}),
+        verdict,
+        saved_to,
+        baseline_note=verdict.note,
+        not_saved_reason=None if saved_to else reason,
+    )  # fmt: skip
+    emit_report(report, args, ci=True)
+    if result.decision != PASS:
+        if args.fail_on_regression:
+            return EXIT_REGRESSION
+        print(
+            f"retrievalkit: sequential gate {result.decision} (exit code 0 without "
+            "--fail-on-regression)",
             file=sys.stderr,
         )
     return EXIT_OK

@@ -58,6 +58,27 @@ def verdict_lines(verdict: Verdict | None, note: str | None = None) -> list[str]
             f"{verdict.shared_questions} shared questions"
         )
     baseline = f"{_baseline_kind(verdict)} {verdict.baseline_run_id}"
+    sequence = verdict.sequential
+    if sequence is not None:
+        lines.append(
+            f"sequential gate: {sequence.decision.upper()} after {sequence.asked} of "
+            f"{sequence.total} questions ({sequence.saved} not asked; anytime-valid betting "
+            f"confidence sequences, alpha {sequence.alpha:.2f} over {len(sequence.gates)} "
+            "thresholds)"
+        )
+        for gate in sequence.gates:
+            where = f"{gate.metric} [{gate.slice}]" if gate.slice else gate.metric
+            bounds = (
+                NONE
+                if gate.low is None or gate.high is None
+                else f"[{gate.low:+.3f}, {gate.high:+.3f}]"
+            )
+            lines.append(
+                f"  {where}: difference in {bounds} after {gate.asked} of {gate.population}, "
+                f"allowed drop {gate.threshold:.3f}: {gate.decision}"
+            )
+        if sequence.decision == "undecided":
+            lines.append("  the set ran out before the gate settled: undecided fails the gate")
     if verdict.regressed:
         lines.append(f"REGRESSION against {baseline}:")
         lines.extend("  " + comparison_line(item) for item in verdict.failures)
