@@ -160,7 +160,10 @@ def test_no_answer_question() -> None:
             assert noisy[f"{family}@{k}"] is None
     assert silent["rr"] is None and noisy["rr"] is None
     # Undefined values are left out of the mean, never counted as 0.
-    assert scores.metrics["recall@1"] == MetricValue(1.0, (1.0, 1.0), 1)
+    # One question with recall 1: its interval is the exact binomial one of 1 hit of 1.
+    recall = scores.metrics["recall@1"]
+    assert (recall.mean, recall.n, recall.method) == (1.0, 1, "clopper-pearson")
+    assert recall.ci == pytest.approx((0.025, 1.0))
     assert scores.metrics["rr"].n == 1
     assert scores.metrics["hit@1"].mean == pytest.approx(2 / 3)
     assert scores.metrics["hit@1"].n == 3
