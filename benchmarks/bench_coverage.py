@@ -105,7 +105,7 @@ def main() -> int:
     header = ("n", *(f"p={rate:g}" for rate in RATES))
     by_n: dict[int, list[str]] = {}
     for n, _, cov, width, old_cov, old_width in binary:
-        by_n.setdefault(n, []).append(f"{cell(cov, width)} | {cell(old_cov, old_width)}")
+        by_n.setdefault(n, []).append(f"{cell(cov, width)} · old {cell(old_cov, old_width)}")
     if args.markdown:
         print("| " + " | ".join(header) + " |")
         print("|---:|" + "---|" * len(RATES))
@@ -118,7 +118,7 @@ def main() -> int:
     grouped: dict[tuple[str, str], list[str]] = {}
     for collection, metric, _, cov, width, old_cov, old_width in continuous:
         grouped.setdefault((collection, metric), []).append(
-            f"{cell(cov, width)} | {cell(old_cov, old_width)}"
+            f"{cell(cov, width)} · old {cell(old_cov, old_width)}"
         )
     if args.markdown:
         print("| " + " | ".join(header) + " |")

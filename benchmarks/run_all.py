@@ -31,6 +31,8 @@ QUICK = {
     "es": ["--repeats", "1"],
     "http": ["--rounds", "1", "--repeats", "1"],
     "postgres": ["--repeats", "1", "--questions", "2000"],
+    "coverage": ["--samples", "300"],
+    "gate": ["--replicates", "60"],
 }
 
 
