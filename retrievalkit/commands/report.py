@@ -74,10 +74,10 @@ def _question_texts(
     used only when its content hash is still the run's, so no text is shown beside the
     wrong labels.
     """
-    from retrievalkit.resolve import resolve_set
+    from retrievalkit.api import load_set
 
     if name is not None:
-        golden = resolve_set(name, config)
+        golden = load_set(name, config=config)
         texts = {question.id: question.question for question in golden.questions}
         if golden.content_hash != record.manifest.set_hash:
             return texts, (
@@ -87,7 +87,7 @@ def _question_texts(
         return texts, None
     found: GoldenQuestionSet | None
     try:
-        found = resolve_set(record.set, config)
+        found = load_set(record.set, config=config)
     except RetrievalkitError:
         found = None
     if found is None or found.content_hash != record.manifest.set_hash:
