@@ -17,6 +17,7 @@ from typing import Any
 
 from retrievalkit.errors import InputError
 from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm
+from retrievalkit.render.terminal import UNSAFE as _LABEL_UNSAFE
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,6 +28,31 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 MAX_QUESTION_CHARS = 10_000
 
 _KNOWN_FIELDS = ("id", "question", "form", "expected", "grades", "hard_class", "gist", "meta")
+
+#: Free text (a question, a gist, a description) may hold tabs and line breaks (also
+#: U+2028 and U+2029); nothing else a terminal could act on (ESC, OSC, bidirectional
+#: overrides) is accepted anywhere.
+_TEXT_UNSAFE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b\u200e\u200f\u202a-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
+)
+
+
+def unsafe_character(text: str, *, free_text: bool = False) -> str | None:
+    """A description of the first control character in ``text``, or None when it has none."""
+    found = (_TEXT_UNSAFE if free_text else _LABEL_UNSAFE).search(text)
+    if found is None:
+        return None
+    return f"control character U+{ord(found[0]):04X} at position {found.start() + 1}"
+
+
+def _check_text(text: str, field: str, fail: Any, *, free_text: bool = False) -> None:
+    problem = unsafe_character(text, free_text=free_text)
+    if problem is not None:
+        raise fail(
+            f"holds a {problem}",
+            field=field,
+            hint="remove it: control and direction-changing characters would act on a terminal",
+        )
 
 
 def load_set_file(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
@@ -202,6 +228,9 @@ def load_toml(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     for key, value in (("name", set_name), ("description", description)):
         if value is not None and not isinstance(value, str):
             raise InputError("must be a string", source=str(path), field=key)
+        problem = None if value is None else unsafe_character(value, free_text=key != "name")
+        if problem is not None:
+            raise InputError(f"holds a {problem}", source=str(path), field=key)
     return GoldenQuestionSet(
         name=name or set_name, questions=questions, description=description, source=str(path)
     )
@@ -255,6 +284,7 @@ def parse_question(
             field="question",
             hint="a golden question is a question, not a document",
         )
+    _check_text(text, "question", fail, free_text=True)
     form = _parse_form(data.get("form"), fail)
     if "expected" not in data:
         raise fail(
@@ -282,14 +312,21 @@ def parse_question(
     hard_class = data.get("hard_class")
     if hard_class is not None and (not isinstance(hard_class, str) or not hard_class.strip()):
         raise fail("must be a non-empty string such as 'near-duplicate'", field="hard_class")
+    if hard_class is not None:
+        _check_text(hard_class, "hard_class", fail)
     gist = data.get("gist")
     if gist is not None and not isinstance(gist, str):
         raise fail("must be a string", field="gist")
+    if gist is not None:
+        _check_text(gist, "gist", fail, free_text=True)
     meta = data.get("meta", {})
     if not isinstance(meta, Mapping) or not all(
         isinstance(key, str) and isinstance(value, str) for key, value in meta.items()
     ):
         raise fail("must be an object of string keys to string values", field="meta")
+    for key, value in meta.items():
+        _check_text(key, "meta", fail)
+        _check_text(value, f"meta.{key}", fail)
     return GoldenQuestion(
         id=question_id,
         question=text,
@@ -440,6 +477,11 @@ def load_beir(
                 source=str(queries_file),
                 line=number,
                 field="text",
+            )
+        problem = unsafe_character(query_text, free_text=True)
+        if problem is not None:
+            raise InputError(
+                f"holds a {problem}", source=str(queries_file), line=number, field="text"
             )
     missing = [query_id for query_id in judgments if query_id not in texts]
     if missing:

@@ -63,9 +63,13 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(to_json_text(baseline_document(status)) + "\n")
     elif args.format == "markdown":
-        sys.stdout.write("".join(f"- {line}\n" for line in baseline_lines(status)))
+        from retrievalkit.render.terminal import printable
+
+        sys.stdout.write("".join(f"- {printable(line)}\n" for line in baseline_lines(status)))
     else:
-        output = console(args)
-        for line in baseline_lines(status):
-            output.print(line, markup=False, highlight=False)
+        from rich.console import Group
+
+        from retrievalkit.render.terminal import plain
+
+        console(args).print(Group(*[plain(line) for line in baseline_lines(status)]))
     return EXIT_OK

@@ -128,10 +128,14 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.record import git_commit
     from retrievalkit.render.comparison import (
         comparison_document,
+        comparison_renderable,
         render_comparison_markdown,
-        render_comparison_table,
     )
-    from retrievalkit.render.extra_labels import effects_document, effects_markdown, print_effects
+    from retrievalkit.render.extra_labels import (
+        effects_document,
+        effects_markdown,
+        effects_renderable,
+    )
     from retrievalkit.render.summary import to_json_text
 
     config = load_config(args)
@@ -211,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         sys.stdout.write(render_comparison_markdown(comparison) + effects_markdown(effects))
     else:
-        render_comparison_table(comparison, console(args))
-        print_effects(effects, console(args))
+        output = console(args)
+        output.print(comparison_renderable(comparison))
+        output.print(effects_renderable(effects))
     return EXIT_OK

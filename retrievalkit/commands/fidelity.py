@@ -82,8 +82,12 @@ def run(args: argparse.Namespace) -> int:
         lines.append(
             f"  {len(errors)} questions errored, e.g. {errors[0].question_id}: {errors[0].error}"
         )
-    text = "\n".join(lines) + "\n"
+    from retrievalkit.render.terminal import plain, printable
+
     if args.format == "markdown":
-        text = "```\n" + text + "```\n"
-    console(args).print(text, markup=False, end="")
+        sys.stdout.write("```\n" + "".join(printable(line) + "\n" for line in lines) + "```\n")
+        return EXIT_OK
+    from rich.console import Group
+
+    console(args).print(Group(*[plain(line) for line in lines]))
     return EXIT_OK

@@ -48,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.history import build_history, runs_to_prune
     from retrievalkit.model import GRADER
     from retrievalkit.render.history import (
+        history_renderable,
         history_rows,
         prune_line,
         render_history_markdown,
-        render_history_table,
     )
     from retrievalkit.render.summary import to_json_text
     from retrievalkit.stores import deleting, pinned_run_id
@@ -99,5 +99,5 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "markdown":
         sys.stdout.write(render_history_markdown(history))
         return EXIT_OK
-    render_history_table(history, console(args))
+    console(args).print(history_renderable(history))
     return EXIT_OK

@@ -50,9 +50,10 @@ def emit_report(
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(report))
     else:
-        from retrievalkit.render.table import render_table
+        from retrievalkit.render.table import eval_renderable
 
-        render_table(report, console(args), per_question=not args.quiet)
+        output = console(args)
+        output.print(eval_renderable(report, per_question=not args.quiet, width=output.width))
 
 
 def _ci_outputs(report: EvalReport, args: argparse.Namespace, failed: str | None) -> None:

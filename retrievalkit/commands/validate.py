@@ -33,8 +33,10 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(to_json_text(findings) + "\n")
     else:
+        from retrievalkit.render.terminal import printable
+
         for line in findings["summary"]:
-            print(line)
+            print(printable(line))
         for warning in findings["warnings"]:
-            print(f"warning: {warning}")
+            print(f"warning: {printable(warning)}")
     return EXIT_OK

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, Any
 from retrievalkit.comparison import Comparison, MetricDelta, PairComparison, QuestionChange
 from retrievalkit.convert import unstructure
 from retrievalkit.metrics import metric_order, parse_metric
-from retrievalkit.render.text import NONE, number
+from retrievalkit.render.terminal import plain, printable
+from retrievalkit.render.text import NONE, number, percent
 from retrievalkit.render.text import p_text as p_text
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Group
 
 
 def comparison_document(comparison: Comparison) -> dict[str, Any]:
@@ -29,10 +30,10 @@ def ci_text(delta: MetricDelta) -> str:
 
 
 def header_line(comparison: Comparison) -> str:
-    percent = f"{comparison.confidence:.0%}"
     return (
         f"set {comparison.set_name} · {comparison.shared_questions} questions compared "
-        f"pairwise · {percent} paired BCa bootstrap intervals ({comparison.resamples} resamples) · "
+        f"pairwise · {percent(comparison.confidence)} paired BCa bootstrap intervals "
+        f"({comparison.resamples} resamples) · "
         "sign-flip permutation p-values (exact while enumerable)"
         + (" · Holm-corrected over the candidates" if comparison.correction == "holm" else "")
     )
@@ -140,7 +141,7 @@ def change_row(change: QuestionChange) -> list[str]:
 
 
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return printable(text.replace("\n", " ")).replace("|", "\\|")
 
 
 def _markdown_table(columns: list[str], rows: list[list[str]]) -> list[str]:
@@ -152,7 +153,8 @@ def _markdown_table(columns: list[str], rows: list[list[str]]) -> list[str]:
 
 def render_comparison_markdown(comparison: Comparison) -> str:
     labels = " vs ".join(system.label for system in comparison.systems)
-    lines = [f"# retrievalkit comparison: {labels}", "", header_line(comparison), ""]
+    lines = [f"# retrievalkit comparison: {_escape(labels)}", "", _escape(header_line(comparison))]
+    lines.append("")
     if comparison.warnings:
         lines += ["## Warnings", ""]
         lines += [f"- **warning**: {_escape(warning)}" for warning in comparison.warnings]
@@ -160,10 +162,10 @@ def render_comparison_markdown(comparison: Comparison) -> str:
     lines += ["## Systems", ""]
     lines += _markdown_table(system_columns(comparison), system_rows(comparison))
     for pair in comparison.pairs:
-        lines += ["", f"## {pair.candidate} against {pair.baseline}", ""]
+        lines += ["", f"## {_escape(pair.candidate)} against {_escape(pair.baseline)}", ""]
         lines += _markdown_table(metric_columns(comparison, pair), metric_rows(comparison, pair))
         lines += ["", _significance_note(comparison)]
-        lines += ["", f"### Questions that changed most ({pair.changed_by})", ""]
+        lines += ["", f"### Questions that changed most ({_escape(pair.changed_by)})", ""]
         if pair.changed:
             rows = [change_row(change) for change in pair.changed]
             lines += _markdown_table(change_columns(pair), rows)
@@ -173,19 +175,25 @@ def render_comparison_markdown(comparison: Comparison) -> str:
     return "\n".join(lines)
 
 
-def render_comparison_table(comparison: Comparison, console: Console) -> None:
+def comparison_renderable(comparison: Comparison) -> Group:
+    """The comparison for a terminal: every label and question text as plain text."""
     from rich import box
-    from rich.markup import escape
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
     def table(title: str, columns: list[str], *, numeric_from: int = 99) -> Table:
         # Numbers never wrap; labels (system names in headers, question texts) fold.
-        view = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        view = Table(
+            title=plain(title, style="italic"),
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+        )
         for index, column in enumerate(columns):
             numeric = index >= numeric_from
             view.add_column(
-                Text(column),
+                plain(column),
                 justify="right" if numeric else "left",
                 overflow="fold",
                 no_wrap=(numeric and column not in names) or column == "metric",
@@ -193,12 +201,11 @@ def render_comparison_table(comparison: Comparison, console: Console) -> None:
         return view
 
     names = [system.label for system in comparison.systems]
-
-    console.print(header_line(comparison), style="bold", markup=False)
+    parts: list[Table | Text] = [plain(header_line(comparison), style="bold")]
     systems = table("Systems", system_columns(comparison), numeric_from=1)
     for row in system_rows(comparison):
-        systems.add_row(*[Text(cell) for cell in row])
-    console.print(systems)
+        systems.add_row(*[plain(cell) for cell in row])
+    parts.append(systems)
     for pair in comparison.pairs:
         deltas = table(
             f"{pair.candidate} against {pair.baseline}",
@@ -206,17 +213,16 @@ def render_comparison_table(comparison: Comparison, console: Console) -> None:
             numeric_from=1,
         )
         for row in metric_rows(comparison, pair, compact=True):
-            deltas.add_row(*[Text(cell) for cell in row])
-        console.print(deltas)
-        console.print(_significance_note(comparison), markup=False)
+            deltas.add_row(*[plain(cell) for cell in row])
+        parts += [deltas, plain(_significance_note(comparison))]
         if not pair.changed:
-            console.print(f"No question changed its {pair.changed_by}.", markup=False)
+            parts.append(plain(f"No question changed its {pair.changed_by}."))
             continue
         changes = table(
             f"Questions that changed most ({pair.changed_by})", change_columns(pair), numeric_from=2
         )
         for change in pair.changed:
-            changes.add_row(*[Text(cell) for cell in change_row(change)])
-        console.print(changes)
-    for warning in comparison.warnings:
-        console.print(f"warning: {warning}", style="yellow", markup=False)
+            changes.add_row(*[plain(cell) for cell in change_row(change)])
+        parts.append(changes)
+    parts += [plain(f"warning: {warning}", style="yellow") for warning in comparison.warnings]
+    return Group(*parts)

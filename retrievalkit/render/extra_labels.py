@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.convert import unstructure
 from retrievalkit.labels import LabelEffect
+from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import number
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Group
 
 TITLE = "With extra labels (set's labels → with extra labels)"
 
@@ -36,26 +37,31 @@ def effects_markdown(effects: Mapping[str, LabelEffect]) -> str:
     if not effects:
         return ""
     lines = ["", f"## {TITLE}", ""]
-    lines += [f"- {system}: {effect.describe()}" for system, effect in effects.items()]
-    lines += ["", "| metric | " + " | ".join(effects) + " |"]
+    lines += [
+        f"- {_escape(system)}: {_escape(effect.describe())}" for system, effect in effects.items()
+    ]
+    lines += ["", "| metric | " + " | ".join(_escape(system) for system in effects) + " |"]
     lines.append("|---|" + "---:|" * len(effects))
     lines += ["| " + " | ".join(row) + " |" for row in _rows(effects)]
     return "\n".join(lines) + "\n"
 
 
-def print_effects(effects: Mapping[str, LabelEffect], console: Console) -> None:
+def _escape(text: str) -> str:
+    return printable(text.replace("\n", " ")).replace("|", "\\|")
+
+
+def effects_renderable(effects: Mapping[str, LabelEffect]) -> Group:
+    from rich.console import Group
     from rich.table import Table
 
     if not effects:
-        return
-    table = Table(
-        title="With extra labels (set's labels → with extra labels)", title_justify="left"
-    )
+        return Group()
+    table = Table(title=plain(TITLE, style="italic"), title_justify="left")
     table.add_column("metric")
     for system in effects:
-        table.add_column(system, justify="right")
+        table.add_column(plain(system), justify="right")
     for row in _rows(effects):
-        table.add_row(*row)
-    console.print(table)
-    for system, effect in effects.items():
-        console.print(f"{system}: {effect.describe()}", markup=False)
+        table.add_row(*[plain(cell) for cell in row])
+    return Group(
+        table, *[plain(f"{system}: {effect.describe()}") for system, effect in effects.items()]
+    )

@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.history import History, HistoryEntry, ManifestChange
 from retrievalkit.metrics import TREND
+from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import number
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.table import Table
 
 #: How each compared manifest field is named in the "changed" column.
 SHORT_NAMES = {
@@ -109,26 +110,27 @@ def prune_line(history: History) -> str | None:
 
 def render_history_markdown(history: History) -> str:
     columns = [*COLUMNS, "changed since the run before"]
-    lines = [f"## {title(history)}", ""]
+    lines = [f"## {printable(title(history))}", ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "---|" * len(columns))
     for entry in history.entries:
         cells = [*_cells(entry), _changes_cell(entry)]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+        lines.append("| " + " | ".join(printable(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def render_history_table(history: History, console: Console) -> None:
+def history_renderable(history: History) -> Table:
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
-    from rich.text import Text
 
     # Narrow terminals first: no "created" (the run id starts with it), and no commit
     # column when no run was made inside a git repository.
     with_commit = any(entry.git_commit for entry in history.entries)
     view = Table(
-        title=escape(title(history)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+        title=plain(title(history), style="italic"),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
     )
     for column in COMPACT_COLUMNS:
         if column != "commit" or with_commit:
@@ -138,5 +140,5 @@ def render_history_table(history: History, console: Console) -> None:
         cells = [*_cells(entry, compact=True), _changes_cell(entry)]
         if not with_commit:
             del cells[COMPACT_COLUMNS.index("commit")]
-        view.add_row(*[Text(cell) for cell in cells])
-    console.print(view)
+        view.add_row(*[plain(cell) for cell in cells])
+    return view

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from retrievalkit.render.summary import EvalReport
+from retrievalkit.render.terminal import printable
 from retrievalkit.render.text import (
     breakdown_columns,
     breakdown_rows,
@@ -11,24 +12,27 @@ from retrievalkit.render.text import (
     interval,
     method_text,
     number,
+    percent,
     storage_line,
     verdict_lines,
 )
 
 
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A table cell or list item: pipes escaped, control characters written as escapes."""
+    return printable(text.replace("\n", " ")).replace("|", "\\|")
 
 
 def render_markdown(report: EvalReport) -> str:
     record = report.record
     lines = [
-        f"# retrievalkit evaluation: {record.set} × {record.model}",
+        f"# retrievalkit evaluation: {_escape(record.set)} × {_escape(record.model)}",
         "",
-        header_line(report),
+        _escape(header_line(report)),
         "",
     ]
-    lines += ["## Metrics", "", "| metric | mean | 95% CI | method | n |"]
+    level = percent(record.manifest.confidence)
+    lines += ["## Metrics", "", f"| metric | mean | {level} CI | method | n |"]
     lines.append("|---|---:|---|---|---:|")
     for name, value in record.metrics.items():
         lines.append(
@@ -44,8 +48,8 @@ def render_markdown(report: EvalReport) -> str:
     for field, values in record.slices.items():
         if not values:
             continue
-        lines += ["", f"## By {field}", ""]
-        lines.append(f"| {field} | questions | " + " | ".join(columns) + " |")
+        lines += ["", f"## By {_escape(field)}", ""]
+        lines.append(f"| {_escape(field)} | questions | " + " | ".join(columns) + " |")
         lines.append("|---|---:|" + "---|" * len(columns))
         for label, size, cells in breakdown_rows(record, field):
             lines.append(f"| {_escape(label)} | {size} | " + " | ".join(cells) + " |")
@@ -67,11 +71,14 @@ def render_markdown(report: EvalReport) -> str:
     errors = [outcome for outcome in record.outcomes if outcome.error is not None]
     if errors:
         lines += ["", f"## Errors ({len(errors)})", ""]
-        lines += [f"- `{o.question_id}`: {_escape(o.error or '')}" for o in errors]
+        lines += [f"- {_escape(o.question_id)}: {_escape(o.error or '')}" for o in errors]
     if report.warnings:
         lines += ["", "## Warnings", ""]
         lines += [f"- **warning**: {_escape(warning)}" for warning in report.warnings]
     lines += ["", "## Regression", ""]
-    lines += [f"    {line}" for line in verdict_lines(report.verdict, report.baseline_note)]
-    lines += ["", storage_line(report), ""]
+    verdict = verdict_lines(
+        report.verdict, report.baseline_note, confidence=record.manifest.confidence
+    )
+    lines += [f"    {printable(line)}" for line in verdict]
+    lines += ["", _escape(storage_line(report)), ""]
     return "\n".join(lines)

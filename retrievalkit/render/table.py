@@ -1,10 +1,16 @@
-"""The evaluation report as rich tables for a terminal (``--format table``, the default)."""
+"""The evaluation report as rich renderables for a terminal (``--format table``, the default).
+
+Every string that comes from a golden set, a store, a configuration or a plugin enters
+a table as :func:`~retrievalkit.render.terminal.plain` text, never as markup; styles are
+chosen from the report object (an error outcome, a regression), never from the text.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from retrievalkit.render.summary import EvalReport
+from retrievalkit.render.terminal import plain
 from retrievalkit.render.text import (
     breakdown_columns,
     breakdown_rows,
@@ -13,15 +19,16 @@ from retrievalkit.render.text import (
     interval,
     method_text,
     number,
+    percent,
     storage_line,
     verdict_lines,
 )
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from rich.console import Group
+    from rich.text import Text
 
     from retrievalkit.model import ResultRecord
-
 
 #: What the question table spends on borders and padding (7 columns).
 _TABLE_FRAME = 22
@@ -41,14 +48,14 @@ def _fits(record: ResultRecord, width: int) -> bool:
     return _TABLE_FRAME + fixed + 2 * max(_widest_id(record), 11) <= width
 
 
-def _question_list(record: ResultRecord, console: Console) -> None:
+def _question_list(record: ResultRecord) -> list[Text]:
     """The questions for a narrow terminal: a line per question, then its ids.
 
     Lines wrap between ids, never inside one (a table would split long ids mid-word).
     """
     from rich.text import Text
 
-    console.print(Text("Questions", style="italic"))
+    lines = [plain("Questions", style="italic")]
     for outcome in record.outcomes:
         form = outcome.form.value if outcome.form else ""
         head = "  ".join(
@@ -62,46 +69,61 @@ def _question_list(record: ResultRecord, console: Console) -> None:
             )
             if part
         )
-        console.print(Text(head))
+        lines.append(plain(head))
         if outcome.error is None:
-            top = Text("    top 3:    " + ", ".join(outcome.ranking[:3]))
+            lines.append(plain("    top 3:    " + ", ".join(outcome.ranking[:3])))
         else:
-            top = Text("    ERROR: ", style="red") + Text(outcome.error)
-        console.print(top)
-        console.print(Text("    expected: " + (", ".join(outcome.expected) or "(no answer)")))
+            lines.append(Text.assemble(("    ERROR: ", "red"), plain(outcome.error)))
+        lines.append(plain("    expected: " + (", ".join(outcome.expected) or "(no answer)")))
+    return lines
 
 
-def render_table(report: EvalReport, console: Console, *, per_question: bool = True) -> None:
+def _title(text: str) -> Text:
+    return plain(text, style="italic")
+
+
+def eval_renderable(
+    report: EvalReport, *, per_question: bool = True, width: int | None = None
+) -> Group:
+    """Everything ``eval`` and ``show`` print in a terminal, as one rich Group.
+
+    ``width`` is the terminal's: too narrow for every document id to fit its cell, the
+    questions become a list instead of a table.
+    """
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     record = report.record
-    console.print(f"[bold]{header_line(report)}[/bold]")
-    if per_question and not _fits(record, console.width):
-        _question_list(record, console)
+    parts: list[Table | Text] = [plain(header_line(report), style="bold")]
+    if per_question and width is not None and not _fits(record, width):
+        parts += _question_list(record)
     elif per_question:
-        questions = Table(title="Questions", title_justify="left")
+        questions = Table(title=_title("Questions"), title_justify="left")
         for column in ("id", "form", "hard class", "hit@1", "hit@3"):
             questions.add_column(column, overflow="fold")
         widest = _widest_id(record)
         questions.add_column("top 3", overflow="fold", min_width=widest)
         questions.add_column("expected", overflow="fold", min_width=widest)
         for outcome in record.outcomes:
-            top = (
-                ", ".join(outcome.ranking[:3])
-                if outcome.error is None
-                else f"[red]ERROR[/red] {outcome.error}"
-            )
+            if outcome.error is None:
+                top = plain(", ".join(outcome.ranking[:3]))
+            else:
+                top = Text.assemble(("ERROR", "red"), " ", plain(outcome.error))
             questions.add_row(
-                outcome.question_id,
-                outcome.form.value if outcome.form else "",
-                outcome.hard_class or "",
-                hits_cell(outcome.scores, "hit@1"),
-                hits_cell(outcome.scores, "hit@3"),
+                plain(outcome.question_id),
+                plain(outcome.form.value if outcome.form else ""),
+                plain(outcome.hard_class or ""),
+                plain(hits_cell(outcome.scores, "hit@1")),
+                plain(hits_cell(outcome.scores, "hit@3")),
                 top,
-                ", ".join(outcome.expected) or "(no answer)",
+                plain(", ".join(outcome.expected) or "(no answer)"),
             )
-        console.print(questions)
-    metrics = Table(title="Metrics (mean, 95% CI, interval method)", title_justify="left")
+        parts.append(questions)
+    level = percent(record.manifest.confidence)
+    metrics = Table(
+        title=_title(f"Metrics (mean, {level} CI, interval method)"), title_justify="left"
+    )
     for column, justify in (
         ("metric", "left"),
         ("mean", "right"),
@@ -111,11 +133,17 @@ def render_table(report: EvalReport, console: Console, *, per_question: bool = T
     ):
         metrics.add_column(column, justify=justify)  # type: ignore[arg-type]
     for name, value in record.metrics.items():
-        metrics.add_row(name, number(value.mean), interval(value), method_text(value), str(value.n))
-    console.print(metrics)
+        metrics.add_row(
+            plain(name),
+            plain(number(value.mean)),
+            plain(interval(value)),
+            plain(method_text(value)),
+            plain(value.n),
+        )
+    parts.append(metrics)
     if report.extra_labels is not None:
         effect = report.extra_labels
-        both = Table(title="With extra labels (means)", title_justify="left")
+        both = Table(title=_title("With extra labels (means)"), title_justify="left")
         for column, justify in (
             ("metric", "left"),
             ("set's labels", "right"),
@@ -123,31 +151,34 @@ def render_table(report: EvalReport, console: Console, *, per_question: bool = T
         ):
             both.add_column(column, justify=justify)  # type: ignore[arg-type]
         for name, before, after in effect.rows():
-            both.add_row(name, number(before), number(after))
-        console.print(both)
-        console.print(effect.describe(), markup=False)
-    columns = breakdown_columns(record)
+            both.add_row(plain(name), plain(number(before)), plain(number(after)))
+        parts += [both, plain(effect.describe())]
+    breakdown_names = breakdown_columns(record)
     for field, values in record.slices.items():
         if not values:
             continue
-        breakdown = Table(title=f"By {field}", title_justify="left")
+        breakdown = Table(title=_title(f"By {field}"), title_justify="left")
         # Labels and counts never fold; the "mean [low, high]" cells may wrap at the space.
         widest = max((len(label) for label in values), default=0)
-        breakdown.add_column(field, no_wrap=True, min_width=min(max(widest, len(field)), 24))
+        breakdown.add_column(plain(field), no_wrap=True, min_width=min(max(widest, len(field)), 24))
         breakdown.add_column("questions", justify="right", no_wrap=True, min_width=9)
-        for column in columns:
+        for column in breakdown_names:
             breakdown.add_column(column, min_width=5)
-        for label, size, cells in breakdown_rows(record, field):
-            breakdown.add_row(label, str(size), *cells)
-        console.print(breakdown)
+        for label, size, means in breakdown_rows(record, field):
+            breakdown.add_row(plain(label), plain(size), *[plain(cell) for cell in means])
+        parts.append(breakdown)
     errors = [outcome for outcome in record.outcomes if outcome.error is not None]
     if errors:
-        console.print(f"[red]{len(errors)} questions errored:[/red]")
-        for outcome in errors:
-            console.print(f"  {outcome.question_id}: {outcome.error}", markup=False)
-    for warning in report.warnings:
-        console.print(f"warning: {warning}", style="yellow", markup=False)
-    for line in verdict_lines(report.verdict, report.baseline_note):
-        style = "bold red" if line.startswith("REGRESSION") else None
-        console.print(line, style=style, markup=False)
-    console.print(storage_line(report), markup=False)
+        parts.append(plain(f"{len(errors)} questions errored:", style="red"))
+        parts += [plain(f"  {o.question_id}: {o.error}") for o in errors]
+    parts += [plain(f"warning: {warning}", style="yellow") for warning in report.warnings]
+    lines = verdict_lines(
+        report.verdict, report.baseline_note, confidence=record.manifest.confidence
+    )
+    verdict = report.verdict
+    # The verdict's headline follows the note on a changed set, when there is one.
+    headline = None if verdict is None or not verdict.regressed else int(not verdict.same_set)
+    for index, line in enumerate(lines):
+        parts.append(plain(line, style="bold red" if index == headline else ""))
+    parts.append(plain(storage_line(report)))
+    return Group(*parts)

@@ -48,7 +48,12 @@ def breakdown_rows(record: ResultRecord, field: str) -> list[tuple[str, int, lis
     return rows
 
 
-def verdict_lines(verdict: Verdict | None, note: str | None = None) -> list[str]:
+def percent(confidence: float) -> str:
+    """A confidence level as a label: 0.95 -> '95%', 0.8 -> '80%', 0.975 -> '97.5%'."""
+    return f"{confidence * 100:.6g}%"
+
+
+def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: float) -> list[str]:
     if verdict is None:
         return [note or "no baseline: this is the first run of its key"]
     lines = []
@@ -81,10 +86,10 @@ def verdict_lines(verdict: Verdict | None, note: str | None = None) -> list[str]
             lines.append("  the set ran out before the gate settled: undecided fails the gate")
     if verdict.regressed:
         lines.append(f"REGRESSION against {baseline}:")
-        lines.extend("  " + comparison_line(item) for item in verdict.failures)
+        lines.extend("  " + comparison_line(item, confidence) for item in verdict.failures)
     else:
         lines.append(f"no regression against {baseline}")
-        lines.extend("  " + comparison_line(item) for item in verdict.checked)
+        lines.extend("  " + comparison_line(item, confidence) for item in verdict.checked)
     excused = [
         item
         for item in verdict.checked
@@ -95,7 +100,7 @@ def verdict_lines(verdict: Verdict | None, note: str | None = None) -> list[str]
     ]
     if excused and verdict.regressed:
         lines.append("dropped past the threshold, but not significantly (p not below alpha):")
-        lines.extend("  " + comparison_line(item) for item in excused)
+        lines.extend("  " + comparison_line(item, confidence) for item in excused)
     if verdict.unchecked:
         lines.append("NOT checked (no verdict for these thresholds):")
         lines.extend(f"  {item}" for item in verdict.unchecked)
@@ -113,7 +118,7 @@ def _baseline_kind(verdict: Verdict) -> str:
     return "baseline"
 
 
-def comparison_line(item: MetricComparison) -> str:
+def comparison_line(item: MetricComparison, confidence: float) -> str:
     ci = NONE if item.ci is None else f"[{item.ci[0]:+.3f}, {item.ci[1]:+.3f}]"
     diff = NONE if item.difference is None else f"{item.difference:+.3f}"
     where = "" if item.slice is None else f" [{item.slice}, {item.n} questions]"
@@ -128,7 +133,8 @@ def comparison_line(item: MetricComparison) -> str:
         test = f", p {p_text(item.p_value)}, {item.discordant} discordant{floor}"
     return (
         f"{item.metric}{where}: {number(item.baseline)} -> {number(item.candidate)} "
-        f"(difference {diff}, 95% CI {ci}{test}, allowed drop {item.threshold:.3f}{note})"
+        f"(difference {diff}, {percent(confidence)} CI {ci}{test}, "
+        f"allowed drop {item.threshold:.3f}{note})"
     )
 
 

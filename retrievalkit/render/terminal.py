@@ -1,0 +1,42 @@
+"""User text for a terminal: always plain text, never markup, control characters shown escaped.
+
+Question ids, hard classes, meta values, retriever names and error texts come from
+files and plugins that retrievalkit does not control. Each reaches a console only as a
+rich :class:`~rich.text.Text` built here, so square brackets stay brackets and an
+escape sequence (ESC, OSC, a bidirectional override) is printed as ``\\x1b`` instead of
+being obeyed by the terminal.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.style import Style
+    from rich.text import Text
+
+#: What a terminal may act on or hide: C0 and C1 controls, DEL, line and paragraph
+#: separators, bidirectional marks, embeddings, overrides and isolates, invisible
+#: spaces and lone surrogates. (Zero-width joiners stay: scripts such as Persian need them.)
+UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u200b\u200e\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal could act on written as an escape."""
+    # Lone surrogates (from a \\ud800 escape) are escaped too: no terminal can encode them.
+    return UNSAFE.sub(_escaped, text)
+
+
+def plain(text: object, style: str | Style = "") -> Text:
+    """A rich Text of ``text`` as it is: no markup, no emoji codes, controls escaped."""
+    from rich.text import Text
+
+    return Text(printable(str(text)), style=style)
