@@ -174,6 +174,23 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code never depends on whether anyone still reads the output."""
+    from retrievalkit.redaction import scrub_logs_and_warnings
+    from retrievalkit.streams import guard
+
+    scrub_logs_and_warnings()
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = guard(stdout), guard(stderr)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return code
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if logging.lastResort is not None and not logging.lastResort.filters:
         # Warnings go through Python's last-resort handler when no -v or -q configured one.
@@ -199,8 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("retrievalkit: interrupted; nothing was saved", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -270,6 +270,11 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_INTERRUPTED
+    # The outcome is decided here, before anything is printed: whether a reader is still
+    # there for the report (a closed pipe) or the output folder can be written changes
+    # what the user sees, never the exit code of the run itself.
+    regressed = verdict.regressed
+    exit_code = EXIT_REGRESSION if regressed and args.fail_on_regression else EXIT_OK
     report = EvalReport(
         record,
         golden.questions,
@@ -286,15 +291,23 @@ def run(args: argparse.Namespace) -> int:
         ),
         diagnostics=result.warnings,
     )
-    emit_report(report, args, ci=True)
-    if verdict.regressed:
-        if args.fail_on_regression:
-            return EXIT_REGRESSION
+    try:
+        emit_report(report, args, ci=True)
+    except InputError as error:
+        if saved_to is None:
+            raise
+        raise InputError(
+            f"{error.detail}; the run {record.run_id} WAS saved to {saved_to}",
+            source=error.source,
+            field=error.field,
+            hint="only the report files are missing: retrievalkit show RUN_ID prints them again",
+        ) from None
+    if regressed and not args.fail_on_regression:
         print(
             "retrievalkit: regression found (exit code 0 without --fail-on-regression)",
             file=sys.stderr,
         )
-    return EXIT_OK
+    return exit_code
 
 
 def _run_sequential(
@@ -337,13 +350,14 @@ def _run_sequential(
         baseline_note=verdict.note,
         not_saved_reason=None if saved_to else reason,
     )  # fmt: skip
+    # Decided before anything is printed: a closed stdout changes what is seen, not the code.
+    failed = result.decision != PASS
+    exit_code = EXIT_REGRESSION if failed and args.fail_on_regression else EXIT_OK
     emit_report(report, args, ci=True)
-    if result.decision != PASS:
-        if args.fail_on_regression:
-            return EXIT_REGRESSION
+    if failed and not args.fail_on_regression:
         print(
             f"retrievalkit: sequential gate {result.decision} (exit code 0 without "
             "--fail-on-regression)",
             file=sys.stderr,
         )
-    return EXIT_OK
+    return exit_code
