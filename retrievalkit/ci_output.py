@@ -47,7 +47,9 @@ def junit_xml(report: EvalReport, *, failed: str | None = None) -> str:
     suite_name = f"retrievalkit eval {record.set} × {record.model}"
     classname = f"retrievalkit.{record.set}.{record.model}"
     cases: list[ElementTree.Element] = []
-    verdict_text = "\n".join(verdict_lines(verdict, report.baseline_note))
+    verdict_text = "\n".join(
+        verdict_lines(verdict, report.baseline_note, confidence=record.manifest.confidence)
+    )
 
     def case(name: str) -> ElementTree.Element:
         element = ElementTree.Element("testcase", name=_xml_text(name))
@@ -69,11 +71,11 @@ def junit_xml(report: EvalReport, *, failed: str | None = None) -> str:
             element = case(case_name(item))
             if item.regressed:
                 failure = ElementTree.SubElement(element, "failure", type="regression")
-                failure.set("message", _xml_text(comparison_line(item)))
+                failure.set("message", _xml_text(comparison_line(item, record.manifest.confidence)))
                 failure.text = _xml_text(verdict_text)
             else:
                 out = ElementTree.SubElement(element, "system-out")
-                out.text = _xml_text(comparison_line(item))
+                out.text = _xml_text(comparison_line(item, record.manifest.confidence))
         for reason in verdict.unchecked:
             name, _, _ = reason.partition(": ")
             skipped = ElementTree.SubElement(case(f"{name} (not checked)"), "skipped")
@@ -151,7 +153,10 @@ def workflow_annotations(report: EvalReport) -> list[str]:
     title = _escape_property(f"retrievalkit regression: {record.set} × {record.model}")
     return [
         f"::error title={title}::"
-        + _escape_data(f"{comparison_line(item)} against {report.verdict.baseline_run_id}")
+        + _escape_data(
+            f"{comparison_line(item, record.manifest.confidence)} "
+            f"against {report.verdict.baseline_run_id}"
+        )
         for item in report.verdict.failures
     ]
 

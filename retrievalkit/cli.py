@@ -9,6 +9,7 @@ it is run, and heavy libraries (numpy, scipy, rich) only inside commands, so
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import sys
@@ -216,6 +217,17 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("retrievalkit: interrupted; nothing was saved", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as error:
+        # A path no file system accepts (a name over 255 bytes, a loop of symlinks) that
+        # reached a system call unchecked: still one line naming it, and exit code 2.
+        if error.errno not in (errno.ENAMETOOLONG, errno.ELOOP, errno.EILSEQ):
+            raise
+        where = one_line(str(error.filename or ""))[:80]
+        print(
+            f"retrievalkit: error: {where}: {error.strerror} (check the paths given)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

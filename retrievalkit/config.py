@@ -6,7 +6,6 @@ the key, because a silently ignored threshold is a CI gate that never closes.
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from collections.abc import Mapping
@@ -16,6 +15,14 @@ from typing import Any
 import attrs
 
 from retrievalkit.errors import InputError
+from retrievalkit.limits import (
+    MAX_CONCURRENCY,
+    MAX_K,
+    MAX_OVERFETCH,
+    MAX_RESAMPLES,
+    MAX_TIMEOUT,
+    check_path,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -85,8 +92,9 @@ def find_config(explicit: str | None, directory: Path | None = None) -> Config:
     """The explicit file, else ``retrievalkit.toml``, else ``pyproject.toml``'s table, else none."""
     directory = directory or Path.cwd()
     if explicit is not None:
+        check_path(explicit, field="--config")
         path = Path(explicit)
-        if not path.is_file():
+        if not path.exists():
             raise InputError("config file not found", source=explicit, field="--config")
         table = _read_toml(path)
         if path.name == "pyproject.toml":
@@ -110,11 +118,34 @@ def _read_toml(path: Path) -> dict[str, Any]:
     text = read_text(path)
     try:
         document: dict[str, Any] = tomllib.loads(text)
-        return document
     except tomllib.TOMLDecodeError as error:
         raise InputError(
             f"malformed TOML: {error}", source=str(path), line=toml_error_line(error, text)
         ) from None
+    except RecursionError:
+        raise InputError(
+            "TOML nested too deeply", source=str(path), hint="a configuration is a few tables"
+        ) from None
+    _refuse_nul(document, path, "")
+    return document
+
+
+def _refuse_nul(value: Any, path: Path, key: str) -> None:
+    """No string of a configuration may hold a NUL byte: no URL, path or name can."""
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            _refuse_nul(name, path, key)
+            _refuse_nul(item, path, f"{key}.{name}" if key else str(name))
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_nul(item, path, key)
+    elif isinstance(value, str) and "\x00" in value:
+        raise InputError(
+            "holds a NUL byte (\\u0000)",
+            source=str(path),
+            line=key_line(str(path), key) if key else None,
+            field=key or None,
+        )
 
 
 _TOML_HEADER = re.compile(r"^\s*\[\[?(?P<name>[^\]]+)\]\]?\s*(#.*)?$")
@@ -334,9 +365,9 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
         if key == "k":
             if not isinstance(value, list) or not value:
                 raise fail("eval.k", "must be a list of positive integers, e.g. [1, 3, 5, 10]")
-            values["k"] = tuple(_positive(item, "eval.k", fail) for item in value)
-        elif key in ("overfetch", "resamples", "concurrency"):
-            values[key] = _positive(value, f"eval.{key}", fail)
+            values["k"] = tuple(_positive(item, "eval.k", fail, MAX_K) for item in value)
+        elif key in _EVAL_LIMITS:
+            values[key] = _positive(value, f"eval.{key}", fail, _EVAL_LIMITS[key])
         elif key == "confidence":
             confidence = _fraction(value, "eval.confidence", fail)
             if not 0 < confidence < 1:
@@ -346,9 +377,13 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
-                or not (0 < value < math.inf)
+                or not (0 < value <= MAX_TIMEOUT)
             ):
-                raise fail("eval.timeout", f"must be a number of seconds > 0, got {value!r}")
+                raise fail(
+                    "eval.timeout",
+                    f"must be a number of seconds > 0 and at most {MAX_TIMEOUT:g} (a week), "
+                    f"got {value!r}",
+                )
             values[key] = float(value)
         elif key == "slices":
             if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
@@ -363,7 +398,16 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
     return EvalConfig(**values)
 
 
-def _positive(value: Any, key: str, fail: Any) -> int:
+_EVAL_LIMITS = {
+    "overfetch": MAX_OVERFETCH,
+    "resamples": MAX_RESAMPLES,
+    "concurrency": MAX_CONCURRENCY,
+}
+
+
+def _positive(value: Any, key: str, fail: Any, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise fail(key, f"must be a whole number >= 1, got {value!r}")
+    if value > maximum:
+        raise fail(key, f"must be at most {maximum}, got {value!r}")
     return value

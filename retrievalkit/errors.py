@@ -78,3 +78,12 @@ class StoreError(RetrievalkitError):
     """A result store could not be opened, read or written."""
 
     exit_code = EXIT_USAGE
+
+
+class StoreBusyError(RetrievalkitError):
+    """A store could not be written now (locked past the timeout, disk full): exit code 3.
+
+    The input was fine; the run could not be carried through to the store.
+    """
+
+    exit_code = EXIT_EVALUATION_FAILED

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from retrievalkit.errors import InputError
+from retrievalkit.limits import MAX_GRADE, check_path
 from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm
 from retrievalkit.render.terminal import UNSAFE as _LABEL_UNSAFE
 
@@ -57,6 +58,7 @@ def _check_text(text: str, field: str, fail: Any, *, free_text: bool = False) ->
 
 def load_set_file(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     """Load a golden set from a ``.jsonl``/``.json`` file, a ``.toml`` file or a BEIR directory."""
+    check_path(str(path), field="--set")
     if not path.exists():
         raise InputError(
             "no such file or directory", source=str(path), hint="check the path given to --set"
@@ -71,7 +73,15 @@ def load_set_file(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
 
 
 def read_text(path: Path) -> str:
-    """The file as text: UTF-8 (a byte order mark is fine); an error names the line if not."""
+    """The file as text: UTF-8 (a byte order mark is fine); an error names the line if not.
+
+    A FIFO or a device is refused before it is opened: reading one could block forever.
+    """
+    from retrievalkit.stores import not_a_regular_file
+
+    odd = not_a_regular_file(path)
+    if odd is not None:
+        raise InputError(f"is {odd}", source=str(path), hint="give the path of a file")
     try:
         raw = path.read_bytes()
     except OSError as error:
@@ -125,6 +135,14 @@ def load_jsonl(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
             raise InputError(
                 "JSON nested too deeply", source=str(path), line=number, hint="a question is flat"
             ) from None
+        except DuplicateKey as error:
+            raise InputError(
+                "the key appears twice in one object",
+                source=str(path),
+                line=number,
+                field=error.key,
+                hint="keep one; JSON readers disagree on which one wins",
+            ) from None
         # Text decoded from UTF-8 holds no lone surrogate unless a \u escape made one.
         question = parse_question(
             data, source=str(path), line=number, may_hold_surrogates="\\u" in line
@@ -159,9 +177,29 @@ def _parse_json(text: str) -> Any:
     return _DECODER.decode(text)
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names the same key twice (json.loads would silently keep the last)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return data
+
+
 # One decoder for every line: json.loads with an option builds a new one per call.
 _DECODER = json.JSONDecoder(
-    parse_int=lambda digits: int(digits) if len(digits) < 100 else float(digits)
+    parse_int=lambda digits: int(digits) if len(digits) < 100 else float(digits),
+    object_pairs_hook=_unique_keys,
 )
 
 
@@ -190,6 +228,10 @@ def load_toml(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     except tomllib.TOMLDecodeError as error:
         raise InputError(
             f"malformed TOML: {error}", source=str(path), line=toml_error_line(error, text)
+        ) from None
+    except RecursionError:
+        raise InputError(
+            "TOML nested too deeply", source=str(path), hint="a question is a flat table"
         ) from None
     unknown = sorted(set(document) - {"name", "description", "questions"})
     if unknown:
@@ -409,6 +451,12 @@ def _parse_grades(value: Any, expected: list[str], fail: Any) -> dict[str, int]:
                 field="grades",
                 hint="0 means judged not relevant",
             )
+        if grade > MAX_GRADE:
+            raise fail(
+                f"grade of '{doc_id}' is {grade:g}; grades are at most {MAX_GRADE}",
+                field="grades",
+                hint="TREC grades run from 0 to 4",
+            )
         if grade == 0 and doc_id in expected:
             raise fail(
                 f"'{doc_id}' is expected but graded 0 (not relevant)",
@@ -439,6 +487,7 @@ def load_beir(
             )
     judgments: dict[str, dict[str, int]] = {}
     first_lines: dict[str, int] = {}
+    row_lines: dict[tuple[str, str], int] = {}
     for number, row in _qrels_rows(qrels):
         query_id, doc_id, score = row
         for column, value in (("query-id", query_id), ("corpus-id", doc_id)):
@@ -451,26 +500,63 @@ def load_beir(
                 )
         first_lines.setdefault(query_id, number)
         try:
-            grade = int(score)
+            grade = int(score) if score.strip().lstrip("+-").isascii() else int("x")
         except ValueError:
             raise InputError(
                 f"score {score!r} is not an integer", source=str(qrels), line=number, field="score"
             ) from None
+        if grade > MAX_GRADE:
+            raise InputError(
+                f"score {score} is above the largest grade, {MAX_GRADE}",
+                source=str(qrels),
+                line=number,
+                field="score",
+            )
+        if (query_id, doc_id) in row_lines:
+            # trec_eval refuses a qrels file that judges a document twice for one query;
+            # silently keeping the last row would hide a merge mistake.
+            raise InputError(
+                f"query '{query_id}' judges document '{doc_id}' again; first on line "
+                f"{row_lines[query_id, doc_id]}",
+                source=str(qrels),
+                line=number,
+                field="corpus-id",
+                hint="keep one row per query and document",
+            )
+        row_lines[query_id, doc_id] = number
         judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
     texts: dict[str, str] = {}
+    query_lines: dict[str, int] = {}
     for number, line in enumerate(lines_of(read_text(queries_file)), start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = _parse_json(line)
             query_text = record["text"]
-            texts[str(record["_id"])] = query_text
+            query_id = str(record["_id"])
+        except DuplicateKey as error:
+            raise InputError(
+                "the key appears twice in one object",
+                source=str(queries_file),
+                line=number,
+                field=error.key,
+            ) from None
         except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as error:
             raise InputError(
                 f"expected a JSON object with _id and text ({type(error).__name__}: {error})",
                 source=str(queries_file),
                 line=number,
             ) from None
+        if query_id in query_lines:
+            raise InputError(
+                f"query id '{query_id}' appears again; first on line {query_lines[query_id]}",
+                source=str(queries_file),
+                line=number,
+                field="_id",
+                hint="ids must be unique within queries.jsonl",
+            )
+        query_lines[query_id] = number
+        texts[query_id] = query_text
         if not isinstance(query_text, str) or not query_text.strip():
             raise InputError(
                 f"must be the query as a non-empty string, got {query_text!r}",

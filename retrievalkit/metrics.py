@@ -26,6 +26,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from retrievalkit.limits import MAX_K
+
 FloatArray = npt.NDArray[np.float64]
 
 #: Always computed, whatever ``--k`` says: the generic record's two rates come from them.
@@ -238,7 +240,9 @@ def parse_metric(name: str) -> Metric:
     if family is not None:
         if not family.per_k and not at:
             return Metric(family)
-        if family.per_k and at and k.isdigit() and int(k) > 0:
+        # ASCII digits only: int() reads 'hit@٣' as 3, and a threshold written so would
+        # then be keyed by a name no computed metric has, and never be checked.
+        if family.per_k and at and k.isascii() and k.isdigit() and 0 < int(k) <= MAX_K:
             return Metric(family, int(k))
     known = ", ".join(f.name(0).replace("@0", "@K") for f in METRICS.values())
     raise ValueError(f"unknown metric '{name}' (known: {known}; e.g. hit@3, ndcg@10, rr)")

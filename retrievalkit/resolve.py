@@ -28,7 +28,9 @@ def resolve_set_and_provider(
 ) -> tuple[GoldenQuestionSet, plugins.Plugin | None]:
     """The set, and the plugin that served it (None for a file or a [sets.NAME])."""
     from retrievalkit.golden_files import check_provided_set, load_set_file
+    from retrievalkit.limits import check_path
 
+    check_path(name, field="--set")
     path = Path(name)
     if path.exists():
         return load_set_file(path), None

@@ -8,15 +8,16 @@ from typing import TYPE_CHECKING
 
 from retrievalkit.commands.options import (
     add_common,
+    at_most,
     console,
     evaluation_settings,
     fraction,
     k_list,
     load_config,
     open_configured_store,
-    positive,
 )
 from retrievalkit.errors import EXIT_OK, InputError
+from retrievalkit.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES
 
 if TYPE_CHECKING:
     from retrievalkit.model import ResultRecord
@@ -83,14 +84,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="cut-offs for the retrievers run now (default 1,3,5,10)",
     )
     parser.add_argument(
-        "--overfetch", type=positive, metavar="N", help="overfetch factor (default 3)"
+        "--overfetch", type=at_most(MAX_OVERFETCH), metavar="N", help="overfetch factor (default 3)"
     )
     parser.add_argument(
-        "--concurrency", type=positive, metavar="N", help="questions asked at once (default 1)"
+        "--concurrency",
+        type=at_most(MAX_CONCURRENCY),
+        metavar="N",
+        help="questions asked at once (default 1)",
     )
     parser.add_argument(
         "--resamples",
-        type=positive,
+        type=at_most(MAX_RESAMPLES),
         metavar="N",
         help="bootstrap resamples for the intervals of the differences (default 2000)",
     )

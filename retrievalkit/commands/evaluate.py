@@ -5,18 +5,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.commands.options import (
     add_common,
+    at_most,
     console,
     evaluation_settings,
     fraction,
     k_list,
     load_config,
     open_configured_store,
-    positive,
     seconds,
     store_place,
     thresholds,
@@ -24,6 +25,7 @@ from retrievalkit.commands.options import (
 from retrievalkit.commands.output import emit_report
 from retrievalkit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, InputError
 from retrievalkit.interrupts import interrupts_deferred
+from retrievalkit.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES, check_path
 
 if TYPE_CHECKING:
     from retrievalkit.api import Thresholds
@@ -59,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--overfetch",
-        type=positive,
+        type=at_most(MAX_OVERFETCH),
         metavar="N",
         help="ask for max(k) * N ids, so that max(k) distinct documents remain after chunk ids "
         "collapse (default 3)",
@@ -112,7 +114,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-save", action="store_true", help="do not save the run")
     parser.add_argument(
         "--concurrency",
-        type=positive,
+        type=at_most(MAX_CONCURRENCY),
         metavar="N",
         help="ask N questions at once from threads, or N batches for a retriever that batches "
         "(only for thread-safe retrievers; default 1)",
@@ -134,7 +136,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--resamples",
-        type=positive,
+        type=at_most(MAX_RESAMPLES),
         metavar="N",
         help="bootstrap resamples for the confidence intervals (default 2000)",
     )
@@ -170,14 +172,56 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
-def check_before_running(
-    args: argparse.Namespace, store: object, config: Config | None = None
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return first.resolve() == second.resolve() or (
+            first.exists() and second.exists() and first.samefile(second)
+        )
+    except OSError:
+        return False
+
+
+def check_output_collisions(
+    directory: Path, store: object, inputs: Sequence[tuple[str, str | None]]
 ) -> None:
-    """Refuse now what would only fail after the whole evaluation: --output-dir, the store."""
+    """Refuse an --output-dir whose files would overwrite the store or an input file."""
+    from retrievalkit.commands.output import OUTPUT_FILES
+
+    outputs = [directory / name for name in OUTPUT_FILES]
+    path = getattr(store, "path", None)
+    claimed: list[tuple[str, Path]] = [(field, Path(source)) for field, source in inputs if source]
+    if isinstance(path, Path):
+        # The store's own file and the files SQLite and the JSON Lines store keep beside it.
+        for suffix in ("", "-wal", "-shm", "-journal", ".pins.json"):
+            claimed.append(("--store", path.with_name(path.name + suffix)))
+    for output in outputs:
+        for field, other in claimed:
+            if _same_file(output, other):
+                raise InputError(
+                    f"would overwrite {other} ({field}) with its {output.name}",
+                    source=str(directory),
+                    field="--output-dir",
+                    hint="choose an --output-dir that holds no store or input file",
+                )
+
+
+def check_before_running(
+    args: argparse.Namespace,
+    store: object,
+    config: Config | None = None,
+    inputs: Sequence[tuple[str, str | None]] = (),
+) -> None:
+    """Refuse now what would only fail after the whole evaluation: --output-dir, the store.
+
+    ``inputs`` are (option, file) pairs read for this run (the set, the configuration,
+    extra labels), which --output-dir must not overwrite either.
+    """
     from retrievalkit.stores import read_only_reason
 
     if args.output_dir:
+        check_path(args.output_dir, field="--output-dir")
         directory = Path(args.output_dir)
+        check_output_collisions(directory, store, inputs)
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -200,6 +244,9 @@ def check_before_running(
             hint="choose another --store, or run with --no-save",
             **(store_place(args, config) if config is not None else {"field": "--store"}),
         )
+    probe = getattr(store, "check_can_write", None)
+    if not args.no_save and callable(probe):
+        probe()  # a store locked by another process fails here (exit 3), not after the run
 
 
 def run(args: argparse.Namespace) -> int:
@@ -216,7 +263,13 @@ def run(args: argparse.Namespace) -> int:
     extra_labels = read_label_files(args.extra_labels)
     golden = load_set(args.set, config=config)
     check_slices(gated.slices, golden.questions, source=config.source, set_name=golden.name)
-    check_before_running(args, store, config)
+    inputs = [
+        ("--set", golden.source),
+        ("--config", None if config.source is None else str(config.source)),
+        ("--junit-xml", getattr(args, "junit_xml", None)),
+        *(("--extra-labels", path) for path in args.extra_labels),
+    ]
+    check_before_running(args, store, config, inputs)
     if args.sequential:
         return _run_sequential(args, golden, store, gated, settings)
     status = console(args, stderr=True)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from retrievalkit.limits import MAX_K, MAX_TIMEOUT
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -19,14 +22,21 @@ FORMATS = ("table", "json", "markdown")
 
 
 def k_list(text: str) -> tuple[int, ...]:
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not all(part.lstrip("-").isascii() and part.lstrip("-").isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated whole numbers such as 1,3,5,10, got {text!r}"
+        )
     try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
+        values = tuple(int(part) for part in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated whole numbers such as 1,3,5,10, got {text!r}"
         ) from None
     if not values or any(value < 1 for value in values):
         raise argparse.ArgumentTypeError(f"every k must be a whole number >= 1, got {text!r}")
+    if any(value > MAX_K for value in values):
+        raise argparse.ArgumentTypeError(f"every k must be at most {MAX_K}, got {text!r}")
     return values
 
 
@@ -42,12 +52,24 @@ def fraction(text: str) -> float:
 
 def positive(text: str) -> int:
     try:
-        value = int(text)
+        value = int(text) if text.strip().isascii() else 0
     except ValueError:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
+
+
+def at_most(limit: int) -> Callable[[str], int]:
+    """A whole number from 1 to ``limit``, for an option whose huge values are mistakes."""
+
+    def whole_number(text: str) -> int:
+        value = positive(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"expected at most {limit}, got {text!r}")
+        return value
+
+    return whole_number
 
 
 def seconds(text: str) -> float:
@@ -58,6 +80,10 @@ def seconds(text: str) -> float:
         value = 0.0
     if not 0.0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    if value > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_TIMEOUT:g} seconds (a week), got {text!r}"
+        )
     return value
 
 

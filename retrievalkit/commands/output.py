@@ -15,6 +15,31 @@ if TYPE_CHECKING:
     from retrievalkit.render.summary import EvalReport
 
 
+#: The files ``--output-dir`` writes.
+OUTPUT_FILES = ("summary.json", "per_question.jsonl", "report.md")
+
+
+def write_output_file(directory: Path, name: str, text: str) -> None:
+    """Write ``directory/name`` whole, replacing whatever is there without following it.
+
+    The text goes into a temporary file in the folder that is then renamed over the
+    name: a symlink planted at ``report.md`` is replaced, never written through, and a
+    failure never leaves half a file.
+    """
+    import os
+    import tempfile
+
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, directory / name)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def emit_report(
     report: EvalReport, args: argparse.Namespace, *, ci: bool = False, failed: str | None = None
 ) -> None:
@@ -30,13 +55,13 @@ def emit_report(
         directory = Path(args.output_dir)
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            (directory / "summary.json").write_text(
-                to_json_text(summary(report)) + "\n", encoding="utf-8"
+            write_output_file(directory, "summary.json", to_json_text(summary(report)) + "\n")
+            write_output_file(
+                directory,
+                "per_question.jsonl",
+                "".join(line + "\n" for line in per_question_lines(report)),
             )
-            (directory / "per_question.jsonl").write_text(
-                "".join(line + "\n" for line in per_question_lines(report)), encoding="utf-8"
-            )
-            (directory / "report.md").write_text(render_markdown(report), encoding="utf-8")
+            write_output_file(directory, "report.md", render_markdown(report))
         except OSError as error:
             raise InputError(
                 f"cannot write the report: {error.strerror}",

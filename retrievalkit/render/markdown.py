@@ -71,7 +71,7 @@ def render_markdown(report: EvalReport) -> str:
     errors = [outcome for outcome in record.outcomes if outcome.error is not None]
     if errors:
         lines += ["", f"## Errors ({len(errors)})", ""]
-        lines += [f"- {_escape(o.question_id)}: {_escape(o.error or '')}" for o in errors]
+        lines += [f"- `{_escape(o.question_id)}`: {_escape(o.error or '')}" for o in errors]
     if report.warnings:
         lines += ["", "## Warnings", ""]
         lines += [f"- **warning**: {_escape(warning)}" for warning in report.warnings]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -17,6 +18,39 @@ from retrievalkit.errors import InputError, PluginError, StoreError
 from retrievalkit.model import GRADER, ResultRecord
 
 DEFAULT_STORE_URL = "sqlite:///.retrievalkit/results.sqlite3"
+#: How long a store write waits for another process's lock before giving up (exit code 3).
+DEFAULT_LOCK_TIMEOUT = 60.0
+LOCK_TIMEOUT_VARIABLE = "RETRIEVALKIT_STORE_TIMEOUT"
+
+
+def lock_timeout() -> float:
+    """Seconds a write waits for a lock: ``$RETRIEVALKIT_STORE_TIMEOUT``, else 60."""
+    text = os.environ.get(LOCK_TIMEOUT_VARIABLE, "")
+    try:
+        value = float(text)
+    except ValueError:
+        return DEFAULT_LOCK_TIMEOUT
+    return value if 0 <= value < 86_400 else DEFAULT_LOCK_TIMEOUT
+
+
+def not_a_regular_file(path: Path) -> str | None:
+    """Why ``path`` (which may not exist) cannot be a file to read or write, or None.
+
+    A FIFO or a device would block a reader forever or swallow a store: both are refused.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        return error.strerror
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
+    return f"{kind}, not a regular file"
+
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +146,8 @@ def pinned_run_id(
 
 def path_from_url(url: str, scheme: str) -> Path:
     """``scheme:///rel/path`` -> ``rel/path``; ``scheme:////abs/path`` -> ``/abs/path``."""
+    from retrievalkit.limits import check_path
+
     prefix = f"{scheme}:///"
     if not url.startswith(prefix) or len(url) == len(prefix):
         raise InputError(
@@ -119,6 +155,7 @@ def path_from_url(url: str, scheme: str) -> Path:
             field="--store",
             hint=f"e.g. {scheme}:///.retrievalkit/results (relative) or {scheme}:////abs/path",
         )
+    check_path(url[len(prefix) :], field="--store")
     return Path(url[len(prefix) :])
 
 
@@ -162,6 +199,8 @@ def open_store(url: str) -> ResultStore:
     from retrievalkit import plugins
 
     scheme, colon, _ = url.partition(":")
+    if "\x00" in url:
+        raise InputError(f"store URL {url!r} holds a NUL byte", field="--store")
     if not colon or not scheme:
         raise InputError(
             f"store URL {url!r} has no scheme",

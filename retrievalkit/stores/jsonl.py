@@ -18,14 +18,21 @@ import json
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from retrievalkit.errors import StoreError
+from retrievalkit.errors import StoreBusyError, StoreError
 from retrievalkit.model import GRADER, ResultRecord
-from retrievalkit.stores import check_parent, path_from_url, read_only_reason
+from retrievalkit.stores import (
+    check_parent,
+    lock_timeout,
+    not_a_regular_file,
+    path_from_url,
+    read_only_reason,
+)
 from retrievalkit.stores.serialization import dump_record, load_record
 
 log = logging.getLogger(__name__)
@@ -35,6 +42,34 @@ PINS_SUFFIX = ".pins.json"
 
 class _FileReplaced(Exception):
     """The runs file was replaced (by a prune) while this process waited for its lock."""
+
+
+def _lock(handle: IO[bytes], url: str, action: str) -> None:
+    """Take the exclusive lock, waiting at most the store timeout (then exit code 3)."""
+    timeout = lock_timeout()
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise StoreBusyError(
+                    f"cannot {action} {url}: another process held its lock for more than "
+                    f"{timeout:g} s; nothing was changed (try again, or raise "
+                    "RETRIEVALKIT_STORE_TIMEOUT)"
+                ) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
+
+
+def _append(descriptor: int, data: bytes) -> None:
+    """Write all of ``data`` at the end of the file (a short write is continued)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(descriptor, view)
+        view = view[written:]
 
 
 def _replaced(handle: IO[bytes], path: Path) -> bool:
@@ -57,13 +92,23 @@ class JSONLStore:
         check_parent(path, url, create=False)
         if path.is_dir():
             raise StoreError(f"store {url!r} names a folder; name a .jsonl file")
+        odd = not_a_regular_file(path)
+        if odd is not None:
+            raise StoreError(f"store {url!r} names {odd}; name a .jsonl file")
         return cls(path, url=url)
+
+    def check_can_write(self) -> None:
+        """Take the writers' lock and let it go: a locked store fails now, before any work."""
+        if not self.path.exists():
+            return  # created by the first save; the folder was checked when opening
+        with self._exclusive("write to"):
+            pass
 
     def save(self, record: ResultRecord) -> None:
         line = dump_record(record).encode("utf-8") + b"\n"
         try:
             with open(self.path, "a+b") as handle:
-                fcntl.flock(handle, fcntl.LOCK_EX)
+                _lock(handle, self.url, "save to")
                 try:
                     if _replaced(handle, self.path):
                         raise _FileReplaced
@@ -71,14 +116,20 @@ class JSONLStore:
                     marker = f'"run_id":{json.dumps(record.run_id)}'.encode()
                     if any(marker in existing for existing in handle):
                         raise StoreError(f"run {record.run_id} is already stored in {self.url}")
-                    handle.seek(0, os.SEEK_END)
-                    if handle.tell() > 0:
+                    size = handle.seek(0, os.SEEK_END)
+                    if size > 0:
                         handle.seek(-1, os.SEEK_END)
                         if handle.read(1) != b"\n":
-                            handle.write(b"\n")  # a torn line stays apart from this run
-                    handle.write(line)
-                    handle.flush()
-                    os.fsync(handle.fileno())
+                            line = b"\n" + line  # a torn line stays apart from this run
+                    # Written unbuffered, so that a failed write (a full disk) can be cut
+                    # back to the old size and no fragment is left for later reads.
+                    try:
+                        _append(handle.fileno(), line)
+                        os.fsync(handle.fileno())
+                    except OSError:
+                        os.ftruncate(handle.fileno(), size)
+                        os.fsync(handle.fileno())
+                        raise
                 finally:
                     fcntl.flock(handle, fcntl.LOCK_UN)
         except _FileReplaced:
@@ -87,7 +138,7 @@ class JSONLStore:
             self.save(record)
         except OSError as error:
             reason = read_only_reason(self.path)
-            raise StoreError(
+            raise StoreBusyError(
                 f"cannot write {self.url}: {error.strerror}"
                 + (f" ({reason})" if reason else "")
                 + "; nothing was saved"
@@ -126,7 +177,7 @@ class JSONLStore:
         return self.path.with_name(self.path.name + PINS_SUFFIX)
 
     @contextmanager
-    def _exclusive(self) -> Iterator[None]:
+    def _exclusive(self, action: str = "change") -> Iterator[None]:
         """Hold the lock that writers of the runs file take, on the file as it is now."""
         while True:
             try:
@@ -134,7 +185,7 @@ class JSONLStore:
             except OSError as error:
                 raise StoreError(f"cannot open {self.url}: {error.strerror}") from None
             with handle:
-                fcntl.flock(handle, fcntl.LOCK_EX)
+                _lock(handle, self.url, action)
                 try:
                     if _replaced(handle, self.path):
                         continue
@@ -195,7 +246,7 @@ class JSONLStore:
             raise StoreError(f"cannot write {path}: {error.strerror}; nothing changed") from None
 
     def pin(self, record: ResultRecord) -> str | None:
-        with self._exclusive():
+        with self._exclusive("pin in"):
             if self.get(record.run_id) is None:
                 raise StoreError(f"run {record.run_id} is not stored in {self.url}")
             pins = self._read_pins()
@@ -205,7 +256,7 @@ class JSONLStore:
             return before
 
     def unpin(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
-        with self._exclusive():
+        with self._exclusive("unpin in"):
             pins = self._read_pins()
             before = pins.pop((set_name, model, grader), None)
             if before is not None:
@@ -219,7 +270,7 @@ class JSONLStore:
         wanted = set(run_ids)
         if not wanted:
             return 0
-        with self._exclusive():
+        with self._exclusive("delete from"):
             pinned = sorted(wanted & set(self._read_pins().values()))
             if pinned:
                 raise StoreError(

@@ -1,15 +1,28 @@
-"""The default store: one SQLite file in WAL mode, one transaction per run."""
+"""The default store: one SQLite file in WAL mode, one transaction per run.
+
+Every write (save, pin, unpin, delete) is one ``BEGIN IMMEDIATE`` transaction: the
+write lock is taken before the checks are read, so a pin can never point at a run that
+a concurrent prune deleted between the check and the write.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
-from retrievalkit.errors import StoreError
+from retrievalkit.errors import StoreBusyError, StoreError
 from retrievalkit.model import GRADER, ResultRecord
-from retrievalkit.stores import DEFAULT_STORE_URL, check_parent, path_from_url, read_only_reason
+from retrievalkit.stores import (
+    DEFAULT_STORE_URL,
+    check_parent,
+    lock_timeout,
+    not_a_regular_file,
+    path_from_url,
+    read_only_reason,
+)
 from retrievalkit.stores.serialization import dump_record, load_record
 
 _SCHEMA = """
@@ -40,17 +53,61 @@ class SQLiteStore:
     def __init__(self, path: Path, *, url: str | None = None) -> None:
         self.path = path
         self.url = url or f"sqlite:///{path}"
+        self.timeout = lock_timeout()
         try:
-            self._connection = sqlite3.connect(path, timeout=60.0, check_same_thread=False)
+            # isolation_level=None: transactions are begun here, explicitly and IMMEDIATE.
+            self._connection = sqlite3.connect(
+                path, timeout=self.timeout, check_same_thread=False, isolation_level=None
+            )
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=NORMAL")
-            with self._connection:
-                self._connection.executescript(_SCHEMA)
+            with self._transaction("open"):
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    self._connection.execute(statement)
         except sqlite3.Error as error:
+            self._busy(error, "open")
             reason = read_only_reason(path)
             raise StoreError(
                 f"cannot open store {self.url}: {error}" + (f" ({reason})" if reason else "")
             ) from None
+
+    def _busy(self, error: sqlite3.Error, action: str) -> None:
+        """Raise StoreBusyError (exit code 3) when ``error`` is another process's lock."""
+        text = str(error).lower()
+        if "locked" in text or "busy" in text:
+            raise StoreBusyError(
+                f"cannot {action} {self.url}: another process held its lock for more than "
+                f"{self.timeout:g} s; nothing was changed (try again, or raise "
+                "RETRIEVALKIT_STORE_TIMEOUT)"
+            ) from None
+
+    @contextmanager
+    def _transaction(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding the write lock from its first statement."""
+        try:
+            self._connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            self._busy(error, action)
+            raise
+        try:
+            yield self._connection
+        except BaseException:
+            self._connection.execute("ROLLBACK")
+            raise
+        try:
+            self._connection.execute("COMMIT")
+        except sqlite3.Error as error:
+            self._connection.execute("ROLLBACK")
+            self._busy(error, action)
+            raise
+
+    def check_can_write(self) -> None:
+        """Take the write lock and let it go: a locked store fails now, before any work."""
+        try:
+            with self._transaction("write to"):
+                pass
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot write {self.url}: {error}") from None
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteStore:
@@ -58,11 +115,14 @@ class SQLiteStore:
         check_parent(path, url, create=url == DEFAULT_STORE_URL)
         if path.is_dir():
             raise StoreError(f"store {url!r} names a folder; name a .sqlite3 file")
+        odd = not_a_regular_file(path)
+        if odd is not None:
+            raise StoreError(f"store {url!r} names {odd}; name a .sqlite3 file")
         return cls(path, url=url)
 
     def save(self, record: ResultRecord) -> None:
         try:
-            with self._connection:
+            with self._transaction("save to"):
                 self._connection.execute(
                     "INSERT INTO runs (run_id, set_name, model, grader, created_at,"
                     " schema_version, record) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -79,7 +139,7 @@ class SQLiteStore:
         except sqlite3.IntegrityError:
             raise StoreError(f"run {record.run_id} is already stored in {self.url}") from None
         except sqlite3.Error as error:
-            raise StoreError(f"cannot save to {self.url}: {error}; nothing was saved") from None
+            raise StoreBusyError(f"cannot save to {self.url}: {error}; nothing was saved") from None
 
     def _select(self, where: str = "", parameters: tuple[str, ...] = ()) -> list[ResultRecord]:
         try:
@@ -113,7 +173,7 @@ class SQLiteStore:
 
     def pin(self, record: ResultRecord) -> str | None:
         try:
-            with self._connection:
+            with self._transaction("pin in"):
                 stored = self._connection.execute(
                     "SELECT 1 FROM runs WHERE run_id = ?", (record.run_id,)
                 ).fetchone()
@@ -131,7 +191,7 @@ class SQLiteStore:
 
     def unpin(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
         try:
-            with self._connection:
+            with self._transaction("unpin in"):
                 before = self._pinned(set_name, model, grader)
                 self._connection.execute(
                     "DELETE FROM pins WHERE set_name = ? AND model = ? AND grader = ?",
@@ -160,7 +220,7 @@ class SQLiteStore:
             return 0
         marks = ", ".join("?" * len(wanted))
         try:
-            with self._connection:
+            with self._transaction("delete from"):
                 pinned = self._connection.execute(
                     f"SELECT run_id FROM pins WHERE run_id IN ({marks})", wanted
                 ).fetchone()
