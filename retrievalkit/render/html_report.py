@@ -3,8 +3,10 @@
 Everything the page needs is inside it: CSS and a few lines of JavaScript inline, the
 charts as inline SVG (:mod:`retrievalkit.render.charts`). Nothing is fetched when it is
 viewed, so it can be mailed, attached to a CI run or opened offline. Every string that
-comes from users' files (question texts, ids, document ids, hard classes, errors,
-retriever names) goes through :func:`html.escape`.
+comes from users' files (question texts, ids, document ids, hard classes, meta names
+and values, errors, retriever names and options) goes through one helper, :func:`_e`,
+whether it lands in text or in an attribute value; an element id made from user text
+(a slice's anchor) is encoded by :func:`_anchor` to letters, digits and escapes.
 """
 
 from __future__ import annotations
@@ -144,7 +146,17 @@ _SCRIPT = """
 
 
 def _e(text: object) -> str:
+    """Text or an attribute value: ``& < > " '`` escaped, so it can end neither."""
     return escape(str(text), quote=True)
+
+
+def _anchor(name: str) -> str:
+    """An element id from user text: ASCII letters, digits, ``-`` and ``_`` kept, the rest
+    encoded (``_2f_`` for ``/``), so it is safe and unique in an id, a URL fragment and a
+    CSS selector alike."""
+    return "".join(
+        ch if (ch.isascii() and ch.isalnum()) or ch == "-" else f"_{ord(ch):x}_" for ch in name
+    )
 
 
 def _table(columns: Sequence[str], rows: Iterable[Sequence[str]], *, numeric_from: int = 1) -> str:
@@ -201,7 +213,7 @@ def _header(report: RunReport) -> str:
     if report.comparison is not None:
         sections.append(("differences", "Per-question differences"))
     sections.append(("questions", "Questions"))
-    links = "".join(f'<a href="#{anchor}">{_e(name)}</a>' for anchor, name in sections)
+    links = "".join(f'<a href="#{_e(anchor)}">{_e(name)}</a>' for anchor, name in sections)
     return (
         f"<header><h1>retrievalkit report: {_e(title)}</h1>"
         f'<p class="meta">{" · ".join(facts)}</p><nav>{links}</nav></header>'
@@ -210,7 +222,7 @@ def _header(report: RunReport) -> str:
 
 def _slice_sections(report: RunReport) -> list[tuple[str, str]]:
     return [
-        (f"by-{field}", f"By {field.replace('_', ' ')}")
+        (f"by-{_anchor(field)}", f"By {field.replace('_', ' ')}")
         for field, values in report.record.slices.items()
         if values
     ]
@@ -378,8 +390,8 @@ def _systems(report: RunReport) -> list[tuple[str, ResultRecord]]:
 def _slices(report: RunReport) -> str:
     parts = []
     systems = _systems(report)
-    for anchor, heading in _slice_sections(report):
-        field = anchor.removeprefix("by-")
+    fields = [field for field, values in report.record.slices.items() if values]
+    for field, (anchor, heading) in zip(fields, _slice_sections(report), strict=True):
         metrics = headline(report.record.metrics)
         svg = charts.slice_chart(
             field, [(label, record.slices.get(field, {})) for label, record in systems], metrics
