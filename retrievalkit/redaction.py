@@ -47,6 +47,9 @@ _SECRET_PARTS = (
 _SECRET_WORDS = frozenset(
     {"pwd", "pass", "pw", "auth", "token", "tokens", "jwt", "otp", "pin", "session", "sas"}
 )
+#: Every name the matcher knows, as one pattern of literals (documentation and tests
+#: enumerate it; :func:`is_secret_option` applies parts anywhere, words as whole words).
+_SECRET_NAME = re.compile("|".join(sorted({*_SECRET_PARTS, *_SECRET_WORDS})))
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 #: Text scrubbing replaces a secret shorter than this only where it stands as a whole
 #: word: a two-letter password must not garble every word that contains its letters.

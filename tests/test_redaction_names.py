@@ -33,20 +33,34 @@ else:  # pragma: no cover - Python 3.10
     import sre_constants as constants
     import sre_parse as parser
 
-#: The names docs/reliability.md promises to treat as secret (matched anywhere in a name).
+#: The names docs/reliability.md promises to treat as secret: the first group anywhere
+#: in a name (its words joined: X-API-Key -> xapikey), the second as a whole word of it.
 DOCUMENTED = (
     "password",
     "passwd",
-    "api_key",
+    "passphrase",
     "apikey",
-    "token",
-    "secret",
-    "client_secret",
-    "credentials",
-    "authorization",
-    "private_key",
+    "accesskey",
+    "secretkey",
     "privatekey",
+    "secret",
+    "credential",
+    "authorization",
     "cookie",
+    "bearer",
+    "sessionid",
+    # whole words
+    "pwd",
+    "pass",
+    "pw",
+    "auth",
+    "token",
+    "tokens",
+    "jwt",
+    "otp",
+    "pin",
+    "session",
+    "sas",
 )
 
 
