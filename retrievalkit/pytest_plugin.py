@@ -90,7 +90,8 @@ def assert_retrieval(
     if opened is not None:
         verdict = gate(run, opened, thresholds, baseline=baseline)
         if verdict.regressed:
-            problems.extend(verdict_lines(verdict, verdict.note))
+            confidence = run.record.manifest.confidence
+            problems.extend(verdict_lines(verdict, verdict.note, confidence=confidence))
     _GATED.append((run, not problems))
     if problems:
         where = f"{run.record.set} × {run.retriever}"

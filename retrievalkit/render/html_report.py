@@ -253,7 +253,9 @@ def _verdict(report: RunReport) -> str:
         state, heading = "failed", "Gate: REGRESSION"
     else:
         state, heading = "passed", "Gate: no regression"
-    lines = verdict_lines(verdict, report.verdict_note)
+    lines = verdict_lines(
+        verdict, report.verdict_note, confidence=report.record.manifest.confidence
+    )
     items = "".join(f"<li>{_e(line.strip())}</li>" for line in lines)
     return (
         f'<section class="verdict {state}" id="verdict" data-verdict="{state}">'
