@@ -479,7 +479,7 @@ def load_beir(
     qrels = qrels or directory / "qrels" / "test.tsv"
     queries_file = directory / "queries.jsonl"
     for required in (queries_file, qrels):
-        if not required.is_file():
+        if not required.exists():
             raise InputError(
                 "missing file",
                 source=str(required),
