@@ -117,8 +117,8 @@ def test_the_interval_label_comes_from_the_record() -> None:
     report = EvalReport(_record(["q1"], confidence=0.8), (), _verdict(False), None)
     shown = _shown(report)
     markdown = render_markdown(report)
+    assert "Metrics (mean, 80% CI" in shown and "| 80% CI |" in markdown
     for text in (shown, markdown):
-        assert "80% bootstrap CI" in text
         assert "80% CI [-0.600, -0.200]" in text
         assert "95%" not in text
 
@@ -155,14 +155,14 @@ def test_brackets_in_ids_print_in_eval_and_show_and_the_label_follows_confidence
     assert first.returncode == 0, first.stderr
     for text in ("q[bold]1[/bold]", "q[/]2", "[red]near", "[link=https://x.test]cards"):
         assert text in first.stdout
-    assert "80% bootstrap CI" in first.stdout and "95%" not in first.stdout
+    assert "Metrics (mean, 80% CI" in first.stdout and "95%" not in first.stdout
     second = _cli(*args, "--confidence", "0.8", "--format", "markdown", cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     assert "80% CI [" in second.stdout and "95%" not in second.stdout
     run_id = json.loads((tmp_path / "r.jsonl").read_text(encoding="utf-8").splitlines()[0])
     shown = _cli("show", run_id["run_id"], "--store", "jsonl:///r.jsonl", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
-    assert "q[bold]1[/bold]" in shown.stdout and "80% bootstrap CI" in shown.stdout
+    assert "q[bold]1[/bold]" in shown.stdout and "Metrics (mean, 80% CI" in shown.stdout
 
 
 CONTROLS = ["\x1b", "\x07", "\x00", "\x9b", "\x7f", "\u202e", "\u2067", "\u200b", "\ufeff"]
