@@ -437,7 +437,7 @@ def _scored_run(
     extra: Mapping[str, str] | None = None,
 ) -> Run:
     """Score the retrievals of ``questions`` (the set's, or those a sequential run asked)
-    into a run of ``golden``; raise :class:`RunFailed` past ``max_error_rate``."""
+    into a run of ``golden``; raise `RunFailed` past ``max_error_rate``."""
     from retrievalkit.diagnostics import short_of_documents_warning
     from retrievalkit.embedders import embedding_of
     from retrievalkit.record import build_record

@@ -88,7 +88,7 @@ class ChatClient:
         self._sleep = sleep
 
     def complete(self, messages: Sequence[Mapping[str, str]]) -> str:
-        """The text of the first choice; raises :class:`ChatError` when it cannot be had."""
+        """The text of the first choice; raises `ChatError` when it cannot be had."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(message) for message in messages],

@@ -2,7 +2,7 @@
 
 The first system is the baseline; every other system is compared with it, paired on
 the questions all systems share. For each metric: both means, the difference, and the
-paired test of :mod:`retrievalkit.paired` (the paired interval, the sign-flip p-value,
+paired test of `retrievalkit.paired` (the paired interval, the sign-flip p-value,
 the discordant questions and the smallest attainable p), plus how many questions each
 side won, tied and lost, and its verdict: significant, not significant, or unresolvable.
 With more than one candidate, each metric's p-values (and their floors) are
@@ -81,7 +81,7 @@ class MetricDelta:
     p_error: float | None = None
     """Standard error of a Monte Carlo p-value (0 when exact)."""
     ci_method: str | None = None
-    """How ``ci`` was computed (see :mod:`retrievalkit.intervals`)."""
+    """How ``ci`` was computed (see `retrievalkit.intervals`)."""
 
 
 @attrs.frozen

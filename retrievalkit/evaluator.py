@@ -98,7 +98,7 @@ def evaluate_questions(
     timeout: float | None = None,
     secrets: Sequence[str] = (),
 ) -> list[Retrieval]:
-    """One :class:`Retrieval` per question, in the set's order.
+    """One `Retrieval` per question, in the set's order.
 
     ``timeout`` bounds each question (a batch of n questions gets n times as long);
     ``concurrency`` is how many questions, or for a retriever with ``retrieve_many``
@@ -231,7 +231,7 @@ def _batches_concurrently(
     advance: ProgressCallback,
 ) -> list[Retrieval]:
     """Up to ``concurrency`` batches in flight, from daemon threads, as in
-    :func:`_evaluate_concurrently`; the outcomes keep the set's order."""
+    `_evaluate_concurrently`; the outcomes keep the set's order."""
     results: list[list[Retrieval] | None] = [None] * len(batches)
     pending: queue.Queue[int] = queue.Queue()
     finished: queue.Queue[int] = queue.Queue()

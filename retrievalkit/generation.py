@@ -1,9 +1,9 @@
 """Write golden questions from corpus chunks with a generator plugin, through a replay cache.
 
 A ``retrievalkit.generators`` entry point is a factory called with keyword options
-that returns a :class:`QuestionGenerator`. Every generated question expects its
+that returns a `QuestionGenerator`. Every generated question expects its
 chunk's document, records the form the generator aimed at, and carries in ``meta``
-who wrote it and its lexical overlap with the chunk (see :func:`lexical_overlap`).
+who wrote it and its lexical overlap with the chunk (see `lexical_overlap`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Read golden question sets from JSON Lines, TOML and BEIR directories, with exact error places.
 
-Every problem is reported as an :class:`~retrievalkit.errors.InputError` that names the
+Every problem is reported as an `retrievalkit.errors.InputError` that names the
 file, the line (or question) and the field, and says what was expected.
 """
 
@@ -385,7 +385,7 @@ def _all_unicode(data: Any) -> bool:
     """True when no string in ``data`` holds a lone surrogate, checked in C for the common case.
 
     False also when the data is not JSON-like (TOML dates): then the field-by-field walk
-    of :func:`_is_unicode` decides, and names the field.
+    of `_is_unicode` decides, and names the field.
     """
     try:
         json.dumps(data, ensure_ascii=False).encode("utf-8")
@@ -669,7 +669,7 @@ def question_record(question: GoldenQuestion) -> dict[str, Any]:
 
 
 def write_jsonl(questions: Iterable[GoldenQuestion], path: Path) -> None:
-    """Write a golden set file that :func:`load_jsonl` reads back unchanged.
+    """Write a golden set file that `load_jsonl` reads back unchanged.
 
     The file is written beside its target and renamed over it, so a failure never
     leaves half a set behind.

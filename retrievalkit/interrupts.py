@@ -2,7 +2,7 @@
 
 A KeyboardInterrupt that lands between a store's write and its return would leave the
 run saved while the command line reports that nothing was saved (or, in a store
-without transactions, half a line). Inside :func:`interrupts_deferred` a SIGINT is only
+without transactions, half a line). Inside `interrupts_deferred` a SIGINT is only
 noted; the caller finishes the save and then says what happened.
 """
 

@@ -2,7 +2,7 @@
 
 0/1 values get the exact (Clopper-Pearson) binomial interval; bounded continuous values
 a BCa bootstrap interval; a slice whose values are all one number the bound of
-:func:`constant_bounds`. The method travels with each interval into the record.
+`constant_bounds`. The method travels with each interval into the record.
 
 The resample counts are drawn once per run (from a fixed seed) and shared by every
 metric and every slice: each batch of resamples is a (resamples x questions) count
@@ -56,7 +56,7 @@ BCA = "bca"
 """Bounded continuous values: the bias-corrected and accelerated bootstrap (Efron 1987)."""
 CONSTANT = "constant"
 """Every defined value is the same number c (not only 0 or 1): the widest range a sample
-this size could hide, at the confidence level (see :func:`constant_bounds`)."""
+this size could hide, at the confidence level (see `constant_bounds`)."""
 PERCENTILE = "percentile"
 """Records written before intervals were chosen by kind carry percentile bootstrap intervals."""
 INTERVAL_METHODS = (CLOPPER_PEARSON, BCA, CONSTANT, PERCENTILE)
@@ -145,7 +145,7 @@ def bca_bounds(
 
     The bias correction z0 comes from the share of resampled statistics below the
     estimate (ties count half, as in scipy.stats.bootstrap), the acceleration is given
-    (for a mean, the closed form of the jackknife: :func:`mean_acceleration`), and the
+    (for a mean, the closed form of the jackknife: `mean_acceleration`), and the
     bounds are the columns' quantiles at the adjusted levels (numpy's linear method).
     """
     from scipy.special import ndtr, ndtri
@@ -210,7 +210,7 @@ def bootstrap_means(
     (groups, questions), one boolean mask per slice. A cell whose defined values are all
     0 or 1 gets the Clopper-Pearson interval (unless ``binary`` is False, for values
     that are not rates, such as paired differences); a cell whose values are all one
-    other number gets :func:`constant_bounds`; every other cell a BCa bootstrap interval.
+    other number gets `constant_bounds`; every other cell a BCa bootstrap interval.
     Every group is read from the same resamples of the whole run, so a slice's
     resampled size varies from resample to resample, as it would in a fresh sample of
     questions. ``value_range`` is where a value can lie; bounds never leave it.
@@ -332,7 +332,7 @@ def sample_intervals(
 ) -> tuple[FloatArray, FloatArray, npt.NDArray[np.object_]]:
     """(low, high, method) for each row of ``samples`` (rows: independent samples of n).
 
-    The same choice of method and the same interval code as :func:`bootstrap_means`,
+    The same choice of method and the same interval code as `bootstrap_means`,
     for many samples at once: the coverage simulations draw thousands of samples and
     interval them in one call. The rows share one set of resample indices, which leaves
     each row's interval a valid bootstrap interval of that row.

@@ -1,7 +1,7 @@
 """Grade (question, document) pairs with a judge plugin, and measure a judge against people.
 
 A ``retrievalkit.judges`` entry point is a factory called with keyword options that
-returns a :class:`RelevanceJudge`. Grades run from 0 (does not help answer the
+returns a `RelevanceJudge`. Grades run from 0 (does not help answer the
 question) to 3 (answers it fully); as everywhere in retrievalkit, grade 1 or more
 counts as relevant.
 """

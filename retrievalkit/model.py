@@ -157,7 +157,7 @@ class MetricValue:
     method: str | None = None
     """How ``ci`` was computed: ``clopper-pearson`` (0/1 values), ``bca`` (bootstrap),
     ``constant`` (all values equal), or ``percentile`` (records of schema 1); None
-    without an interval. See :mod:`retrievalkit.intervals`."""
+    without an interval. See `retrievalkit.intervals`."""
 
 
 @attrs.frozen

@@ -1,9 +1,9 @@
 """The paired test of two runs over the same questions, and the one meaning of "significant".
 
-Both the regression gate and ``retrievalkit compare`` call :func:`paired_test`. For the
+Both the regression gate and ``retrievalkit compare`` call `paired_test`. For the
 questions where both runs have a value it gives the difference of the means
 (candidate - baseline), a paired interval of that difference (BCa bootstrap of the
-per-question differences, see :mod:`retrievalkit.intervals`), and a two-sided sign-flip
+per-question differences, see `retrievalkit.intervals`), and a two-sided sign-flip
 permutation p-value (Smucker, Allan & Carterette 2007): under "no difference" each
 question's difference is as likely to have either sign, so the p-value is the share of
 the 2^m sign patterns of the m discordant questions (those whose values differ) whose

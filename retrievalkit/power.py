@@ -1,7 +1,7 @@
 """What a set can detect: the smallest drop the paired test finds at 80 % power, and the
 questions a given drop needs.
 
-The test is the one of :mod:`retrievalkit.paired` (two-sided sign-flip, alpha = 1 -
+The test is the one of `retrievalkit.paired` (two-sided sign-flip, alpha = 1 -
 confidence), and a drop is detected when that test is significant. Three bases, from
 the least to the most informed:
 
@@ -17,7 +17,7 @@ the least to the most informed:
 0/1 metrics use the exact sign test with the discordance ``max(observed, drop)`` (a drop
 of d needs at least a share d of the questions to change); continuous metrics the normal
 approximation of the test, with the floor of the exact test (at least
-:func:`min_discordant` questions must differ) checked as well.
+`min_discordant` questions must differ) checked as well.
 """
 
 from __future__ import annotations

@@ -70,9 +70,9 @@ def build_record(
     """The generic record: pass_rate is top-1 hit rate, mean_score top-3 hit rate.
 
     ``embedding_backend`` and ``embedding_model_id`` come from the retriever
-    (:func:`retrievalkit.embedders.embedding_of`): the model lives in the index, not in
+    (`retrievalkit.embedders.embedding_of`): the model lives in the index, not in
     the options, so a swapped model shows in history even when no option changed.
-    ``git_commit`` is recorded as given (None: unknown; :func:`git_commit` gives the
+    ``git_commit`` is recorded as given (None: unknown; `git_commit` gives the
     working directory's), so building a record never starts a process.
     """
     moment = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)

@@ -48,7 +48,7 @@ _SECRET_WORDS = frozenset(
     {"pwd", "pass", "pw", "auth", "token", "tokens", "jwt", "otp", "pin", "session", "sas"}
 )
 #: Every name the matcher knows, as one pattern of literals (documentation and tests
-#: enumerate it; :func:`is_secret_option` applies parts anywhere, words as whole words).
+#: enumerate it; `is_secret_option` applies parts anywhere, words as whole words).
 _SECRET_NAME = re.compile("|".join(sorted({*_SECRET_PARTS, *_SECRET_WORDS})))
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 #: Text scrubbing replaces a secret shorter than this only where it stands as a whole
@@ -208,7 +208,7 @@ def _values(value: Any, *, secret: bool) -> Iterable[str]:
 
 
 def secret_values(options: Mapping[str, Any]) -> list[str]:
-    """Every secret value the options hold or point to, longest first, for :func:`scrub`."""
+    """Every secret value the options hold or point to, longest first, for `scrub`."""
     found = set(_values(options, secret=False))
     found.discard("")
     return sorted(found, key=lambda text: (-len(text), text))
@@ -224,7 +224,7 @@ def _pattern(secret: str) -> re.Pattern[str]:
 def scrub(text: str, secrets: Iterable[str]) -> str:
     """``text`` with every occurrence of every secret replaced by ``***``.
 
-    Secrets shorter than :data:`MIN_SCRUB_LENGTH` are replaced where they stand as a
+    Secrets shorter than `MIN_SCRUB_LENGTH` are replaced where they stand as a
     whole word only; longer ones wherever they occur. Longest first, so a secret that
     holds another is replaced whole. The password of any URL in the text goes too.
     """
@@ -247,7 +247,7 @@ def scrub_known(text: str) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that scrubs secrets (see :func:`scrub_known`) from each record."""
+    """A logging filter that scrubs secrets (see `scrub_known`) from each record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         _scrub_record(record)

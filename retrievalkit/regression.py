@@ -2,7 +2,7 @@
 
 Each thresholded metric (an absolute drop, e.g. ``hit@1`` may fall by at most 0.05)
 is compared on the questions both runs share, with the paired test of
-:mod:`retrievalkit.paired` (paired interval, sign-flip p-value, discordant questions,
+`retrievalkit.paired` (paired interval, sign-flip p-value, discordant questions,
 smallest attainable p). A drop past its threshold is a regression; with
 ``require_significant`` it is one only when the drop is also significant (the p-value
 below 1 - confidence, the one meaning of the word in retrievalkit). A drop whose
@@ -80,7 +80,7 @@ class Verdict:
     """Why nothing was compared, when there was no baseline."""
     warnings: tuple[str, ...] = ()
     """Thresholds below the smallest drop the set can detect at 80% power (see
-    :mod:`retrievalkit.power`): a drop between the two passes or fails by chance."""
+    `retrievalkit.power`): a drop between the two passes or fails by chance."""
     sequential: SequentialResult | None = None
     """With ``eval --sequential``: the decision of the confidence sequences, which is the
     verdict (``undecided`` fails the gate)."""

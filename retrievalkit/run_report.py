@@ -1,9 +1,9 @@
 """What ``retrievalkit report`` shows, computed from stored runs before any HTML is written.
 
-A :class:`RunReport` holds one run (and, with ``--compare``, the baseline it is set
-against, with the paired :class:`~retrievalkit.comparison.Comparison` of the two), its
+A `RunReport` holds one run (and, with ``--compare``, the baseline it is set
+against, with the paired `retrievalkit.comparison.Comparison` of the two), its
 questions row by row, and the history of its (set, retriever) key. The HTML renderer
-(:mod:`retrievalkit.render.html_report`) only lays this out; every number in the page
+(`retrievalkit.render.html_report`) only lays this out; every number in the page
 is computed here or by the modules this one calls, the same ones ``eval``, ``compare``
 and ``history`` use, so the report can never disagree with them.
 """
@@ -86,7 +86,7 @@ class RunReport:
     store: str
     questions: tuple[QuestionRow, ...]
     history: tuple[HistoryPoint, ...]
-    """Runs of the record's key, oldest first (at most :data:`HISTORY_LIMIT`)."""
+    """Runs of the record's key, oldest first (at most `HISTORY_LIMIT`)."""
     baseline: ResultRecord | None = None
     baseline_label: str | None = None
     comparison: Comparison | None = None

@@ -291,7 +291,7 @@ def evaluate_sequentially(
     The run holds the questions asked (its manifest says how many, under
     ``extra["sequential"]``); the verdict's ``regressed`` is the sequential decision
     (``undecided`` fails). The pipeline's retrieval, scoring and record steps are those
-    of :func:`retrievalkit.api.evaluate`.
+    of `retrievalkit.api.evaluate`.
     """
     from retrievalkit.api import _config, _resolve, _scored_run
     from retrievalkit.baselines import choose_baseline

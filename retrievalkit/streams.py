@@ -56,7 +56,7 @@ class GuardedStream:
 
 
 def guard(stream: TextIO) -> TextIO:
-    """``stream`` wrapped once in a :class:`GuardedStream`."""
+    """``stream`` wrapped once in a `GuardedStream`."""
     if isinstance(stream, GuardedStream):
         return stream
     return GuardedStream(stream)  # type: ignore[return-value]

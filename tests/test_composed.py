@@ -138,8 +138,13 @@ def test_fidelity_of_a_retriever_against_itself_is_one(composed_config: Path) ->
     )
     assert done.returncode == 0, done.stderr
     overall = json.loads(done.stdout)["overall"]
-    assert overall["overlap@10"]["mean"] == 1.0
-    assert overall["rbo@10"]["low"] == pytest.approx(1.0)
+    # Every question agrees: the means are 1, and the intervals are the exact (Clopper-Pearson)
+    # bounds for 75 successes in 75, whose lower end solves p**75 = 0.025: no zero-width [1, 1].
+    for name in ("overlap@10", "rbo@10"):
+        assert overall[name]["mean"] == 1.0
+        assert overall[name]["n"] == 75
+        assert overall[name]["low"] == pytest.approx(0.025 ** (1 / 75))
+        assert overall[name]["high"] == 1.0
 
 
 def test_fidelity_sees_a_truncated_index(composed_config: Path) -> None:

@@ -205,7 +205,7 @@ def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
 
 
 def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, Any]:
-    """The keyword arguments of :func:`retrievalkit.evaluate` from the options and the
+    """The keyword arguments of `retrievalkit.evaluate` from the options and the
     configuration, the same for every command that evaluates, so that ``eval`` and
     ``compare`` store the same record for the same retriever."""
     from retrievalkit.evaluator import DEFAULT_OVERFETCH

@@ -7,7 +7,7 @@ named ``tokenizer`` while the wheel ships it in ``tokenizers``; as installed it 
 to the network for it. Here the loader is pointed at a private folder holding
 ``tokenizers/<the shipped file>`` with downloads disabled, so it can only read files.
 
-A text's vector is the mean of its tokens' embeddings (the first :data:`MAX_TOKENS`
+A text's vector is the mean of its tokens' embeddings (the first `MAX_TOKENS`
 tokens), scaled to unit length: WordLlama's own pooling, summed for each text over its
 own tokens only (a sparse count matrix times the token table), so a vector never depends
 on the other texts of a batch and reruns give the same bits.

@@ -1,6 +1,6 @@
 """The ``openai-compatible`` generator: asks any chat-completions server for one question.
 
-The prompt (version :data:`PROMPT_VERSION`; change the text, bump the version, and
+The prompt (version `PROMPT_VERSION`; change the text, bump the version, and
 the cache asks again) asks for a paraphrase that avoids the passage's words (GAP, the
 default) or a direct question in its own terms (MATCH). Temperature is 0.
 """

@@ -1,6 +1,6 @@
 """The ``openai-compatible`` judge: asks a chat-completions server to grade a document 0 to 3.
 
-The grading prompt has version :data:`PROMPT_VERSION`, written with every label; change
+The grading prompt has version `PROMPT_VERSION`, written with every label; change
 the text, bump the version. Grade 1 or more means relevant, as in the rest of
 retrievalkit, so the scale puts "on topic but no answer" at 0. Temperature is 0.
 """

@@ -1,4 +1,4 @@
-"""Renderers of a :class:`~retrievalkit.baselines.BaselineStatus`: JSON and plain lines."""
+"""Renderers of a `retrievalkit.baselines.BaselineStatus`: JSON and plain lines."""
 
 from __future__ import annotations
 

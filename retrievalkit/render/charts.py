@@ -2,7 +2,7 @@
 
 matplotlib is an optional dependency (``pip install 'retrievalkit-eval[report]'``) and is
 imported inside these functions only, so the command line starts without it. Figures
-are made with :class:`matplotlib.figure.Figure` rather than pyplot: no GUI backend is
+are made with `matplotlib.figure.Figure` rather than pyplot: no GUI backend is
 ever selected and no global figure state is touched, which is what choosing the Agg
 backend is usually for. Text stays text (``svg.fonttype = none``): it is selectable and
 searchable in the page, and matplotlib escapes it as XML. Math parsing is off, so a

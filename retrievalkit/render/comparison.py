@@ -1,4 +1,4 @@
-"""Renderers of a :class:`~retrievalkit.comparison.Comparison`: JSON, Markdown and rich tables."""
+"""Renderers of a `retrievalkit.comparison.Comparison`: JSON, Markdown and rich tables."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Renderers of a :class:`~retrievalkit.history.History`: JSON rows, Markdown and a rich table."""
+"""Renderers of a `retrievalkit.history.History`: JSON rows, Markdown and a rich table."""
 
 from __future__ import annotations
 

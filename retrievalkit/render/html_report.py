@@ -1,12 +1,12 @@
-"""Render a :class:`~retrievalkit.run_report.RunReport` as one self-contained HTML page.
+"""Render a `retrievalkit.run_report.RunReport` as one self-contained HTML page.
 
 Everything the page needs is inside it: CSS and a few lines of JavaScript inline, the
-charts as inline SVG (:mod:`retrievalkit.render.charts`). Nothing is fetched when it is
+charts as inline SVG (`retrievalkit.render.charts`). Nothing is fetched when it is
 viewed, so it can be mailed, attached to a CI run or opened offline. Every string that
 comes from users' files (question texts, ids, document ids, hard classes, meta names
-and values, errors, retriever names and options) goes through one helper, :func:`_e`,
+and values, errors, retriever names and options) goes through one helper, `_e`,
 whether it lands in text or in an attribute value; an element id made from user text
-(a slice's anchor) is encoded by :func:`_anchor` to letters, digits and escapes.
+(a slice's anchor) is encoded by `_anchor` to letters, digits and escapes.
 """
 
 from __future__ import annotations
@@ -505,7 +505,7 @@ def _mark(value: float | None) -> str:
 
 
 def _ranking(row: QuestionRow, result: QuestionResult) -> str:
-    """The top documents as a list; past :data:`SHOWN`, folded away."""
+    """The top documents as a list; past `SHOWN`, folded away."""
     if result.error is not None:
         return "<i>error</i>"
     if not result.ranking:

@@ -1,4 +1,4 @@
-"""Renderers of a :class:`~retrievalkit.power.PowerReport`: a rich table and Markdown."""
+"""Renderers of a `retrievalkit.power.PowerReport`: a rich table and Markdown."""
 
 from __future__ import annotations
 

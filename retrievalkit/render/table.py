@@ -1,7 +1,7 @@
 """The evaluation report as rich renderables for a terminal (``--format table``, the default).
 
 Every string that comes from a golden set, a store, a configuration or a plugin enters
-a table as :func:`~retrievalkit.render.terminal.plain` text, never as markup; styles are
+a table as `retrievalkit.render.terminal.plain` text, never as markup; styles are
 chosen from the report object (an error outcome, a regression), never from the text.
 """
 

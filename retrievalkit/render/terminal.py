@@ -2,7 +2,7 @@
 
 Question ids, hard classes, meta values, retriever names and error texts come from
 files and plugins that retrievalkit does not control. Each reaches a console only as a
-rich :class:`~rich.text.Text` built here, so square brackets stay brackets and an
+rich `rich.text.Text` built here, so square brackets stay brackets and an
 escape sequence (ESC, OSC, a bidirectional override) is printed as ``\\x1b`` instead of
 being obeyed by the terminal.
 """

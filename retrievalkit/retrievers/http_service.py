@@ -1,7 +1,7 @@
 """The ``http`` retriever: evaluate a search service over HTTP, configured rather than coded.
 
 Each question becomes one request: a GET to a URL template, or a POST of a JSON body
-template (see :mod:`retrievalkit.retrievers.templates` for the placeholders and how
+template (see `retrievalkit.retrievers.templates` for the placeholders and how
 each is encoded). The response is JSON; ``hits`` is the dotted path to the list of
 hits in it, ``id_field`` the dotted path to a hit's id and ``score_field`` (optional)
 to its score, which makes the retriever usable by score fusion. Header values and

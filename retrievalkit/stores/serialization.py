@@ -1,7 +1,7 @@
 """Records to and from the text stores keep, with schema versions checked on the way in.
 
-A record older than :data:`~retrievalkit.model.SCHEMA_VERSION` is upgraded step by step
-through :data:`MIGRATIONS` before it is built; a newer one is refused with a message
+A record older than `retrievalkit.model.SCHEMA_VERSION` is upgraded step by step
+through `MIGRATIONS` before it is built; a newer one is refused with a message
 that says to upgrade retrievalkit, never misread.
 """
 

@@ -1,7 +1,7 @@
 """``retrievalkit es``: Elasticsearch tools contributed to the retrievalkit command line.
 
 ``retrievalkit es index`` bulk-loads a BEIR-style corpus into an index set up for BM25
-evaluation (see :mod:`retrievalkit_elasticsearch.indexing`). retrievalkit imports this
+evaluation (see `retrievalkit_elasticsearch.indexing`). retrievalkit imports this
 module only when the command is run.
 """
 

@@ -4,8 +4,8 @@ Credentials come only from the environment (``api_key_env``, or ``username`` wit
 ``password_env``): options hold the *names* of variables, so a configuration file, a
 run record or an error message never holds a secret. Every failure of the client is
 turned into a retrievalkit error that names the cluster and, for credentials, the user
-or the variable: an :class:`InputError` (exit code 2) when the configuration must
-change, an :class:`EvaluationError` (exit code 3) when the cluster could not be used.
+or the variable: an `InputError` (exit code 2) when the configuration must
+change, an `EvaluationError` (exit code 3) when the cluster could not be used.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``retrievalkit pg``: PostgreSQL tools contributed to the retrievalkit command line.
 
 ``retrievalkit pg index`` embeds a BEIR-style corpus with an embedder plugin and loads
-it into a pgvector table with an HNSW index (see :mod:`retrievalkit_postgres.vectors`).
+it into a pgvector table with an HNSW index (see `retrievalkit_postgres.vectors`).
 retrievalkit imports this module only when the command is run.
 """
 

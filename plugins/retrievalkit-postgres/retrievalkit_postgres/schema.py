@@ -1,6 +1,6 @@
 """The store's tables, and the migrations that bring any older layout up to the current one.
 
-Each entry of :data:`MIGRATIONS` moves a store's schema from version ``n - 1`` to ``n``;
+Each entry of `MIGRATIONS` moves a store's schema from version ``n - 1`` to ``n``;
 the table ``schema_version`` records which have been applied, when. Opening a store
 applies the missing ones in one transaction under an advisory lock, so two runners that
 open a new or old store at the same moment neither race nor apply a step twice. A store

@@ -2,7 +2,7 @@
 
 ``postgresql://[USER@]HOST[:PORT]/DATABASE[?schema=NAME&sslmode=...]`` keeps runs in
 the PostgreSQL schema ``NAME`` (default ``retrievalkit``), laid out as
-:mod:`retrievalkit_postgres.schema` describes: a summary row per run, a row per
+`retrievalkit_postgres.schema` describes: a summary row per run, a row per
 question, a row per metric and slice. Any libpq parameter may follow in the query
 string (TLS: ``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey``; ``service``,
 ``connect_timeout``, ...); the password never does: libpq reads it from
