@@ -127,7 +127,7 @@ def test_a_single_run_report_has_its_charts_numbers_and_every_question(runs: Run
     # By form, by hard class, first relevant ranks, history.
     assert page.count("<svg ") == 4
     assert page.count('class="chart"') == 4
-    for anchor in ('id="by-form"', 'id="by-hard_class"', 'id="ranks"', 'id="history"'):
+    for anchor in ('id="by-form"', 'id="by-hard_5f_class"', 'id="ranks"', 'id="history"'):
         assert anchor in page
     assert 'id="differences"' not in page
 

@@ -151,9 +151,9 @@ def _e(text: object) -> str:
 
 
 def _anchor(name: str) -> str:
-    """An element id from user text: ASCII letters, digits, ``-`` and ``_`` kept, the rest
-    encoded (``_2f_`` for ``/``), so it is safe and unique in an id, a URL fragment and a
-    CSS selector alike."""
+    """An element id from user text: ASCII letters, digits and ``-`` kept, everything else
+    encoded (``_2f_`` for ``/``, ``_5f_`` for ``_`` itself, so no two names meet), safe in
+    an id, a URL fragment and a CSS selector alike."""
     return "".join(
         ch if (ch.isascii() and ch.isalnum()) or ch == "-" else f"_{ord(ch):x}_" for ch in name
     )
