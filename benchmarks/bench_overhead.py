@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,9 @@ def prepare(folder: Path, questions: int) -> dict[str, float]:
     return {name: float(np.nanmean(values)) for name, values in table.items()}
 
 
-def run_eval(folder: Path, store: Path) -> dict[str, Any]:
-    """One ``retrievalkit eval`` in a fresh process: wall time, peak memory, retriever time."""
+def run_eval(folder: Path, store: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """One ``retrievalkit eval [EXTRA]`` in a fresh process: wall time, peak memory, retriever
+    time."""
     report = folder / "retriever.json"
     output = folder / "report.json"
     env = worker_env()
@@ -114,6 +116,7 @@ def run_eval(folder: Path, store: Path) -> dict[str, Any]:
         "--format",
         "json",
         "--quiet",
+        *extra,
     ]
     with open(output, "wb") as stdout:
         began = time.perf_counter()

@@ -27,6 +27,7 @@ QUICK = {
     "scoring": ["--sizes", "10000", "--repeats", "1"],
     "intervals": ["--repeats", "1"],
     "overhead": ["--questions", "20000", "--repeats", "1"],
+    "scale": ["--quick"],
     "startup": ["--repeats", "3"],
     "es": ["--repeats", "1"],
     "http": ["--rounds", "1", "--repeats", "1"],
