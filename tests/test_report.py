@@ -351,6 +351,22 @@ def test_bad_report_usage_exits_2_with_a_message(
     assert message in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("target", "field"), [("runs.jsonl", "--store"), ("retrievalkit.toml", "--config")]
+)
+def test_a_report_never_overwrites_the_store_or_the_config(
+    runs: Runs, target: str, field: str
+) -> None:
+    path = runs.folder / target
+    before = path.read_bytes()
+    result = retrievalkit("report", runs.demo, "-o", target, cwd=runs.folder)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"would overwrite {target} ({field})" in result.stderr.replace(f"{runs.folder}/", "")
+    assert path.read_bytes() == before
+    listed = retrievalkit("history", "--set", "demo", "--retriever", "bm25-demo", cwd=runs.folder)
+    assert runs.demo in ok(listed)
+
+
 # --- in the browser --------------------------------------------------------------------------
 
 CHROMIUM_FLAGS = (

@@ -181,28 +181,46 @@ def _same_file(first: Path, second: Path) -> bool:
         return False
 
 
+def check_not_overwriting(
+    outputs: Sequence[Path],
+    store: object,
+    inputs: Sequence[tuple[str, str | None]],
+    *,
+    field: str,
+    hint: str,
+) -> None:
+    """Refuse outputs that would overwrite the store (or the files kept beside it) or an
+    input file; ``field`` names the option that chose the outputs."""
+    path = getattr(store, "path", None)
+    claimed: list[tuple[str, Path]] = [(name, Path(source)) for name, source in inputs if source]
+    if isinstance(path, Path):
+        # The store's own file and the files SQLite and the JSON Lines store keep beside it.
+        for suffix in ("", "-wal", "-shm", "-journal", ".pins.json"):
+            claimed.append(("--store", path.with_name(path.name + suffix)))
+    for output in outputs:
+        for name, other in claimed:
+            if _same_file(output, other):
+                raise InputError(
+                    f"would overwrite {other} ({name})",
+                    source=str(output.parent if field == "--output-dir" else output),
+                    field=field,
+                    hint=hint,
+                )
+
+
 def check_output_collisions(
     directory: Path, store: object, inputs: Sequence[tuple[str, str | None]]
 ) -> None:
     """Refuse an --output-dir whose files would overwrite the store or an input file."""
     from retrievalkit.commands.output import OUTPUT_FILES
 
-    outputs = [directory / name for name in OUTPUT_FILES]
-    path = getattr(store, "path", None)
-    claimed: list[tuple[str, Path]] = [(field, Path(source)) for field, source in inputs if source]
-    if isinstance(path, Path):
-        # The store's own file and the files SQLite and the JSON Lines store keep beside it.
-        for suffix in ("", "-wal", "-shm", "-journal", ".pins.json"):
-            claimed.append(("--store", path.with_name(path.name + suffix)))
-    for output in outputs:
-        for field, other in claimed:
-            if _same_file(output, other):
-                raise InputError(
-                    f"would overwrite {other} ({field}) with its {output.name}",
-                    source=str(directory),
-                    field="--output-dir",
-                    hint="choose an --output-dir that holds no store or input file",
-                )
+    check_not_overwriting(
+        [directory / name for name in OUTPUT_FILES],
+        store,
+        inputs,
+        field="--output-dir",
+        hint="choose an --output-dir that holds no store or input file",
+    )
 
 
 def check_before_running(

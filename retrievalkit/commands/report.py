@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
             "the HTML report draws its charts with matplotlib, which is not installed",
             hint=INSTALL_HINT,
         )
+    from retrievalkit.commands.evaluate import check_not_overwriting
     from retrievalkit.render.html_report import render_html_report
     from retrievalkit.run_report import build_run_report
 
@@ -167,6 +168,16 @@ def run(args: argparse.Namespace) -> int:
         )
     config = load_config(args)
     store = open_configured_store(args, config)
+    check_not_overwriting(
+        [output],
+        store,
+        [
+            ("--config", None if config.source is None else str(config.source)),
+            ("--set", args.set if args.set and Path(args.set).is_file() else None),
+        ],
+        field="--output",
+        hint="write the report to a file of its own",
+    )
     record = _get(store, args.run_id, "RUN_ID")
     baseline = None if args.compare is None else _get(store, args.compare, "--compare")
     texts, note = _question_texts(record, args.set, config)
