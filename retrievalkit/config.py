@@ -292,10 +292,14 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
     require_significant = False
     slices: dict[str, dict[str, float]] = {}
     for key, value in section.items():
-        if key == "max_top1_drop":
-            thresholds["hit@1"] = _fraction(value, "regression.max_top1_drop", fail)
-        elif key == "max_top3_drop":
-            thresholds["hit@3"] = _fraction(value, "regression.max_top3_drop", fail)
+        if key in ("max_top1_drop", "max_top3_drop"):
+            name = _metric_name(
+                "hit@1" if key == "max_top1_drop" else "hit@3",
+                f"regression.{key}",
+                fail,
+                seen=thresholds,
+            )
+            thresholds[name] = _fraction(value, f"regression.{key}", fail)
         elif key == "max_error_rate":
             max_error_rate = _fraction(value, "regression.max_error_rate", fail)
         elif key == "metrics":
@@ -305,8 +309,9 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
                     'must be a table of metric = largest drop, e.g. "ndcg@10" = 0.02',
                 )
             for metric, drop in value.items():
-                _check_metric_name(metric, f"regression.metrics.{metric}", fail)
-                thresholds[metric] = _fraction(drop, f"regression.metrics.{metric}", fail)
+                key = f"regression.metrics.{metric}"
+                name = _metric_name(metric, key, fail, seen=thresholds)
+                thresholds[name] = _fraction(drop, key, fail)
         elif key == "require_significant":
             if not isinstance(value, bool):
                 raise fail(
@@ -345,18 +350,24 @@ def _parse_slices(value: Any, fail: Any) -> dict[str, dict[str, float]]:
         canonical = f"{field.strip()}={label.strip()}"
         slices[canonical] = {}
         for metric, drop in metrics.items():
-            _check_metric_name(metric, f"{key}.{metric}", fail)
-            slices[canonical][metric] = _fraction(drop, f"{key}.{metric}", fail)
+            name = _metric_name(metric, f"{key}.{metric}", fail, seen=slices[canonical])
+            slices[canonical][name] = _fraction(drop, f"{key}.{metric}", fail)
     return slices
 
 
-def _check_metric_name(name: str, key: str, fail: Any) -> None:
+def _metric_name(name: str, key: str, fail: Any, *, seen: Mapping[str, float]) -> str:
+    """The canonical name of a gated metric (``"NDCG@10 "`` -> ``"ndcg@10"``), so that a
+    threshold is keyed by the name the computed metric has and is always checked; a
+    metric given twice (in two spellings, or also as max_top1/3_drop) is refused."""
     from retrievalkit.metrics import parse_metric
 
     try:
-        parse_metric(name)
+        canonical = parse_metric(name).name
     except ValueError as error:
         raise fail(key, str(error), hint="e.g. hit@3, ndcg@10, recall@5, rr") from None
+    if canonical in seen:
+        raise fail(key, f"{canonical} is given a threshold twice", hint="keep one of them")
+    return canonical
 
 
 def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:

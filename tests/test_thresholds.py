@@ -235,3 +235,50 @@ def test_a_slice_holds_a_table_of_metrics(tmp_path: Path, body: str) -> None:
 def test_a_slice_name_splits_at_its_first_equals_sign(tmp_path: Path) -> None:
     regression = regression_of(tmp_path, '[regression.slices." topic = a=b "]\n"hit@1" = 0.1\n')
     assert regression.slices == {"topic=a=b": {"hit@1": 0.1}}
+
+
+@pytest.mark.parametrize(("written", "name"), [("HIT@3", "hit@3"), (" NDCG@10 ", "ndcg@10")])
+def test_a_metric_is_keyed_by_its_canonical_name(tmp_path: Path, written: str, name: str) -> None:
+    body = (
+        f'[regression.metrics]\n"{written}" = 0.1\n'
+        f'[regression.slices."form=GAP"]\n"{written}" = 0.2\n'
+    )
+    regression = regression_of(tmp_path, body)
+    assert regression.thresholds == {name: 0.1}
+    assert regression.slices == {"form=GAP": {name: 0.2}}
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "metric"),
+    [
+        (
+            '[regression.metrics]\n"hit@3" = 0.1\n"HIT@3" = 0.2\n',
+            "regression.metrics.HIT@3",
+            "hit@3",
+        ),
+        (
+            '[regression]\nmax_top3_drop = 0.1\n[regression.metrics]\n"Hit@3" = 0.2\n',
+            "regression.metrics.Hit@3",
+            "hit@3",
+        ),
+        (
+            '[regression.slices."form=GAP"]\n"rr" = 0.1\n"RR" = 0.2\n',
+            'regression.slices."form=GAP".RR',
+            "rr",
+        ),
+    ],
+)
+def test_a_metric_given_twice_is_refused(
+    tmp_path: Path, body: str, field: str, metric: str
+) -> None:
+    refused = refusal(tmp_path, body)
+    assert refused.field == field
+    assert f"{metric} is given a threshold twice" in str(refused)
+
+
+def test_a_threshold_written_in_capitals_is_checked(cli: RunCli, tmp_path: Path) -> None:
+    # Keyed "HIT@1 " as written, it matched no computed metric and was never checked.
+    _config(tmp_path, '[regression]\nmax_top3_drop = 1.0\n[regression.metrics]\n"HIT@1 " = 0.05\n')
+    verdict = _gate(cli, tmp_path)
+    assert [item["metric"] for item in verdict["failures"]] == ["hit@1"]
+    assert _by_metric(verdict)["hit@1"]["threshold"] == 0.05
