@@ -1,4 +1,10 @@
-"""Fetch, start, check and stop a local single-node Elasticsearch built from Maven Central."""
+"""Fetch, start, check and stop local Elasticsearch built from Maven Central.
+
+One node (``up --port 9200``) or a cluster of several on this machine (``up --nodes 3
+--port 9210``: HTTP ports 9210-9212, transport ports 9310-9312, each node with its own
+folder, discovering the others over loopback). ``down`` stops every node that ``up``
+started on those ports; ``status`` prints the cluster's health.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +43,14 @@ MVN_TIMEOUT = 1800.0
 ES_USER = "retrievalkit-es"
 JVM_DIR = Path("/usr/lib/jvm")
 CLUSTER_NAME = "retrievalkit"
-HEAP_OPTS = "-Xms1g -Xmx1g"
+#: Several nodes form a cluster of this name (a single node keeps CLUSTER_NAME).
+MULTI_CLUSTER_NAME = "retrievalkit-cluster"
+#: Heap of a single node, and of each node of a cluster (three share a 2-core machine).
+SINGLE_HEAP = "1g"
+CLUSTER_HEAP = "512m"
+HEAP_RE = re.compile(r"^\d+[mg]$")
+MAX_NODES = 9
+TRANSPORT_OFFSET = 100
 PROBES_PER_MAJOR = 8
 STOP_WAIT = 30.0
 LOG_TAIL = 60
@@ -382,10 +395,10 @@ def log_tail(base: Path, port: int) -> str:
     """The last lines of the launcher's console output and of the node log."""
     folder = node_dir(base, port)
     parts: list[str] = []
-    for path, count in (
-        (folder / "console.log", 20),
-        (folder / "logs" / f"{CLUSTER_NAME}.log", LOG_TAIL),
-    ):
+    logs = sorted((folder / "logs").glob("*.log")) if (folder / "logs").is_dir() else []
+    # The server log is named after the cluster; GC and deprecation logs are not wanted.
+    server = [p for p in logs if p.stem in (CLUSTER_NAME, MULTI_CLUSTER_NAME)]
+    for path, count in [(folder / "console.log", 20), *((p, LOG_TAIL) for p in server)]:
         if path.is_file() and path.stat().st_size:
             lines = path.read_text(errors="replace").splitlines()[-count:]
             parts.append(f"--- last {len(lines)} lines of {path} ---\n" + "\n".join(lines))
@@ -488,16 +501,60 @@ def write_file_realm(config: Path, login: tuple[str, str]) -> None:
     (config / "users_roles").write_text(f"superuser:{user}\n")
 
 
-def start(
-    base: Path, home: Path, jdk: Jdk, port: int, timeout: float, *, secure: bool = False
-) -> str | None:
-    """Start a fresh node and wait for yellow; return its version, or None (log printed).
+@dataclass(frozen=True)
+class Layout:
+    """Which nodes to start: their HTTP ports (transport: each + 100) and each one's heap."""
 
-    ``secure`` turns security on (plain HTTP, a file-realm superuser from
-    $RETRIEVALKIT_ES_USER / $RETRIEVALKIT_ES_PASSWORD), for tests of credentials.
-    """
-    if vkey(home.name.removeprefix("elasticsearch-"))[0] >= 8:
-        install_english_analysis(home, jdk)
+    ports: tuple[int, ...]
+    heap: str
+
+    @property
+    def cluster(self) -> bool:
+        return len(self.ports) > 1
+
+    @property
+    def name(self) -> str:
+        return MULTI_CLUSTER_NAME if self.cluster else CLUSTER_NAME
+
+    def describe(self) -> str:
+        if not self.cluster:
+            return f"port {self.ports[0]}"
+        return f"{len(self.ports)} nodes on ports {self.ports[0]}-{self.ports[-1]}"
+
+
+def layout_for(port: int, nodes: int, heap: str | None) -> Layout:
+    """Nodes on port, port + 1, ...; the heap given, else 1g alone or 512m each in a cluster."""
+    return Layout(
+        tuple(range(port, port + nodes)), heap or (CLUSTER_HEAP if nodes > 1 else SINGLE_HEAP)
+    )
+
+
+def members_file(base: Path, port: int) -> Path:
+    """The file, in the first node's folder, that lists the HTTP ports of its cluster."""
+    return node_dir(base, port) / "cluster.json"
+
+
+def members(base: Path, port: int) -> list[int]:
+    """The HTTP ports of the cluster whose first node is on port (just port if none)."""
+    try:
+        ports = json.loads(members_file(base, port).read_text())["ports"]
+        return [int(p) for p in ports]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [port]
+
+
+def cluster_healthy(port: int, nodes: int, wait: float = 0.0) -> dict[str, object] | None:
+    """Cluster health through port when it is yellow or green with at least `nodes` nodes."""
+    query = f"?wait_for_status=yellow&wait_for_nodes=>={nodes}&timeout={max(int(wait), 1)}s"
+    health = request(port, f"/_cluster/health{query if wait else ''}", timeout=wait + 5.0)
+    if not health or health.get("status") not in ("yellow", "green"):
+        return None
+    count = health.get("number_of_nodes")
+    return health if isinstance(count, int) and count >= nodes else None
+
+
+def prepare_node(base: Path, home: Path, port: int) -> Path:
+    """A fresh folder for the node on port: config copied from home, data, logs, run, tmp."""
     folder = node_dir(base, port)
     shutil.rmtree(folder, ignore_errors=True)
     for sub in ("data", "logs", "run", "tmp"):
@@ -513,79 +570,144 @@ def start(
         text = text.replace("ErrorFile=logs/", f"ErrorFile={folder}/logs/")
         text = text.replace("HeapDumpPath=data", f"HeapDumpPath={folder}/data")
         jvm_options.write_text(text)
-    login = credentials()
-    if secure:
-        if login is None or not (home / "modules" / "x-pack-security").is_dir():
-            say(f"--security needs ${PASSWORD_ENV} and a distribution with x-pack-security")
-            return None
-        write_file_realm(folder / "config", login)
-    ids = ensure_user()
-    chown_tree(folder, ids)
+    return folder
+
+
+def node_settings(layout: Layout, port: int, folder: Path) -> dict[str, str]:
+    """The ``-E`` settings of the node on port: alone, or discovering the layout's others."""
     settings = {
-        "cluster.name": CLUSTER_NAME,
+        "cluster.name": layout.name,
         "node.name": f"{CLUSTER_NAME}-{port}",
-        "discovery.type": "single-node",
         "network.host": "127.0.0.1",
         "http.port": str(port),
-        "transport.port": str(port + 100),
+        "transport.port": str(port + TRANSPORT_OFFSET),
         "path.data": str(folder / "data"),
         "path.logs": str(folder / "logs"),
         "cluster.routing.allocation.disk.threshold_enabled": "false",
         "node.store.allow_mmap": "false",
         "action.destructive_requires_name": "false",
     }
-    if (home / "modules" / "x-pack-security").is_dir():
-        # Without this the node enables security and answers 401 to plain HTTP.
-        settings["xpack.security.enabled"] = "true" if secure else "false"
-    command = [str(home / "bin" / "elasticsearch"), "-d", "-p", str(pid_file(base, port))]
-    for key, value in settings.items():
-        command += ["-E", f"{key}={value}"]
-    env = {
-        key: value for key, value in os.environ.items() if key not in ("JAVA_HOME", "ES_JAVA_OPTS")
-    }
-    env.update(
-        ES_JAVA_HOME=str(jdk.home),
-        ES_JAVA_OPTS=HEAP_OPTS,
-        ES_PATH_CONF=str(folder / "config"),
-        ES_TMPDIR=str(folder / "tmp"),
-        HOME=str(folder),
-    )
-    say(f"starting {home.name} on port {port} with Java {jdk.major} ({jdk.home})")
-    started = time.monotonic()
-    with open(folder / "console.log", "wb") as console:
-        launcher = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=console,
-            stderr=subprocess.STDOUT,
-            cwd=folder,
-            env=env,
-            start_new_session=True,
-            user=ids[0] if ids else None,
-            group=ids[1] if ids else None,
-            extra_groups=[] if ids else None,
+    if layout.cluster:
+        # Every node is master-eligible; the data folders are fresh on each start, so the
+        # cluster bootstraps anew from these names every time.
+        settings["discovery.seed_hosts"] = ",".join(
+            f"127.0.0.1:{p + TRANSPORT_OFFSET}" for p in layout.ports
         )
+        settings["cluster.initial_master_nodes"] = ",".join(
+            f"{CLUSTER_NAME}-{p}" for p in layout.ports
+        )
+    else:
+        settings["discovery.type"] = "single-node"
+    return settings
+
+
+def start(
+    base: Path, home: Path, jdk: Jdk, layout: Layout, timeout: float, *, secure: bool = False
+) -> str | None:
+    """Start fresh nodes and wait for yellow; return the version, or None (logs printed).
+
+    The nodes of a cluster are launched at the same time: each one's start-up waits for
+    the others to form the cluster. ``secure`` turns security on (one node, plain HTTP, a
+    file-realm superuser from $RETRIEVALKIT_ES_USER / $RETRIEVALKIT_ES_PASSWORD), for
+    tests of credentials.
+    """
+    if vkey(home.name.removeprefix("elasticsearch-"))[0] >= 8:
+        install_english_analysis(home, jdk)
+    login = credentials()
+    if secure and (
+        login is None or not (home / "modules" / "x-pack-security").is_dir() or layout.cluster
+    ):
+        say(f"--security needs ${PASSWORD_ENV}, a distribution with x-pack-security and one node")
+        return None
+    ids = ensure_user()
+    commands: dict[int, list[str]] = {}
+    for port in layout.ports:
+        folder = prepare_node(base, home, port)
+        if secure and login is not None:
+            write_file_realm(folder / "config", login)
+        chown_tree(folder, ids)
+        settings = node_settings(layout, port, folder)
+        if (home / "modules" / "x-pack-security").is_dir():
+            # Without this the node enables security and answers 401 to plain HTTP.
+            settings["xpack.security.enabled"] = "true" if secure else "false"
+        command = [str(home / "bin" / "elasticsearch"), "-d", "-p", str(pid_file(base, port))]
+        for key, value in settings.items():
+            command += ["-E", f"{key}={value}"]
+        commands[port] = command
+    if layout.cluster:
+        members_file(base, layout.ports[0]).write_text(
+            json.dumps({"ports": list(layout.ports)}) + "\n"
+        )
+    say(
+        f"starting {home.name} on {layout.describe()} with Java {jdk.major} ({jdk.home}), "
+        f"heap {layout.heap} each"
+    )
+    started = time.monotonic()
+    launchers: dict[int, subprocess.Popen[bytes]] = {}
+    for port, command in commands.items():
+        folder = node_dir(base, port)
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("JAVA_HOME", "ES_JAVA_OPTS")
+        }
+        env.update(
+            ES_JAVA_HOME=str(jdk.home),
+            ES_JAVA_OPTS=f"-Xms{layout.heap} -Xmx{layout.heap}",
+            ES_PATH_CONF=str(folder / "config"),
+            ES_TMPDIR=str(folder / "tmp"),
+            HOME=str(folder),
+        )
+        with open(folder / "console.log", "wb") as console:
+            launchers[port] = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                cwd=folder,
+                env=env,
+                start_new_session=True,
+                user=ids[0] if ids else None,
+                group=ids[1] if ids else None,
+                extra_groups=[] if ids else None,
+            )
+    codes: dict[int, int | None] = {}
+    for port, launcher in launchers.items():
         try:
-            code = launcher.wait(timeout=timeout)
+            codes[port] = launcher.wait(timeout=max(timeout - (time.monotonic() - started), 1.0))
         except subprocess.TimeoutExpired:
             os.killpg(launcher.pid, signal.SIGKILL)
             launcher.wait()
-            code = None
+            codes[port] = None
+    failed = {port: code for port, code in codes.items() if code != 0}
     version = None
-    if code == 0:
+    if not failed:
         remaining = timeout - (time.monotonic() - started)
         while version is None and remaining > 0:
-            version = healthy_version(port, wait=min(remaining, 10.0))
+            if cluster_healthy(layout.ports[0], len(layout.ports), wait=min(remaining, 10.0)):
+                version = healthy_version(layout.ports[0])
             remaining = timeout - (time.monotonic() - started)
     if version is None:
-        reason = "never became healthy" if code == 0 else f"launcher exit code {code}"
-        if code is None:
-            reason = "timed out"
+        if failed:
+            reason = "; ".join(
+                f"port {port}: " + ("timed out" if code is None else f"launcher exit code {code}")
+                for port, code in failed.items()
+            )
+        else:
+            reason = "never became healthy"
+            if layout.cluster:
+                reason = f"the {len(layout.ports)} nodes never formed a healthy cluster"
         say(f"start-up failed ({reason}) after {time.monotonic() - started:.1f} s")
-        print(log_tail(base, port), file=sys.stderr, flush=True)
-        stop(base, port)
+        # The node that failed first is the one to read; the others' logs say what they saw.
+        for port in sorted(layout.ports, key=lambda p: p not in failed):
+            print(log_tail(base, port), file=sys.stderr, flush=True)
+        for port in layout.ports:
+            stop(base, port)
         return None
-    say(f"Elasticsearch {version} is up after {time.monotonic() - started:.1f} s")
+    say(
+        f"Elasticsearch {version} is up on {layout.describe()} after "
+        f"{time.monotonic() - started:.1f} s"
+    )
     return version
 
 
@@ -612,7 +734,7 @@ def record_selection(base: Path, version: str, jdk: Jdk) -> None:
 
 
 def try_version(
-    base: Path, version: str, jdks: list[Jdk], port: int, timeout: float, *, secure: bool = False
+    base: Path, version: str, jdks: list[Jdk], layout: Layout, timeout: float, *, secure: bool
 ) -> tuple[str, Jdk] | None:
     """Fetch, unpack and start version with each JDK in turn; return what worked."""
     if not jdks:
@@ -625,13 +747,13 @@ def try_version(
     if vkey(version)[0] == 7 and not install_rank_eval_module(home, version):
         return None
     for jdk in jdks:
-        if start(base, home, jdk, port, timeout, secure=secure):
+        if start(base, home, jdk, layout, timeout, secure=secure):
             return version, jdk
     return None
 
 
 def discover_and_start(
-    base: Path, port: int, timeout: float, *, secure: bool = False
+    base: Path, layout: Layout, timeout: float, *, secure: bool
 ) -> tuple[str, Jdk] | None:
     """Start the newest served 9.x on Java >= 21, else the newest served 8.x on Java 17."""
     served = served_versions()
@@ -644,36 +766,55 @@ def discover_and_start(
                 say(f"no JDK that can run {major}.x: skipping it")
                 break
             if zip_path(version).is_file() or fetch_zip(version):
-                result = try_version(base, version, jdks, port, timeout, secure=secure)
+                result = try_version(base, version, jdks, layout, timeout, secure=secure)
                 if result:
                     return result
                 break  # the newest served release of this major does not run: try the next major
     return None
 
 
-def cmd_up(args: argparse.Namespace) -> int:
-    """Start the node unless it is already healthy."""
-    base, port = cache_base(), args.port
-    url = f"http://127.0.0.1:{port}"
-    version = healthy_version(port)
-    if version:
-        say(f"Elasticsearch {version} already running and healthy at {url}")
+def running_cluster(base: Path, layout: Layout, timeout: float) -> int | None:
+    """Exit code for `up` when some of the layout's nodes are ours and run already, else None.
+
+    Healthy with every node: 0. Ours but not (yet) healthy: wait up to timeout, then print
+    the log tails and 1.
+    """
+    url = f"http://127.0.0.1:{layout.ports[0]}"
+    count = len(layout.ports)
+    if cluster_healthy(layout.ports[0], count):
+        version = healthy_version(layout.ports[0])
+        say(f"Elasticsearch {version} already running and healthy on {layout.describe()}")
         print(url)
         return 0
-    if node_pids(base, port):
-        say("our node is running but not healthy yet: waiting")
-        deadline = time.monotonic() + args.timeout
-        while not version and time.monotonic() < deadline:
-            version = healthy_version(port, wait=min(10.0, max(deadline - time.monotonic(), 1.0)))
-        if version:
-            say(f"Elasticsearch {version} healthy at {url}")
+    if not any(node_pids(base, port) for port in layout.ports):
+        return None
+    say("our nodes are running but not healthy yet: waiting")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        wait = min(10.0, max(deadline - time.monotonic(), 1.0))
+        if cluster_healthy(layout.ports[0], count, wait=wait):
+            say(f"Elasticsearch {healthy_version(layout.ports[0])} healthy on {layout.describe()}")
             print(url)
             return 0
+    for port in layout.ports:
         print(log_tail(base, port), file=sys.stderr)
-        say("node never became healthy; run `down` and `up` again")
-        return 1
-    if port_in_use(port) or port_in_use(port + 100):
-        say(f"port {port} or {port + 100} on 127.0.0.1 is taken by another process")
+    say("the nodes never became healthy; run `down` and `up` again")
+    return 1
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Start the node, or the cluster's nodes, unless already healthy."""
+    base = cache_base()
+    layout = layout_for(args.port, args.nodes, args.heap)
+    url = f"http://127.0.0.1:{args.port}"
+    running = running_cluster(base, layout, args.timeout)
+    if running is not None:
+        return running
+    taken = [
+        str(p) for port in layout.ports for p in (port, port + TRANSPORT_OFFSET) if port_in_use(p)
+    ]
+    if taken:
+        say(f"port(s) {', '.join(taken)} on 127.0.0.1 taken by another process")
         return 1
     base.mkdir(parents=True, exist_ok=True)
     if is_root():
@@ -685,20 +826,23 @@ def cmd_up(args: argparse.Namespace) -> int:
     if secure and credentials() is None:
         say(f"--security needs the superuser's password in ${PASSWORD_ENV} (user: ${USER_ENV})")
         return 2
+    if secure and layout.cluster:
+        say("--security starts one node only (a cluster with security needs transport TLS)")
+        return 2
     pinned = args.version if args.version != "auto" else os.environ.get("RETRIEVALKIT_ES_VERSION")
     recorded = read_selection(base)
     if pinned:
         if not VERSION_RE.match(pinned):
             say(f"--version must be auto or X.Y.Z, not {pinned!r}")
             return 2
-        result = try_version(base, pinned, jdks_for(pinned), port, args.timeout, secure=secure)
+        result = try_version(base, pinned, jdks_for(pinned), layout, args.timeout, secure=secure)
     elif recorded:
         version, java = recorded
         preferred = [j for j in jdks_for(version) if j.home == java.resolve()]
         others = [j for j in jdks_for(version) if j.home != java.resolve()]
-        result = try_version(base, version, preferred + others, port, args.timeout, secure=secure)
+        result = try_version(base, version, preferred + others, layout, args.timeout, secure=secure)
     else:
-        result = discover_and_start(base, port, args.timeout, secure=secure)
+        result = discover_and_start(base, layout, args.timeout, secure=secure)
         if result:
             record_selection(base, *result)
     if not result:
@@ -706,30 +850,55 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     version, jdk = result
     say(f"Elasticsearch {version} on Java {jdk.major} ({jdk.home}) at {url}")
-    say(f"node folder (data, logs, pid file): {node_dir(base, port)}")
+    for port in layout.ports:
+        say(f"node folder (data, logs, pid file): {node_dir(base, port)}")
     print(url)
     return 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    """Stop the node on the port if it runs."""
+    """Stop the node on the port, and the other nodes of its cluster, if they run."""
     base = cache_base()
-    if stop(base, args.port):
-        say(f"stopped the node on port {args.port}")
+    ports = sorted({*members(base, args.port), *range(args.port, args.port + args.nodes)})
+    stopped = [port for port in ports if stop(base, port)]
+    members_file(base, args.port).unlink(missing_ok=True)
+    if stopped:
+        say(f"stopped the node(s) on port(s) {', '.join(map(str, stopped))}")
     else:
-        say(f"no node of ours runs on port {args.port}")
+        say(f"no node of ours runs on port(s) {', '.join(map(str, ports))}")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Exit 0 and print the version if the node is healthy."""
+    """Print the version and the cluster's health; exit 0 if healthy with --nodes nodes."""
     url = f"http://127.0.0.1:{args.port}"
     version = healthy_version(args.port)
-    if not version:
-        say(f"no healthy Elasticsearch at {url}")
+    health = cluster_healthy(args.port, args.nodes) if version else None
+    if not version or health is None:
+        say(f"no healthy Elasticsearch with {args.nodes} node(s) at {url}")
         return 1
     print(f"{version} {url}")
+    if args.nodes > 1 or health.get("number_of_nodes") != 1:
+        print(
+            f"cluster {health.get('cluster_name')}: {health.get('status')}, "
+            f"{health.get('number_of_nodes')} nodes, {health.get('active_primary_shards')} "
+            f"primary and {health.get('active_shards')} active shards, "
+            f"{health.get('unassigned_shards')} unassigned"
+        )
+        nodes = request(args.port, "/_nodes/http?filter_path=nodes.*.name,nodes.*.http")
+        entries = nodes.get("nodes") if nodes else None
+        if isinstance(entries, dict):
+            for node in sorted(entries.values(), key=lambda n: str(n.get("name"))):
+                address = (node.get("http") or {}).get("publish_address", "?")
+                print(f"  {node.get('name')} http {address}")
     return 0
+
+
+def heap_size(text: str) -> str:
+    """``--heap``: a JVM size such as 512m or 1g."""
+    if not HEAP_RE.match(text):
+        raise argparse.ArgumentTypeError(f"expected a size such as 512m or 1g, not {text!r}")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -739,11 +908,26 @@ def main(argv: list[str] | None = None) -> int:
     for name, handler in (("up", cmd_up), ("down", cmd_down), ("status", cmd_status)):
         sub = commands.add_parser(name)
         sub.add_argument(
-            "--port", type=int, default=default_port(), help="HTTP port (transport: port+100)"
+            "--port",
+            type=int,
+            default=default_port(),
+            help="HTTP port of the (first) node; transport: port+100",
+        )
+        sub.add_argument(
+            "--nodes",
+            type=int,
+            default=1,
+            help=f"nodes of one cluster, on ports port .. port+N-1 (1 to {MAX_NODES}; default 1)",
         )
         sub.set_defaults(handler=handler)
         if name == "up":
             sub.add_argument("--version", default="auto", help="auto (default) or X.Y.Z")
+            sub.add_argument(
+                "--heap",
+                type=heap_size,
+                help=f"JVM heap of each node (default {SINGLE_HEAP} alone, "
+                f"{CLUSTER_HEAP} each in a cluster)",
+            )
             sub.add_argument(
                 "--security",
                 action="store_true",
@@ -754,8 +938,10 @@ def main(argv: list[str] | None = None) -> int:
                 "--timeout", type=float, default=180.0, help="seconds to wait for start-up"
             )
     args = parser.parse_args(argv)
-    if not 1024 <= args.port <= 65435:
-        parser.error("--port must be between 1024 and 65435")
+    if not 1 <= args.nodes <= MAX_NODES:
+        parser.error(f"--nodes must be between 1 and {MAX_NODES}")
+    if not 1024 <= args.port <= 65535 - TRANSPORT_OFFSET - args.nodes + 1:
+        parser.error("--port must be between 1024 and 65435 (minus the other nodes)")
     return int(args.handler(args))
 
 
