@@ -7,8 +7,9 @@ nox -s minimums          # the lowest dependency versions pyproject.toml allows
 nox -s package           # build sdist + wheel, install the WHEEL in a fresh virtualenv,
                          # run the README tour and the example plugin's tests against it
 nox -s example           # the example third-party plugin's own tests, against the source tree
-nox -s integration       # the Elasticsearch plugin against a real node (started for you)
-nox -s es-up / es-down   # start or stop the development Elasticsearch node
+nox -s integration       # the Elasticsearch plugin against real nodes and a three-node
+                         # cluster (started for you)
+nox -s es-up / es-down   # start or stop the development Elasticsearch nodes and cluster
 nox -s bench             # benchmarks against pytrec_eval, ranx and Elasticsearch
 nox -s mutants           # mutation testing of the core modules (slow; not in the default set)
 """
@@ -79,6 +80,10 @@ ES_PORT = os.environ.get("RETRIEVALKIT_ES_PORT", "9200")
 #: the reference for the _rank_eval parity test.
 RANK_EVAL_PORT = os.environ.get("RETRIEVALKIT_RANK_EVAL_PORT", "9201")
 RANK_EVAL_VERSION = "7.17.29"
+#: Three nodes of one cluster on this machine (HTTP ports 9210-9212, transport 9310-9312)
+#: for the tests of a sharded, replicated index (test_cluster.py).
+CLUSTER_PORT = os.environ.get("RETRIEVALKIT_ES_CLUSTER_PORT", "9210")
+CLUSTER_NODES = "3"
 #: The elasticsearch-py major must match the server's; CI tests this one.
 ES_CLIENT = "elasticsearch>=9,<10"
 #: PostgreSQL 16 with pgvector from PyPI's pgserver wheel (scripts/postgres.py); the
@@ -200,22 +205,45 @@ def package(session: nox.Session) -> None:
 
 
 def _es_up(session: nox.Session) -> list[str]:
-    """Start the two development nodes unless they run; return the ports this call started."""
+    """Start the two development nodes and the cluster unless they run; return what started.
+
+    Each entry is the first HTTP port of what this call started (one node, or the cluster).
+    """
     started = []
-    for port, version in ((ES_PORT, None), (RANK_EVAL_PORT, RANK_EVAL_VERSION)):
-        if _es_healthy(port):
+    for port, version, nodes in (
+        (ES_PORT, None, "1"),
+        (RANK_EVAL_PORT, RANK_EVAL_VERSION, "1"),
+        (CLUSTER_PORT, None, CLUSTER_NODES),
+    ):
+        if _es_healthy(port, nodes):
             continue
         extra = ["--version", version] if version else []
         session.run(
-            "python3", "scripts/elasticsearch.py", "up", "--port", port, *extra, external=True
+            "python3",
+            "scripts/elasticsearch.py",
+            "up",
+            "--port",
+            port,
+            "--nodes",
+            nodes,
+            *extra,
+            external=True,
         )
         started.append(port)
     return started
 
 
-def _es_healthy(port: str) -> bool:
+def _es_healthy(port: str, nodes: str = "1") -> bool:
     status = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "elasticsearch.py"), "status", "--port", port],
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "elasticsearch.py"),
+            "status",
+            "--port",
+            port,
+            "--nodes",
+            nodes,
+        ],
         capture_output=True,
         check=False,
     )
@@ -223,6 +251,7 @@ def _es_healthy(port: str) -> bool:
 
 
 def _es_down(session: nox.Session, ports: list[str]) -> None:
+    # `down` on a cluster's first port stops every node of it.
     for port in ports:
         session.run("python3", "scripts/elasticsearch.py", "down", "--port", port, external=True)
 
@@ -235,16 +264,16 @@ def es_up(session: nox.Session) -> None:
 
 @nox.session(name="es-down", python=False)
 def es_down(session: nox.Session) -> None:
-    """Stop the development Elasticsearch nodes."""
-    _es_down(session, [ES_PORT, RANK_EVAL_PORT])
+    """Stop the development Elasticsearch nodes and the cluster."""
+    _es_down(session, [ES_PORT, RANK_EVAL_PORT, CLUSTER_PORT])
 
 
 @nox.session(python=PYTHON)
 def integration(session: nox.Session) -> None:
-    """The Elasticsearch plugin's tests against a real node.
+    """The Elasticsearch plugin's tests against real nodes and a three-node cluster.
 
-    Nodes already up (CI's `.ci/run` starts them) are used and left running; a node this
-    session starts is stopped when it ends, so `nox` leaves nothing behind.
+    Nodes already up (CI's `.ci/run` starts them) are used and left running; a node or
+    cluster this session starts is stopped when it ends, so `nox` leaves nothing behind.
     """
     # [dense]: the offline embedder the kNN tests index and query with.
     session.install(
@@ -259,6 +288,7 @@ def integration(session: nox.Session) -> None:
             env={
                 "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
                 "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
+                "RETRIEVALKIT_ES_CLUSTER_URL": f"http://127.0.0.1:{CLUSTER_PORT}",
                 # test_reliability.py starts, and stops mid-run, a node of its own here.
                 "RETRIEVALKIT_ES_THROWAWAY_PORT": os.environ.get(
                     "RETRIEVALKIT_ES_THROWAWAY_PORT", str(int(ES_PORT) + 2)
@@ -364,7 +394,8 @@ def bench(session: nox.Session) -> None:
     )
     started: list[str] = []
     try:
-        started = _es_up(session)  # bench_es.py: 9.x on ES_PORT, 7.17 with _rank_eval
+        # bench_es.py: 9.x on ES_PORT, 7.17 with _rank_eval; bench_cluster.py: the cluster.
+        started = _es_up(session)
     except nox.command.CommandFailed:
         session.warn("Elasticsearch did not start: bench_es.py will report it as skipped")
     pg_started = False
@@ -380,6 +411,7 @@ def bench(session: nox.Session) -> None:
             env={
                 "RETRIEVALKIT_ES_URL": f"http://127.0.0.1:{ES_PORT}",
                 "RETRIEVALKIT_RANK_EVAL_URL": f"http://127.0.0.1:{RANK_EVAL_PORT}",
+                "RETRIEVALKIT_ES_CLUSTER_URL": f"http://127.0.0.1:{CLUSTER_PORT}",
                 "RETRIEVALKIT_PG_URL": f"postgresql://retrievalkit@127.0.0.1:{PG_PORT}/retrievalkit",
                 "PGPASSWORD": PG_PASSWORD,
             },

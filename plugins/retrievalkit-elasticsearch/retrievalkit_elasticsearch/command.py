@@ -37,8 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "index",
         help="bulk-load a BEIR corpus.jsonl into a new index with an explicit BM25 similarity",
         description="Bulk-load a BEIR corpus.jsonl (_id, title, text) into a new index: title "
-        "and text fields with the chosen analyzer and an explicit BM25 similarity, one shard, "
-        "no replicas. Refuses an existing index unless --recreate is given.",
+        "and text fields with the chosen analyzer and an explicit BM25 similarity, one shard "
+        "and no replicas unless --shards / --replicas say otherwise. Refuses an existing index "
+        "unless --recreate is given.",
     )
     index.add_argument("--corpus", required=True, metavar="PATH", help="corpus.jsonl or its folder")
     index.add_argument("--index", required=True, metavar="NAME", help="the index to create")
@@ -75,7 +76,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=_positive,
         default=1,
         metavar="N",
-        help="primary shards (default 1: BM25 statistics over the whole corpus, as in BEIR)",
+        help="primary shards (default 1: BM25 statistics over the whole corpus, as in BEIR; "
+        'with more, search with search_type = "dfs_query_then_fetch" for the same scores)',
+    )
+    index.add_argument(
+        "--replicas",
+        type=_non_negative_whole,
+        default=0,
+        metavar="N",
+        help="replicas of each shard, kept on other nodes (default 0); with replicas the "
+        "command waits until the index is green",
     )
     index.add_argument(
         "--embedder",
@@ -164,6 +174,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative_whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def _embedder_options(pairs: list[str]) -> dict[str, Any]:
     """``--embedder-option KEY=VALUE`` pairs as keyword options (JSON values where they parse)."""
     import json
@@ -210,6 +230,26 @@ def _embed(args: argparse.Namespace, corpus: Path) -> tuple[Any, Any]:
     return vectors, embedded.matrix
 
 
+def _wait_for_copies(client: Any, target: Any, index: str, replicas: int, timeout: float) -> str:
+    """The index's health once every copy is placed (green), or why that cannot happen."""
+    from retrievalkit_elasticsearch.connection import client_errors, explain
+
+    try:
+        nodes = int(client.cluster.health()["number_of_data_nodes"])
+        if replicas >= nodes:
+            # A replica never shares a node with its primary: some copies stay unassigned.
+            return f"yellow ({replicas} replica(s) need {replicas + 1} data nodes; {nodes} here)"
+        health = client.options(ignore_status=408).cluster.health(
+            index=index, wait_for_status="green", timeout=f"{max(int(timeout), 1)}s"
+        )
+    except client_errors() as error:
+        raise explain(error, target, action=f"read the health of '{index}'", index=index) from None
+    status = str(health.get("status"))
+    if status != "green":
+        return f"{status} after {timeout:g} s ({health.get('unassigned_shards')} copies unassigned)"
+    return status
+
+
 def run(args: argparse.Namespace) -> int:
     if args.es_command == "index":
         return run_index(args)
@@ -252,6 +292,7 @@ def run_index(args: argparse.Namespace) -> int:
         b=args.b,
         analyzer=args.analyzer,
         shards=args.shards,
+        replicas=args.replicas,
         corpus=str(corpus),
         vectors=vectors,
     )
@@ -313,6 +354,11 @@ def run_index(args: argparse.Namespace) -> int:
         out.write(
             f"vectors: {vectors.model_id} ({vectors.dimensions} dimensions, "
             f"{vectors.similarity}) in '{vectors.field}', {setup}\n"
+        )
+    if args.shards > 1 or args.replicas:
+        out.write(
+            f"{args.shards} primary shard(s), {args.replicas} replica(s) each; health "
+            f"{_wait_for_copies(client, target, args.index, args.replicas, args.timeout)}\n"
         )
     for doc_id, reason in report.failures:
         out.write(f"  failed: {doc_id}: {reason}\n")

@@ -3,7 +3,9 @@
 The index states everything that decides its scores, so two runs are comparable:
 ``title`` and ``text`` fields with a named analyzer and an explicit BM25 similarity
 (``k1``, ``b``), one shard by default (collection statistics are then global, as in
-the BEIR and Anserini setups) and no replicas. Documents keep their corpus ``_id``.
+the BEIR and Anserini setups) and no replicas by default. Documents keep their corpus
+``_id``. Over several shards each shard scores with its own statistics unless the
+retriever asks for ``search_type = "dfs_query_then_fetch"``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def index_body(
     b: float,
     analyzer: str,
     shards: int = 1,
+    replicas: int = 0,
     corpus: str | None = None,
     vectors: VectorIndex | None = None,
 ) -> dict[str, Any]:
@@ -70,7 +73,7 @@ def index_body(
     return {
         "settings": {
             "number_of_shards": shards,
-            "number_of_replicas": 0,
+            "number_of_replicas": replicas,
             # No refreshes while loading; the loader refreshes once at the end.
             "refresh_interval": "-1",
             "similarity": {SIMILARITY: {"type": "BM25", "k1": k1, "b": b}},

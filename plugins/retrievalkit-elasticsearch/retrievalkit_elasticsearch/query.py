@@ -19,6 +19,11 @@ from retrievalkit.errors import InputError
 
 PLACEHOLDER = re.compile(r"\{\{\s*question\s*\}\}")
 QUERY_TYPES = ("best_fields", "most_fields", "cross_fields")
+#: How a search over several shards scores: with each shard's own term statistics
+#: (Elasticsearch's default), or with statistics gathered from every shard first.
+QUERY_THEN_FETCH = "query_then_fetch"
+DFS_QUERY_THEN_FETCH = "dfs_query_then_fetch"
+SEARCH_TYPES = (QUERY_THEN_FETCH, DFS_QUERY_THEN_FETCH)
 _FIELD = re.compile(r"^(?P<name>[^\s^]+)(?:\^(?P<boost>[0-9]*\.?[0-9]+))?$")
 
 
@@ -191,3 +196,23 @@ def parse_multi_match(fields: Any, query_type: Any, tie_breaker: Any) -> MultiMa
         query_type,
         None if tie_breaker is None else float(tie_breaker),
     )
+
+
+def parse_search_type(value: Any) -> str:
+    """Check a ``search_type`` option: ``query_then_fetch`` or ``dfs_query_then_fetch``.
+
+    With several shards, BM25's document frequencies and average lengths are each shard's
+    own under ``query_then_fetch``; ``dfs_query_then_fetch`` first collects them from every
+    shard, so scores are those of a one-shard index, at the cost of one more round trip.
+    """
+    if value is None:
+        return QUERY_THEN_FETCH
+    if not isinstance(value, str) or value not in SEARCH_TYPES:
+        shown = repr(value) if not isinstance(value, str) else f"'{value}'"
+        raise InputError(
+            f"unknown search_type {shown}",
+            field="search_type",
+            hint=f'use "{DFS_QUERY_THEN_FETCH}" (BM25 statistics over every shard) or '
+            f"\"{QUERY_THEN_FETCH}\" (each shard's own statistics; Elasticsearch's default)",
+        )
+    return value

@@ -30,11 +30,13 @@ from retrievalkit_elasticsearch.connection import (
     version_mismatch,
 )
 from retrievalkit_elasticsearch.query import (
+    QUERY_THEN_FETCH,
     MultiMatch,
     SearchPlan,
     Template,
     parse_filter,
     parse_multi_match,
+    parse_search_type,
     parse_template,
 )
 
@@ -72,6 +74,7 @@ class ElasticsearchBM25Retriever:
         batch_size: int = DEFAULT_BATCH_SIZE,
         cluster: str | None = None,
         indices: Sequence[str] = (),
+        search_type: str = QUERY_THEN_FETCH,
     ) -> None:
         self.identifier = f"elasticsearch-bm25:{index}"
         self._client = client
@@ -82,6 +85,7 @@ class ElasticsearchBM25Retriever:
         self._batch_size = batch_size
         self._cluster = cluster
         self._indices = tuple(indices)
+        self._search_type = search_type
 
     # --- the retriever contract ------------------------------------------------------------
 
@@ -111,7 +115,10 @@ class ElasticsearchBM25Retriever:
 
     def describe(self) -> dict[str, str]:
         """What the run manifest records about the cluster (no secrets)."""
-        described = {"elasticsearch.index": self._index}
+        described = {
+            "elasticsearch.index": self._index,
+            "elasticsearch.search_type": self._search_type,
+        }
         if self._indices:
             described["elasticsearch.indices"] = ",".join(self._indices)
         if self._cluster:
@@ -127,7 +134,11 @@ class ElasticsearchBM25Retriever:
         if limit <= 0:
             return []
         try:
-            response = self._client.search(index=self._index, body=self._plan.body(question, limit))
+            response = self._client.search(
+                index=self._index,
+                body=self._plan.body(question, limit),
+                search_type=self._search_type,
+            )
         except client_errors() as error:
             raise SearchFailed(self._failure(error)) from None
         return self._hits(response.body)
@@ -142,7 +153,9 @@ class ElasticsearchBM25Retriever:
             searches.append({})
             searches.append(self._plan.body(question, limit))
         try:
-            response = self._client.msearch(index=self._index, searches=searches)
+            response = self._client.msearch(
+                index=self._index, searches=searches, search_type=self._search_type
+            )
         except client_errors() as error:
             failure = SearchFailed(self._failure(error))
             return [failure for _ in questions]
@@ -220,6 +233,7 @@ def create_elasticsearch_bm25(
     query_template: str | Mapping[str, Any] | None = None,
     filter: str | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    search_type: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     max_retries: int = DEFAULT_MAX_RETRIES,
     verify_certs: bool = True,
@@ -271,6 +285,7 @@ def create_elasticsearch_bm25(
         )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"expected a whole number >= 1, got {batch_size!r}", field="batch_size")
+    checked_search_type = parse_search_type(search_type)
     query: MultiMatch | Template
     if query_template is not None:
         for name, value in (
@@ -308,6 +323,7 @@ def create_elasticsearch_bm25(
         batch_size=batch_size,
         cluster=cluster,
         indices=indices,
+        search_type=checked_search_type,
     )
     log.info("elasticsearch-bm25 on %s at %s (indices: %s)", index, target.where, indices)
     return retriever

@@ -29,7 +29,7 @@ from retrievalkit_elasticsearch.connection import (
     explain,
     target_from_options,
 )
-from retrievalkit_elasticsearch.query import parse_filter
+from retrievalkit_elasticsearch.query import QUERY_THEN_FETCH, parse_filter, parse_search_type
 
 if TYPE_CHECKING:
     import numpy as np
@@ -395,6 +395,7 @@ def create_elasticsearch_knn(
     embedder_options: Mapping[str, Any] | None = None,
     doc_id_separator: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    search_type: Any = None,
     password: Any = None,
     api_key: Any = None,
     **connection: Any,
@@ -409,6 +410,16 @@ def create_elasticsearch_knn(
     and the connection options of ``elasticsearch-bm25`` (``url``, ``api_key_env``, ...).
     """
     _refuse_secrets(password, api_key)
+    if search_type is not None:
+        parse_search_type(search_type)  # an unknown value gets the same message everywhere
+        raise InputError(
+            "search_type does not apply to elasticsearch-knn: vector similarities use no "
+            "collection statistics, so a kNN score is the same on any number of shards "
+            "(and Elasticsearch already collects the top-level kNN in its DFS phase)",
+            field="search_type",
+            hint="remove it; it applies to elasticsearch-bm25 and to the BM25 leg of "
+            "elasticsearch-hybrid",
+        )
     if not isinstance(index, str) or not index.strip():
         raise InputError(
             "the elasticsearch-knn retriever needs the option 'index'",
@@ -473,12 +484,14 @@ class ElasticsearchRrfRetriever:
         *,
         rank_constant: int,
         window: int,
+        search_type: str = QUERY_THEN_FETCH,
     ) -> None:
         self.identifier = f"elasticsearch-hybrid:{knn._index}"
         self._knn = knn
         self._query = query
         self._rank_constant = rank_constant
         self._window = window
+        self.search_type = search_type
         self.embedding_model_id = knn.embedding_model_id
 
     def describe(self) -> dict[str, str]:
@@ -486,6 +499,7 @@ class ElasticsearchRrfRetriever:
             **self._knn.describe(),
             "hybrid.fusion": f"elasticsearch rrf (rank_constant={self._rank_constant}, "
             f"rank_window_size={self._window})",
+            "elasticsearch.search_type": self.search_type,
         }
 
     def body(self, question: str, limit: int) -> dict[str, Any]:
@@ -514,7 +528,9 @@ class ElasticsearchRrfRetriever:
     def retrieve(self, question: str, limit: int) -> list[str]:
         if limit <= 0:
             return []
-        response = self._knn._client.search(index=self._knn._index, body=self.body(question, limit))
+        response = self._knn._client.search(
+            index=self._knn._index, body=self.body(question, limit), search_type=self.search_type
+        )
         return [doc for doc, _ in self._knn._hits(response.body)][:limit]
 
 
@@ -540,6 +556,7 @@ def create_elasticsearch_hybrid(
     embedder: str | None = None,
     embedder_options: Mapping[str, Any] | None = None,
     doc_id_separator: str | None = None,
+    search_type: Any = None,
     password: Any = None,
     api_key: Any = None,
     **connection: Any,
@@ -551,7 +568,9 @@ def create_elasticsearch_hybrid(
     ``rrf_k`` (the RRF constant, 60), ``depth`` (results of each leg fused, 100) and
     ``fusion``: ``elasticsearch`` (its ``rrf`` retriever, one search per question),
     ``retrievalkit`` (two searches fused here) or ``auto`` (Elasticsearch's where the
-    cluster offers it and the method is rrf, else retrievalkit's).
+    cluster offers it and the method is rrf, else retrievalkit's). ``search_type``
+    (``dfs_query_then_fetch``: BM25 statistics over every shard) applies to the BM25 leg,
+    and to Elasticsearch's fused search as a whole.
     """
     from retrievalkit.resolve import ResolvedRetriever
     from retrievalkit.retrievers.hybrid import build_hybrid
@@ -569,6 +588,7 @@ def create_elasticsearch_hybrid(
         )
     _whole(rrf_k, "rrf_k")
     _whole(depth, "depth", high=MAX_NUM_CANDIDATES)
+    checked_search_type = parse_search_type(search_type)
     knn = create_elasticsearch_knn(
         index=index,
         k=k,
@@ -583,7 +603,13 @@ def create_elasticsearch_hybrid(
     field_list = list(fields) if fields is not None else ["title", "text"]
     if fusion != "retrievalkit" and method == "rrf":
         multi = parse_multi_match(field_list, "best_fields", None)
-        native = ElasticsearchRrfRetriever(knn, multi.query(""), rank_constant=rrf_k, window=depth)
+        native = ElasticsearchRrfRetriever(
+            knn,
+            multi.query(""),
+            rank_constant=rrf_k,
+            window=depth,
+            search_type=checked_search_type,
+        )
         refusal = _rrf_refusal(native)
         if refusal is None:
             return native
@@ -600,6 +626,7 @@ def create_elasticsearch_hybrid(
         fields=field_list,
         filter=filter,
         doc_id_separator=doc_id_separator,
+        search_type=checked_search_type,
         **connection,
     )
     hybrid = build_hybrid(
@@ -613,7 +640,7 @@ def create_elasticsearch_hybrid(
         depth=depth,
         identifier=f"elasticsearch-hybrid:{index}",
     )
-    return _DescribedHybrid(hybrid, knn, fusion)
+    return _DescribedHybrid(hybrid, knn, fusion, checked_search_type)
 
 
 class _DescribedHybrid:
@@ -621,10 +648,13 @@ class _DescribedHybrid:
 
     embedding_backend = "elasticsearch"
 
-    def __init__(self, hybrid: Any, knn: ElasticsearchKnnRetriever, fusion: str) -> None:
+    def __init__(
+        self, hybrid: Any, knn: ElasticsearchKnnRetriever, fusion: str, search_type: str
+    ) -> None:
         self._hybrid = hybrid
         self._knn = knn
         self._fusion = fusion
+        self._search_type = search_type
         self.identifier = hybrid.identifier
         self.embedding_model_id = knn.embedding_model_id
 
@@ -634,6 +664,7 @@ class _DescribedHybrid:
             **self._knn.describe(),
             **self._hybrid.describe(),
             "hybrid.fusion": "retrievalkit" + why,
+            "elasticsearch.search_type": self._search_type,
         }
 
     def retrieve(self, question: str, limit: int) -> list[str]:
@@ -649,7 +680,9 @@ def _rrf_refusal(native: ElasticsearchRrfRetriever) -> str | None:
 
     try:
         native._knn._client.search(
-            index=native._knn._index, body=native.body("retrievalkit configuration check", 1)
+            index=native._knn._index,
+            body=native.body("retrievalkit configuration check", 1),
+            search_type=native.search_type,
         )
     except elasticsearch.BadRequestError as error:
         return error_reason(error)
