@@ -98,8 +98,15 @@ def _builtin(module: str) -> Any:
     return importlib.import_module(f"retrievalkit.commands.{module}")
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
-    """The parser, and for each plugin command name the entry point that provides it."""
+def build_parser(
+    arguments: Sequence[str] | None = None,
+) -> tuple[argparse.ArgumentParser, dict[str, Any]]:
+    """The parser, and for each plugin command name the entry point that provides it.
+
+    Given the command line's ``arguments``, only the command they name gets its
+    arguments added (the others can never be reached by them, and adding theirs costs
+    start-up time); without them, every command is complete.
+    """
     parser = Parser(
         prog="retrievalkit",
         description="Measure the retrieval step of search and RAG systems against a golden "
@@ -109,6 +116,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
     )
     parser.add_argument("--version", action="version", version=f"retrievalkit {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    named = _command_named(arguments)
     for module_name in BUILTIN:
         module = _builtin(module_name)
         sub = commands.add_parser(
@@ -118,7 +126,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
             epilog=EXIT_CODES,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        module.configure(sub)
+        if arguments is None or named == module.NAME:
+            module.configure(sub)
         sub.set_defaults(handler=module.run)
     plugin_commands: dict[str, Any] = {}
     from retrievalkit import plugins
@@ -134,6 +143,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
         )
         sub.add_argument("arguments", nargs=argparse.REMAINDER)
     return parser, plugin_commands
+
+
+def _command_named(arguments: Sequence[str] | None) -> str | None:
+    """The command a command line runs: its first argument that is not an option (the
+    top-level parser's only options, --help and --version, take no value)."""
+    for argument in arguments or ():
+        if argument == "--":
+            return None
+        if not argument.startswith("-"):
+            return argument
+    return None
 
 
 def _run_plugin_command(plugin: Any, arguments: list[str]) -> int:
@@ -202,7 +222,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print(f"retrievalkit {__version__}")
         return EXIT_OK
     try:
-        parser, plugin_commands = build_parser()
+        parser, plugin_commands = build_parser(arguments)
         if arguments and arguments[0] in plugin_commands:
             return _run_plugin_command(plugin_commands[arguments[0]], arguments[1:])
         args = parser.parse_args(arguments)

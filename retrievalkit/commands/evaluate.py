@@ -24,7 +24,6 @@ from retrievalkit.commands.options import (
 )
 from retrievalkit.commands.output import emit_report
 from retrievalkit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, InputError
-from retrievalkit.interrupts import interrupts_deferred
 from retrievalkit.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES, check_path
 
 if TYPE_CHECKING:
@@ -331,6 +330,8 @@ def run(args: argparse.Namespace) -> int:
     verdict = gate(result, store, gated, baseline=args.baseline)
     saved_to = None
     if not args.no_save:
+        from retrievalkit.interrupts import interrupts_deferred  # signal, threading, attrs
+
         with interrupts_deferred() as deferred:
             store.save(record)
         saved_to = store.url

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -171,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
 
     sampled = chunks
     if args.limit is not None and args.limit < len(chunks):
+        import random
+
         picked = sorted(random.Random(args.seed).sample(range(len(chunks)), args.limit))
         sampled = [chunks[index] for index in picked]
     print(

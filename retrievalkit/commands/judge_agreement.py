@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         )
     sample = usable
     if args.sample < len(usable):
+        import random
+
         picked = sorted(random.Random(args.seed).sample(range(len(usable)), args.sample))
         sample = [usable[index] for index in picked]
     documents = corpus_documents(args)

@@ -45,11 +45,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from retrievalkit import plugins
 
-    config = load_config(args)
-    # Set names are only known once the providers are loaded; every other section is read
-    # from package metadata alone, without importing the plugins.
-    catalogue = plugins.set_catalogue()
-    broken: list[BrokenPlugin] = list(catalogue.broken)
+    config_sets, config_retrievers = _configured(args)
+    # Every section is read from package metadata alone, without importing the plugins;
+    # set names too when the provider's package declares them (plugins.SET_NAMES), else
+    # the provider is loaded and asked. --check loads and asks every provider.
+    catalogue = plugins.set_catalogue() if args.check else plugins.listed_sets()
+    broken: list[BrokenPlugin] = [*catalogue.broken, *catalogue.misdeclared]
     collisions: list[Collision] = list(catalogue.collisions)
     document: dict[str, Any] = {
         "sets": [
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             for collision in catalogue.collisions
             if collision.chosen is None
         ]
-        + [{"name": name, "provider": f"config: {path}"} for name, path in config.sets.items()],
+        + [{"name": name, "provider": f"config: {path}"} for name, path in config_sets.items()],
     }
     for section, group in _SECTIONS.items():
         chosen, clashes = plugins.registered(group)
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         if section == "retrievers":
             entries += [
                 {"name": name, "provider": f"config: plugin {entry.plugin}"}
-                for name, entry in config.retrievers.items()
+                for name, entry in config_retrievers.items()
             ]
         document[section] = sorted(entries, key=lambda entry: entry["name"])
     commands, command_collisions, hidden_commands = _commands()
@@ -131,6 +132,22 @@ def run(args: argparse.Namespace) -> int:
         text = "```\n" + text + "```\n"
     sys.stdout.write(text)
     return EXIT_REGRESSION if failed else EXIT_OK
+
+
+def _configured(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The sets and retriever instances of the configuration, if there is one.
+
+    Without --config and without either file `find_config` looks for, there is nothing
+    to read, and the configuration module (with attrs and a TOML parser) is not imported.
+    """
+    import os
+
+    if args.config is None and not any(
+        os.path.isfile(name) for name in ("retrievalkit.toml", "pyproject.toml")
+    ):
+        return {}, {}
+    config = load_config(args)
+    return dict(config.sets), dict(config.retrievers)
 
 
 def _ambiguous(claimants: tuple[Plugin, ...]) -> str:

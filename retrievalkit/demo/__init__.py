@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from retrievalkit.model import GoldenQuestionSet
+if TYPE_CHECKING:
+    from retrievalkit.model import GoldenQuestionSet
 
 DEMO_DIRECTORY = Path(__file__).parent
 DEMO_CORPUS = DEMO_DIRECTORY / "corpus.jsonl"
@@ -19,6 +21,7 @@ class DemoSetProvider:
 
     def load(self, name: str) -> GoldenQuestionSet:
         from retrievalkit.golden_files import load_jsonl
+        from retrievalkit.model import GoldenQuestionSet
 
         if name != "demo":
             raise KeyError(name)
