@@ -391,6 +391,9 @@ def bench(session: nox.Session) -> None:
         ES_CLIENT,
         "-e",
         "plugins/retrievalkit-postgres",
+        # bench_startup.py measures start-up with every plugin of the repository installed.
+        "-e",
+        "plugins/retrievalkit-example",
     )
     started: list[str] = []
     try:

@@ -15,12 +15,9 @@ weak password.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import re
-import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -198,6 +195,8 @@ def _values(value: Any, *, secret: bool) -> Iterable[str]:
     elif secret and value is not None and not isinstance(value, bool):
         yield str(value)
     elif isinstance(value, str) and "://" in value:
+        import urllib.parse  # here: every start of the command line imports this module
+
         parts = split_url_password(value)
         if parts is not None:
             yield parts[1]
@@ -317,6 +316,9 @@ def options_hash(options: Mapping[str, Any]) -> str:
         for name, value in options.items()
         if _is_env_option(str(name)) and isinstance(value, (str, Mapping))
     }
+    import hashlib  # here: every start of the command line imports this module
+    import json
+
     payload = json.dumps({"options": options, "env": environment}, sort_keys=True, default=str)
     digest = hashlib.pbkdf2_hmac("sha256", payload.encode("utf-8"), _HASH_SALT, _HASH_ROUNDS)
     return digest.hex()[:16]

@@ -103,10 +103,12 @@ def run(args: argparse.Namespace) -> int:
     ]
     failed = args.check and bool(broken or document["collisions"])
     if args.format == "json":
-        # Imported here: the renderer brings cattrs, which the text listing never needs.
-        from retrievalkit.render.summary import to_json_text
+        import json
 
-        sys.stdout.write(to_json_text(document) + "\n")
+        # The form of every --format json (render.summary.to_json_text), without the
+        # renderer's imports (attrs, cattrs, the model), which a listing never needs.
+        text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+        sys.stdout.write(text + "\n")
         return EXIT_REGRESSION if failed else EXIT_OK
     lines = []
     for section in ("sets", *_SECTIONS, "commands"):

@@ -1,0 +1,227 @@
+"""``list`` and ``--help`` import no plugin and no heavy library, with every plugin installed.
+
+Every plugin package of this repository is installed (without its dependencies: what
+start-up must never import need not be importable), together with a package whose
+question-set provider cannot be imported at all but declares its set names in metadata.
+Each command runs in a fresh process through a small wrapper that writes the modules it
+ended with; no timing is asserted (benchmarks/bench_startup.py measures the time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, _install, _write_package
+
+#: Never imported by listing or help: the plugins' own modules, their clients, and the
+#: heavy libraries the core imports only for the work itself.
+FORBIDDEN = (
+    "retrievalkit_elasticsearch",
+    "retrievalkit_postgres",
+    "retrievalkit_example",
+    "rk_declared_broken",
+    "rk_declared_sets",
+    "elasticsearch",
+    "psycopg",
+    "numpy",
+    "scipy",
+    "bm25s",
+    "attr",
+    "attrs",
+    "cattrs",
+    "rich",
+    "importlib.metadata",
+    "retrievalkit.model",
+    "retrievalkit.config",
+    "retrievalkit.stores",
+)
+
+DECLARED_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "rk-declared"
+version = "0.3.0"
+
+[project.entry-points."retrievalkit.question_sets"]
+gone = "rk_declared_broken:Sets"
+mismatched = "rk_declared_sets:Sets"
+
+[project.entry-points."retrievalkit.set_names"]
+ghost = "rk_declared_broken:Sets"
+stale = "rk_declared_sets : Sets"
+
+[project.entry-points."retrievalkit.retrievers"]
+ghost-retriever = "rk_declared_broken:make"
+
+[project.entry-points."retrievalkit.commands"]
+ghost-command = "rk_declared_broken"
+
+[tool.setuptools]
+py-modules = ["rk_declared_broken", "rk_declared_sets"]
+"""
+
+BROKEN = 'raise ImportError("rk_declared_broken must not be imported by list or --help")\n'
+
+SETS = """\
+class Sets:
+    def set_names(self):
+        return ["fresh"]
+
+    def load(self, name):
+        raise KeyError(name)
+"""
+
+#: Runs the command line as the console script does, then writes sys.modules as JSON to
+#: the file named by RK_MODULES_OUT. Nothing is imported before main() but sys.
+PROBE = """\
+import sys
+from retrievalkit.cli import main
+try:
+    code = main(sys.argv[1:])
+finally:  # --help and --version end in SystemExit
+    names = sorted(sys.modules)
+    import json, os
+    with open(os.environ["RK_MODULES_OUT"], "w", encoding="utf-8") as out:
+        json.dump(names, out)
+raise SystemExit(code)
+"""
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Every plugin of the repository and rk-declared, each installed in its own folder."""
+    root = tmp_path_factory.mktemp("startup")
+    packages: dict[Path, Path] = {}
+    for pyproject in sorted(REPO.glob("plugins/*/pyproject.toml")):
+        source = root / "src" / pyproject.parent.name
+        # A copy: building in the repository would leave build/ folders behind.
+        shutil.copytree(
+            pyproject.parent,
+            source,
+            ignore=shutil.ignore_patterns("build", "*.egg-info", "tests", "__pycache__"),
+        )
+        packages[source] = root / "site" / pyproject.parent.name
+    declared = _write_package(
+        root / "src" / "rk-declared",
+        DECLARED_PYPROJECT,
+        {"rk_declared_broken": BROKEN, "rk_declared_sets": SETS},
+    )
+    packages[declared] = root / "site" / "rk-declared"
+    _install(packages)
+    return sorted(packages.values())
+
+
+def run(
+    tmp_path: Path, sites: list[Path], *args: str
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``retrievalkit ARGS`` with the plugin folders on the path; return the modules."""
+    out = tmp_path / "modules.json"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(
+        PYTHONPATH=os.pathsep.join(str(site) for site in sites),
+        RK_MODULES_OUT=str(out),
+        NO_COLOR="1",
+        COLUMNS="200",
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    modules = set(json.loads(out.read_text(encoding="utf-8"))) if out.exists() else set()
+    return completed, modules
+
+
+def forbidden(modules: set[str]) -> list[str]:
+    return sorted(
+        module
+        for module in modules
+        if any(module == name or module.startswith(f"{name}.") for name in FORBIDDEN)
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("--version",),
+        ("list",),
+        ("list", "--format", "json"),
+        ("eval", "--help"),
+        ("compare", "--help"),
+    ],
+)
+def test_listing_and_help_import_no_plugin_and_no_heavy_library(
+    tmp_path: Path, sites: list[Path], args: tuple[str, ...]
+) -> None:
+    completed, modules = run(tmp_path, sites, *args)
+    assert completed.returncode == 0, completed.stderr
+    assert "retrievalkit.cli" in modules, "the probe saw the command line run"
+    assert forbidden(modules) == []
+
+
+def test_the_listing_names_every_plugin_it_did_not_import(
+    tmp_path: Path, sites: list[Path]
+) -> None:
+    completed, _ = run(tmp_path, sites, "list", "--format", "json")
+    listing = json.loads(completed.stdout)
+    by_section = {
+        section: {entry["name"]: entry["provider"] for entry in listing[section]}
+        for section in ("sets", "retrievers", "stores", "commands")
+    }
+    assert by_section["sets"] == {
+        "bikes": "retrievalkit-example[example-csv]",
+        "demo": "retrievalkit-eval[demo]",
+        "ghost": "rk-declared[gone]",
+        "stale": "rk-declared[mismatched]",
+    }
+    assert by_section["retrievers"]["elasticsearch-bm25"] == (
+        "retrievalkit-elasticsearch[elasticsearch-bm25]"
+    )
+    assert by_section["retrievers"]["pgvector"] == "retrievalkit-postgres[pgvector]"
+    assert by_section["retrievers"]["tfidf"] == "retrievalkit-example[tfidf]"
+    assert by_section["retrievers"]["ghost-retriever"] == "rk-declared[ghost-retriever]"
+    assert by_section["stores"]["rundir:"] == "retrievalkit-example[rundir]"
+    for command in ("es", "pg", "tfidf-explain", "ghost-command"):
+        assert command in by_section["commands"], command
+    assert listing["broken"] == []
+    # The same JSON form as every other --format json.
+    from retrievalkit.render.summary import to_json_text
+
+    assert completed.stdout == to_json_text(listing) + "\n"
+
+    help_text, _ = run(tmp_path, sites, "--help")
+    for command in ("es", "pg", "tfidf-explain", "ghost-command"):
+        assert "(from " in help_text.stdout and command in help_text.stdout
+
+
+def test_check_imports_every_plugin_and_flags_a_stale_declaration(
+    tmp_path: Path, sites: list[Path]
+) -> None:
+    completed, modules = run(tmp_path, sites, "list", "--check", "--format", "json")
+    assert completed.returncode == 1, completed.stderr
+    # The probe sees imports: --check loads the example's set provider and its retriever.
+    assert {"retrievalkit_example.questions", "retrievalkit_example.tfidf", "numpy"} <= modules
+    listing = json.loads(completed.stdout)
+    sets = {entry["name"]: entry["provider"] for entry in listing["sets"]}
+    assert sets["fresh"] == "rk-declared[mismatched]" and "stale" not in sets
+    assert "ghost" not in sets, "the provider that cannot be imported offers nothing"
+    broken = {entry["plugin"]: entry["error"] for entry in listing["broken"]}
+    assert "rk_declared_broken must not be imported" in broken["rk-declared[gone]"]
+    assert "rk_declared_broken must not be imported" in broken["rk-declared[ghost-retriever]"]
+    stale = broken["rk-declared[mismatched]"]
+    assert "declares the sets stale" in stale and "offers fresh" in stale
+    assert "retrievalkit.set_names" in stale
