@@ -30,6 +30,7 @@ QUICK = {
     "scale": ["--quick"],
     "startup": ["--repeats", "3"],
     "es": ["--repeats", "1"],
+    "cluster": ["--repeats", "1", "--concurrency", "1,4"],
     "http": ["--rounds", "1", "--repeats", "1"],
     "postgres": ["--repeats", "1", "--questions", "2000"],
     "coverage": ["--samples", "300"],
