@@ -102,21 +102,102 @@ def power_at(drop: float, n: int, spread: Spread, alpha: float) -> float:
 
 def _sign_test_power(drop: float, n: int, discordance: float, alpha: float) -> float:
     """Exact power of the two-sided sign test: M ~ Bin(n, discordance) questions differ,
-    each a loss with chance (discordance + drop) / (2 discordance)."""
+    each a loss with chance (discordance + drop) / (2 discordance).
+
+    Only the counts m whose chance is representable at all are evaluated: outside the
+    window of `_binomial_window` the chance of m is below the smallest float, so its
+    term is exactly 0, as the full sum over 0..n gives it. The sum itself still runs
+    over all n + 1 terms, in the same order, so the power is the same to the last bit.
+    """
     from scipy.stats import binom
 
     discordance = min(1.0, discordance)
     lose = min(1.0, (discordance + drop) / (2.0 * discordance))
-    counts = np.arange(n + 1)
-    # The smallest number of losses out of m whose two-sided p-value is below alpha.
-    critical = binom.isf(alpha / 2.0, counts, 0.5) + 1.0
-    # isf gives the smallest c with P(X > c) <= alpha/2; step up while P(X >= c) >= alpha/2.
-    too_likely = binom.sf(critical - 1.0, counts, 0.5) * 2.0 >= alpha
-    critical = np.where(too_likely, critical + 1, critical)
+    low, high = _binomial_window(n, discordance)
+    counts = np.arange(low, high + 1)
+    critical = _critical_losses(n, alpha)(low, high)
     reachable = critical <= counts
     chance_of_m = binom.pmf(counts, n, discordance)
     detect = np.where(reachable, binom.sf(critical - 1.0, counts, lose), 0.0)
-    return float(np.sum(chance_of_m * detect))
+    terms = np.zeros(n + 1)
+    terms[low : high + 1] = chance_of_m * detect
+    return float(np.sum(terms))
+
+
+#: n * KL(m/n || p) past which Chernoff's bound puts P(M = m) below e^-800 (about
+#: 1e-348): far below the smallest subnormal float, so its pmf evaluates to exactly 0.
+_NEGLIGIBLE_EXPONENT = 800.0
+
+
+def _binomial_window(n: int, p: float) -> tuple[int, int]:
+    """A range of counts m outside which P(M = m), M ~ Bin(n, p), is 0 in floats.
+
+    Chernoff: P(M = m) <= exp(-n KL(m/n || p)), and KL falls towards p from either
+    side, so each end is found by bisection.
+    """
+    from scipy.special import rel_entr
+
+    def negligible(m: int) -> bool:
+        share = m / n
+        with np.errstate(all="ignore"):
+            exponent = n * (float(rel_entr(share, p)) + float(rel_entr(1.0 - share, 1.0 - p)))
+        return exponent > _NEGLIGIBLE_EXPONENT
+
+    centre = min(n, max(0, round(n * p)))
+    low, high = 0, centre  # the first count that is not negligible lies in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        if negligible(middle):
+            low = middle + 1
+        else:
+            high = middle
+    first = low
+    low, high = centre, n  # the last count that is not negligible lies in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if negligible(middle):
+            high = middle - 1
+        else:
+            low = middle
+    return first, low
+
+
+class _CriticalLosses:
+    """For m = 0..n, the smallest number of losses out of m whose two-sided sign-test
+    p-value is below alpha, computed for a range of m on first use and kept."""
+
+    def __init__(self, n: int, alpha: float) -> None:
+        self.alpha = alpha
+        self.values = np.zeros(n + 1)
+        self.known = np.zeros(n + 1, dtype=bool)
+
+    def __call__(self, low: int, high: int) -> npt.NDArray[np.float64]:
+        from scipy.stats import binom
+
+        window: npt.NDArray[np.float64] = self.values[low : high + 1]
+        missing = np.flatnonzero(~self.known[low : high + 1])
+        if missing.size:
+            counts = (missing + low).astype(np.int64)
+            # isf gives the smallest c with P(X > c) <= alpha/2; step up while
+            # P(X >= c) >= alpha/2.
+            critical = binom.isf(self.alpha / 2.0, counts, 0.5) + 1.0
+            too_likely = binom.sf(critical - 1.0, counts, 0.5) * 2.0 >= self.alpha
+            window[missing] = np.where(too_likely, critical + 1, critical)
+            self.known[missing + low] = True
+        return np.array(window)
+
+
+_CRITICAL: dict[tuple[int, float], _CriticalLosses] = {}
+#: Sets sizes whose critical counts are kept at once (a bisection asks one size many times).
+_CRITICAL_KEPT = 8
+
+
+def _critical_losses(n: int, alpha: float) -> _CriticalLosses:
+    found = _CRITICAL.pop((n, alpha), None) or _CriticalLosses(n, alpha)
+    _CRITICAL[(n, alpha)] = found
+    while len(_CRITICAL) > _CRITICAL_KEPT:
+        del _CRITICAL[next(iter(_CRITICAL))]
+    return found
 
 
 def detectable_drop(

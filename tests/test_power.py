@@ -151,3 +151,42 @@ def test_eval_warns_when_a_threshold_is_below_what_the_set_can_detect(cli: RunCl
         "--max-top3-drop", "0.5", "--format", "json",
     )  # fmt: skip
     assert json.loads(loose.stdout)["regression"]["warnings"] == []
+
+
+def _sign_test_power_over_every_count(
+    drop: float, n: int, discordance: float, alpha: float
+) -> float:
+    """The exact power written out over every count 0..n, with no window and no cache."""
+    from scipy.stats import binom
+
+    lose = min(1.0, (discordance + drop) / (2.0 * discordance))
+    counts = np.arange(n + 1)
+    critical = binom.isf(alpha / 2.0, counts, 0.5) + 1.0
+    too_likely = binom.sf(critical - 1.0, counts, 0.5) * 2.0 >= alpha
+    critical = np.where(too_likely, critical + 1, critical)
+    detect = np.where(critical <= counts, binom.sf(critical - 1.0, counts, lose), 0.0)
+    return float(np.sum(binom.pmf(counts, n, discordance) * detect))
+
+
+@pytest.mark.parametrize(
+    ("n", "discordance", "alpha"),
+    [
+        (30, 1.0, 0.05),
+        (400, 0.3, 0.05),
+        (5_000, 0.02, 0.01),
+        (20_000, 0.4, 0.05),
+        (20_000, 1.0, 0.1),
+    ],
+)
+def test_sign_test_power_is_the_sum_over_every_count_to_the_last_bit(
+    n: int, discordance: float, alpha: float
+) -> None:
+    """The power evaluates only the counts whose chance is representable, and keeps the
+    critical counts between calls: the very same floats as the sum over all counts."""
+    rng = np.random.default_rng(n)
+    drops = [1e-4, 0.5 * discordance, discordance, *rng.uniform(0.0, 1.0, 4).tolist()]
+    for drop in drops:
+        spread = Spread(True, discordance, 0.0, "test")
+        expected = _sign_test_power_over_every_count(drop, n, max(discordance, drop), alpha)
+        assert power_at(drop, n, spread, alpha) == expected
+    assert power_at(drops[2], n, Spread(True, discordance, 0.0, "test"), alpha) > 0.0
