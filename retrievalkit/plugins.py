@@ -66,8 +66,9 @@ GROUPS: Mapping[str, str] = {
 _PREFIX = "retrievalkit."
 #: The import package of retrievalkit itself: an entry point into it is a built-in.
 _CORE = __name__.partition(".")[0]
-#: An entry point's object reference, as `importlib.metadata.EntryPoint` parses it.
-_REFERENCE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
+#: An entry point's object reference, as `importlib.metadata.EntryPoint` parses it
+#: (compiled on first use: a listing never needs it).
+_REFERENCE = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
 
 log = logging.getLogger(__name__)
 
@@ -437,7 +438,7 @@ def load(plugin: Plugin) -> Any:
 
 def _resolve(value: str) -> Any:
     """The object an entry point's value names, imported as `EntryPoint.load` does."""
-    match = _REFERENCE.match(value)
+    match = re.match(_REFERENCE, value)
     if match is None:
         raise ValueError(f"{value!r} is not an object reference (module or module:attribute)")
     found: Any = importlib.import_module(match.group("module"))
