@@ -80,9 +80,10 @@ RULES: dict[str, str] = {
     "store.reopen": "opening the same URL again sees the saved runs",
     "store.pin": "a store with pin(), unpin() and pinned() keeps one pin per key: pin(run) "
     "returns the run id it replaced, pinned(key) names the pinned run, unpin(key) removes "
-    "the pin and returns its run id, and pinning a run the store does not hold raises",
+    "the pin and returns its run id, and pinning a run the store does not hold raises "
+    "StoreError",
     "store.delete": "a store with delete(run_ids) deletes those runs whole and returns how "
-    "many it deleted; asked to delete a pinned run, it raises and deletes nothing",
+    "many it deleted; asked to delete a pinned run, it raises StoreError and deletes nothing",
     "embedder.discovery": "the embedder's entry point is installed and loads",
     "embedder.factory": "the factory builds an embedder from its options",
     "embedder.attributes": "an embedder has a non-empty string `model_id`, whole-number "
@@ -606,8 +607,10 @@ def _check_pins(
     stranger = attrs.evolve(newer, run_id=f"not-stored-{secrets.token_hex(4)}")
     try:
         store.pin(stranger)
-    except Exception:
+    except StoreError:
         pass
+    except Exception as error:
+        _fail(rule, f"pin() of run {stranger.run_id}, which the store does not hold", error)
     else:
         store.unpin(*key)
         _fail(rule, f"pin() of run {stranger.run_id}, which the store does not hold, succeeded")
@@ -625,8 +628,10 @@ def _check_deletion(
         _pin_call("store.pin", f"pin({last.run_id})", lambda: store.pin(last))
         try:
             store.delete([doomed.run_id, last.run_id])
-        except Exception:
+        except StoreError:
             pass
+        except Exception as error:
+            _fail(rule, f"delete() of the pinned run {last.run_id}", error)
         else:
             _fail(rule, f"delete() of the pinned run {last.run_id} succeeded")
         finally:

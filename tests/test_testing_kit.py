@@ -386,6 +386,51 @@ class NoAllRuns:
         self.url = url
 
 
+class PinningListStore(ListStore):
+    """ListStore with pins and deletion, kept as the optional protocols say."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.pins: dict[tuple[str, str, str], str] = {}
+
+    def pin(self, record: ResultRecord) -> str | None:
+        if self.get(record.run_id) is None:
+            raise StoreError(f"run {record.run_id} is not stored")
+        before = self.pins.get(record.key)
+        self.pins[record.key] = record.run_id
+        return before
+
+    def unpin(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
+        return self.pins.pop((set_name, model, grader), None)
+
+    def pinned(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
+        return self.pins.get((set_name, model, grader))
+
+    def delete(self, run_ids: list[str]) -> int:
+        if set(run_ids) & set(self.pins.values()):
+            raise StoreError("a pinned baseline; nothing was deleted")
+        kept = [record for record in self.records if record.run_id not in run_ids]
+        deleted = len(self.records) - len(kept)
+        self.records[:] = kept
+        return deleted
+
+
+class PinsAnUnknownRunWithTheWrongError(PinningListStore):
+    """Refuses to pin a run it does not hold, but with KeyError, not StoreError (exit 3)."""
+
+    def pin(self, record: ResultRecord) -> str | None:
+        if self.get(record.run_id) is None:
+            raise KeyError(record.run_id)
+        return super().pin(record)
+
+
+class RefusesAPinnedDeleteWithTheWrongError(PinningListStore):
+    def delete(self, run_ids: list[str]) -> int:
+        if set(run_ids) & set(self.pins.values()):
+            raise RuntimeError("pinned")
+        return super().delete(run_ids)
+
+
 @pytest.mark.parametrize(
     ("factory", "rule"),
     [
@@ -399,6 +444,8 @@ class NoAllRuns:
         (RefusesDuplicatesWithTheWrongError, "store.duplicate"),
         (Forgetful, "store.reopen"),
         (NoAllRuns, "store.protocol"),
+        (PinsAnUnknownRunWithTheWrongError, "store.pin"),
+        (RefusesAPinnedDeleteWithTheWrongError, "store.delete"),
     ],
 )
 def test_a_broken_store_fails_naming_the_rule(factory: Any, rule: str) -> None:
@@ -409,6 +456,7 @@ def test_a_broken_store_fails_naming_the_rule(factory: Any, rule: str) -> None:
 
 def test_the_unbroken_store_passes() -> None:
     check_store("kit:correct", factory=ListStore)
+    check_store("kit:correct-pins", factory=PinningListStore)
 
 
 def test_a_store_changing_a_run_says_which_part_changed() -> None:
