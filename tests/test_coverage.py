@@ -16,7 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from retrievalkit.intervals import BCA, CLOPPER_PEARSON, sample_intervals
+from retrievalkit.intervals import BCA, CLOPPER_PEARSON, bootstrap_means, sample_intervals
+from retrievalkit.paired import paired_test
 
 #: Samples per cell: the standard error of a coverage near 0.95 is about 0.0015 / 0.0028.
 BINARY_SAMPLES = 20_000
@@ -102,3 +103,83 @@ def test_continuous_metrics_are_covered_on_real_bm25_values(
         assert continuous_accepts(value, n), (metric, n, value)
     narrower, _ = coverage(population, 75, samples=CONTINUOUS_SAMPLES, confidence=0.925, seed=75)
     assert not continuous_accepts(narrower, 75), (metric, narrower)
+
+
+def window_accepts(value: float) -> bool:
+    # 4,000 samples: a standard error of about 0.0034 at 95 %, so the window is three of
+    # them either side, and a 92.5 % interval (0.01 below) falls out of it.
+    return abs(value - 0.95) <= 0.015
+
+
+def test_a_slice_interval_covers_the_slice_mean_not_the_runs() -> None:
+    # 4,000 independent runs of 120 questions, one per column; the first 48 questions form
+    # a slice whose values come from another population than the rest. A slice interval
+    # is read from resamples of the whole run (its size varies from resample to resample),
+    # and must still cover the slice's own mean 95 % of the time.
+    rng = np.random.default_rng(20261130)
+    questions, runs, members = 120, 4000, 48
+    values = np.vstack(
+        [rng.beta(2.0, 5.0, (members, runs)), rng.beta(5.0, 2.0, (questions - members, runs))]
+    )
+    in_slice = np.arange(questions) < members
+    # The run's own interval is left alone here: with the slice's size fixed by design the
+    # run is a stratified sample, which a bootstrap of the whole run rightly over-covers.
+    groups = np.array([np.ones(questions, dtype=bool), in_slice])
+    truth = 2.0 / 7.0
+
+    def covered(confidence: float) -> float:
+        row = bootstrap_means(values, groups, resamples=1000, confidence=confidence, seed=5)[1]
+        assert {estimate.method for estimate in row} == {BCA}
+        assert {estimate.n for estimate in row} == {members}
+        low = np.array([estimate.low for estimate in row], dtype=float)
+        high = np.array([estimate.high for estimate in row], dtype=float)
+        return float(np.mean((low <= truth) & (truth <= high)))
+
+    value = covered(0.95)
+    assert window_accepts(value), value
+    narrower = covered(0.925)
+    assert not window_accepts(narrower), narrower
+
+
+@pytest.mark.parametrize("kind", ["graded", "binary"])
+def test_the_paired_difference_interval_covers_the_true_difference(kind: str) -> None:
+    # The interval `paired_test` gives: BCa of the per-question differences in [-1, 1],
+    # never the binomial one. 4,000 pairs of runs of 60 questions, one per column.
+    rng = np.random.default_rng(7 if kind == "graded" else 8)
+    questions, runs = 60, 4000
+    if kind == "graded":
+        baseline = rng.beta(2.0, 5.0, (questions, runs))
+        candidate = rng.beta(2.5, 5.0, (questions, runs))
+        truth = 2.5 / 7.5 - 2.0 / 7.0
+    else:
+        baseline = (rng.random((questions, runs)) < 0.5).astype(float)
+        candidate = (rng.random((questions, runs)) < 0.6).astype(float)
+        truth = 0.1
+    differences = candidate - baseline
+    everyone = np.ones((1, questions), dtype=bool)
+
+    def covered(confidence: float) -> float:
+        (row,) = bootstrap_means(
+            differences,
+            everyone,
+            resamples=1000,
+            confidence=confidence,
+            seed=9,
+            value_range=(-1.0, 1.0),
+            binary=False,
+        )
+        assert {estimate.method for estimate in row} == {BCA}
+        low = np.array([estimate.low for estimate in row], dtype=float)
+        high = np.array([estimate.high for estimate in row], dtype=float)
+        return float(np.mean((low <= truth) & (truth <= high)))
+
+    # These are the intervals paired_test reports, column by column.
+    first = paired_test(baseline[:, 0], candidate[:, 0], resamples=1000, seed=9)
+    (alone,) = bootstrap_means(
+        differences[:, :1], everyone, resamples=1000, seed=9, value_range=(-1.0, 1.0), binary=False
+    )[0]
+    assert (first.low, first.high, first.interval_method) == (alone.low, alone.high, BCA)
+    value = covered(0.95)
+    assert window_accepts(value), value
+    narrower = covered(0.925)
+    assert not window_accepts(narrower), narrower
