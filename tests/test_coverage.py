@@ -105,6 +105,11 @@ def test_continuous_metrics_are_covered_on_real_bm25_values(
     assert not continuous_accepts(narrower, 75), (metric, narrower)
 
 
+#: The runs of a simulation are the columns of bootstrap_means' value matrix, a few hundred
+#: at a time: the matrices that map its products onto cells grow with columns squared.
+CHUNKS = 10
+
+
 def window_accepts(value: float) -> bool:
     # 4,000 samples: a standard error of about 0.0034 at 95 %, so the window is three of
     # them either side, and a 92.5 % interval (0.01 below) falls out of it.
@@ -128,7 +133,13 @@ def test_a_slice_interval_covers_the_slice_mean_not_the_runs() -> None:
     truth = 2.0 / 7.0
 
     def covered(confidence: float) -> float:
-        row = bootstrap_means(values, groups, resamples=1000, confidence=confidence, seed=5)[1]
+        row = [
+            estimate
+            for columns in np.array_split(values, CHUNKS, axis=1)
+            for estimate in bootstrap_means(
+                columns, groups, resamples=1000, confidence=confidence, seed=5
+            )[1]
+        ]
         assert {estimate.method for estimate in row} == {BCA}
         assert {estimate.n for estimate in row} == {members}
         low = np.array([estimate.low for estimate in row], dtype=float)
@@ -159,15 +170,19 @@ def test_the_paired_difference_interval_covers_the_true_difference(kind: str) ->
     everyone = np.ones((1, questions), dtype=bool)
 
     def covered(confidence: float) -> float:
-        (row,) = bootstrap_means(
-            differences,
-            everyone,
-            resamples=1000,
-            confidence=confidence,
-            seed=9,
-            value_range=(-1.0, 1.0),
-            binary=False,
-        )
+        row = [
+            estimate
+            for columns in np.array_split(differences, CHUNKS, axis=1)
+            for estimate in bootstrap_means(
+                columns,
+                everyone,
+                resamples=1000,
+                confidence=confidence,
+                seed=9,
+                value_range=(-1.0, 1.0),
+                binary=False,
+            )[0]
+        ]
         assert {estimate.method for estimate in row} == {BCA}
         low = np.array([estimate.low for estimate in row], dtype=float)
         high = np.array([estimate.high for estimate in row], dtype=float)

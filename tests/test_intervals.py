@@ -256,6 +256,9 @@ def test_sample_intervals_give_each_row_the_interval_a_run_of_it_gets() -> None:
         assert (low[row], high[row]) == pytest.approx((exact.low, exact.high), rel=1e-9)
     share = 1 - 0.025 ** (1 / size)
     assert (low[3], high[3]) == pytest.approx((0.4 - share * 0.4, 0.4 + share * 0.6))
+    # Differences live in [-1, 1]: a constant row's bound reaches as far as that range.
+    same, _, _ = intervals.sample_intervals(np.full((1, size), 0.4), value_range=(-1.0, 1.0))
+    assert same[0] == pytest.approx(0.4 - share * 1.4)
     counts = intervals._draw_counts(size, 2000, 3, 0, None).astype(np.float64)
     everyone = np.ones(size, dtype=bool)
     for row in (4, 5):
@@ -272,3 +275,20 @@ def test_slice_masks_name_each_label_and_put_unlabelled_questions_under_none() -
         "b": [True, False, False, True, False],
     }
     assert intervals.slice_masks([]) == {}
+
+
+def test_bootstrap_bounds_never_leave_the_range_of_the_values() -> None:
+    # Rows of one repeated value and one outlier: a resampled mean is an average of the
+    # values, but float sums of 0.1s or 1/3s land an ulp outside [min, max], which would
+    # show as a bound of -0.000 or an upper bound above every value.
+    rng = np.random.default_rng(0)
+    size, count = 30, 300
+    rows = np.repeat(rng.choice([0.1, 0.2, 0.3, 0.7, 1 / 3, 0.15], count)[:, None], size, axis=1)
+    rows[np.arange(count), rng.integers(0, size, count)] = rng.choice([0.9, 0.05, 1.0, 0.0], count)
+    low, high, methods = intervals.sample_intervals(rows, resamples=2000)
+    assert set(methods.tolist()) == {intervals.BCA}
+    assert np.all(low >= rows.min(axis=1)) and np.all(high <= rows.max(axis=1))
+    estimates = bootstrap_means(rows.T, np.ones((1, size), dtype=bool), resamples=2000)[0]
+    for estimate, row in zip(estimates, rows, strict=True):
+        assert estimate.low is not None and estimate.low >= row.min()
+        assert estimate.high is not None and estimate.high <= row.max()

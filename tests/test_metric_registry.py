@@ -71,3 +71,31 @@ def test_the_configuration_refuses_what_the_parser_refuses(tmp_path: object) -> 
         parse_config({"regression": {"metrics": {"ndgc@10": 0.1}}}, path)
     config = parse_config({"regression": {"metrics": {"ndcg@20": 0.1}}}, path)
     assert config.regression.thresholds == {"ndcg@20": 0.1}
+
+
+def test_names_are_read_case_blind_and_trimmed_and_k_is_bounded() -> None:
+    from retrievalkit.limits import MAX_K
+
+    assert rk.parse_metric(" NDCG@10 ").name == "ndcg@10"
+    assert rk.parse_metric("RR").name == "rr"
+    assert rk.parse_metric(f"recall@{MAX_K}").k == MAX_K
+    assert rk.parse_metric("hit@1").k == 1
+    for name in (f"recall@{MAX_K + 1}", "hit@\u0663", "hit@3.0", "hit@ 3"):
+        with pytest.raises(ValueError, match="unknown metric"):
+            rk.parse_metric(name)
+
+
+def test_the_cut_offs_always_hold_one_and_three_sorted_once() -> None:
+    from retrievalkit.metrics import normalise_ks
+
+    assert normalise_ks((10, 5, 5)) == (1, 3, 5, 10)
+    assert normalise_ks(()) == (1, 3)
+    assert normalise_ks((3, 1, 2)) == (1, 2, 3)
+
+
+def test_headline_keeps_the_report_order_of_the_names_present() -> None:
+    from retrievalkit.metrics import headline
+
+    assert headline(["rr", "recall@3", "ndcg@10", "hit@1"]) == ["hit@1", "rr", "ndcg@10"]
+    assert headline(iter(["hit@3", "hit@3"])) == ["hit@3"]
+    assert headline([]) == []
