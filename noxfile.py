@@ -258,7 +258,7 @@ def _es_down(session: nox.Session, ports: list[str]) -> None:
 
 @nox.session(name="es-up", python=False)
 def es_up(session: nox.Session) -> None:
-    """Start the development Elasticsearch nodes (fetched from Maven Central once)."""
+    """Start the development Elasticsearch nodes and the three-node cluster (fetched once)."""
     _es_up(session)
 
 
