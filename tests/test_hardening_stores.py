@@ -217,3 +217,37 @@ def test_pins_racing_prunes_never_leave_a_dangling_pin(tmp_path: Path) -> None:
     ).fetchone()[0]
     assert dangling == 0
     assert outcomes["pinned"] > 0 and outcomes["deleted"] > 0  # both sides won some rounds
+
+
+PROBE_CHILD = """\
+import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    with open("asked.txt", "a", encoding="utf-8") as handle:
+        handle.write(request["question"] + "\\n")
+    print(json.dumps({"id": request["id"], "hits": []}), flush=True)
+"""
+
+
+def test_a_locked_store_stops_compare_before_any_retriever_is_asked(tmp_path: Path) -> None:
+    (tmp_path / "child.py").write_text(PROBE_CHILD, encoding="utf-8")
+    argv = json.dumps([sys.executable, "child.py"])
+    (tmp_path / "retrievalkit.toml").write_text(
+        f'[retrievers.probe]\nplugin = "command"\ncommand = {argv}\n', encoding="utf-8"
+    )
+    url = "jsonl:///runs.jsonl"
+    assert _cli(*EVAL, "--store", url, cwd=tmp_path).returncode == 0
+    compare = ("compare", "--set", "demo", "--retriever", "bm25-demo", "--retriever", "probe")
+    with open(tmp_path / "runs.jsonl", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # another process's save in progress
+        locked = _cli(
+            *compare, "--store", url, cwd=tmp_path, env={"RETRIEVALKIT_STORE_TIMEOUT": "1"}
+        )
+    _one_error(locked, 3, "runs.jsonl", "lock")
+    assert not (tmp_path / "asked.txt").exists()  # no question was asked
+    assert len((tmp_path / "runs.jsonl").read_text(encoding="utf-8").splitlines()) == 1
+    # The same comparison with the lock gone asks every question and saves both runs.
+    done = _cli(*compare, "--store", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len((tmp_path / "asked.txt").read_text(encoding="utf-8").splitlines()) == 75
+    assert len((tmp_path / "runs.jsonl").read_text(encoding="utf-8").splitlines()) == 3

@@ -127,6 +127,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.api import Run, compare, evaluate, load_set
+    from retrievalkit.commands.evaluate import check_can_save
     from retrievalkit.comparison import DEFAULT_CHANGED_BY
     from retrievalkit.labels import label_effect, read_label_files
     from retrievalkit.record import git_commit
@@ -165,6 +166,9 @@ def run(args: argparse.Namespace) -> int:
     extra_labels = read_label_files(args.extra_labels)
     golden = load_set(args.set, config=config) if args.set else None
     commit = git_commit() if any(kind == "retriever" for kind, _ in systems) else None
+    if any(kind == "retriever" for kind, _ in systems) and not args.no_save:
+        # Refused before any retriever runs, as eval does, not after all of them.
+        check_can_save(args, store, config)
     runs: list[Run | ResultRecord] = []
     labels: list[str] = []
     fresh: list[ResultRecord] = []

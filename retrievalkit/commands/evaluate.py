@@ -233,8 +233,6 @@ def check_before_running(
     ``inputs`` are (option, file) pairs read for this run (the set, the configuration,
     extra labels), which --output-dir must not overwrite either.
     """
-    from retrievalkit.stores import read_only_reason
-
     if args.output_dir:
         check_path(args.output_dir, field="--output-dir")
         directory = Path(args.output_dir)
@@ -253,8 +251,17 @@ def check_before_running(
             ) from None
         if not os.access(directory, os.W_OK | os.X_OK):
             raise InputError("the folder is read-only", source=str(directory), field="--output-dir")
+    if not args.no_save:
+        check_can_save(args, store, config)
+
+
+def check_can_save(args: argparse.Namespace, store: object, config: Config | None) -> None:
+    """Refuse now a store the run could not be saved to: read-only (exit 2), or locked
+    by another process (exit 3), rather than after the whole evaluation."""
+    from retrievalkit.stores import read_only_reason
+
     path = getattr(store, "path", None)
-    reason = read_only_reason(path) if isinstance(path, Path) and not args.no_save else None
+    reason = read_only_reason(path) if isinstance(path, Path) else None
     if reason is not None:
         raise InputError(
             f"cannot save to {getattr(store, 'url', path)}: {reason}",
@@ -262,8 +269,8 @@ def check_before_running(
             **(store_place(args, config) if config is not None else {"field": "--store"}),
         )
     probe = getattr(store, "check_can_write", None)
-    if not args.no_save and callable(probe):
-        probe()  # a store locked by another process fails here (exit 3), not after the run
+    if callable(probe):
+        probe()
 
 
 def run(args: argparse.Namespace) -> int:
