@@ -147,10 +147,12 @@ def build_parser(
 
 def _command_named(arguments: Sequence[str] | None) -> str | None:
     """The command a command line runs: its first argument that is not an option (the
-    top-level parser's only options, --help and --version, take no value)."""
-    for argument in arguments or ():
+    top-level parser's only options, --help and --version, take no value), or the one
+    after ``--``."""
+    rest = list(arguments or ())
+    for index, argument in enumerate(rest):
         if argument == "--":
-            return None
+            return rest[index + 1] if index + 1 < len(rest) else None
         if not argument.startswith("-"):
             return argument
     return None
