@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 from support import (
+    DEMO_CORPUS,
+    DEMO_SET,
     assert_matches_trec_eval,
     cli,
     evaluate,
@@ -222,6 +224,45 @@ def test_scifact_eval_end_to_end_on_the_cluster(
     # The one-shard figure (test_scifact.py pins it on one node) is what dfs reproduces;
     # per-shard statistics give 0.6838 (docs/elasticsearch.md), outside this tolerance.
     assert ndcg == pytest.approx(BEIR_CODE_ON_MODERN_ES, abs=0.002)
+
+
+def test_hybrid_fuses_the_dfs_bm25_ranking(
+    tmp_path_factory: pytest.TempPathFactory, cluster_url: str, hosts: list[str], names: Any
+) -> None:
+    """elasticsearch-hybrid gives its BM25 leg the search_type: RRF of the dfs leg and kNN."""
+    from retrievalkit_elasticsearch.vectors import (
+        create_elasticsearch_hybrid,
+        create_elasticsearch_knn,
+    )
+
+    cache = tmp_path_factory.mktemp("embeddings")
+    index = sharded(
+        cluster_url, DEMO_CORPUS, names("demo-vectors"), "--embedder", "wordllama",
+        "--vector-index", "flat", "--embedding-cache", str(cache),
+    )  # fmt: skip
+    depth = 20
+    hybrid = create_elasticsearch_hybrid(hosts=hosts, index=index, depth=depth, search_type=DFS)
+    assert hybrid.describe()["elasticsearch.search_type"] == DFS
+    dfs, per_shard = bm25(hosts, index, DFS), bm25(hosts, index)
+    knn = create_elasticsearch_knn(hosts=hosts, index=index)
+    asked = [json.loads(line)["question"] for line in DEMO_SET.read_text().splitlines()][:8]
+    differing = 0
+    for question in asked:
+        legs = (dfs.retrieve(question, depth), knn.retrieve(question, depth))
+        totals: dict[str, float] = {}
+        for ranking in legs:
+            for rank, doc in enumerate(dict.fromkeys(ranking), 1):
+                totals[doc] = totals.get(doc, 0.0) + 1 / (60 + rank)
+        fused = hybrid.retrieve_scored(question, 10)
+        assert [score for _, score in fused] == pytest.approx(
+            sorted(totals.values(), reverse=True)[:10], abs=1e-12
+        )
+        for doc, score in fused:
+            assert score == pytest.approx(totals[doc], abs=1e-12), (question, doc)
+        differing += legs[0] != per_shard.retrieve(question, depth)
+    # 55 documents over five shards: per-shard statistics must change some BM25 rankings,
+    # or the fusion above could not tell which leg it was given.
+    assert differing > 0
 
 
 @pytest.mark.parametrize(
