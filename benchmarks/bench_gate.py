@@ -63,7 +63,6 @@ def _record(values: npt.NDArray[np.float64]) -> ResultRecord:
         grader=GRADER,
         pass_rate=0.0,
         mean_score=0.0,
-        items=(),
         metrics={},
         slices={},
         outcomes=_outcomes(values),

@@ -36,7 +36,8 @@ from retrievalkit.errors import EvaluationError, InputError
 from retrievalkit.evaluator import DEFAULT_OVERFETCH
 from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 from retrievalkit.metrics import DEFAULT_KS
-from retrievalkit.model import GoldenQuestionSet, MetricValue, QuestionOutcome, ResultRecord
+from retrievalkit.model import GoldenQuestionSet, MetricValue, ResultRecord
+from retrievalkit.outcomes import Outcomes
 
 if TYPE_CHECKING:
     from retrievalkit.comparison import Comparison
@@ -166,7 +167,8 @@ class Run:
         return self.record.slices
 
     @property
-    def outcomes(self) -> tuple[QuestionOutcome, ...]:
+    def outcomes(self) -> Outcomes:
+        """The per-question outcomes, a sequence of `QuestionOutcome` held by column."""
         return self.record.outcomes
 
     @property

@@ -11,10 +11,14 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+import attrs
 import cattrs
 from cattrs.fns import identity
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from retrievalkit.model import QuestionForm
+from retrievalkit import model
+from retrievalkit.model import QuestionForm, QuestionOutcome, ResultRecord
+from retrievalkit.outcomes import Outcomes
 
 T = TypeVar("T")
 
@@ -46,6 +50,74 @@ def _finite_or_none(value: Any, _: Any) -> float | None:
 
 
 converter.register_structure_hook(float | None, _finite_or_none)
+
+
+def _unstructure_outcomes(outcomes: Outcomes) -> list[dict[str, Any]]:
+    """Outcomes as the list of plain dicts the JSON export has always shown."""
+    return [
+        {
+            "question_id": outcome.question_id,
+            "ranking": list(outcome.ranking),
+            "scores": dict(outcome.scores),
+            "latency_ms": outcome.latency_ms,
+            "error": outcome.error,
+            "form": None if outcome.form is None else outcome.form.value,
+            "hard_class": outcome.hard_class,
+            "judgments": dict(outcome.judgments),
+        }
+        for outcome in outcomes
+    ]
+
+
+def _structure_outcomes(data: Any, _: Any) -> Outcomes:
+    if isinstance(data, Outcomes):
+        return data
+    if not isinstance(data, list):
+        raise TypeError(f"outcomes must be a list, not {type(data).__name__}")
+    return Outcomes.from_outcomes(converter.structure(item, QuestionOutcome) for item in data)
+
+
+converter.register_unstructure_hook(Outcomes, _unstructure_outcomes)
+converter.register_structure_hook(Outcomes, _structure_outcomes)
+
+# The record's outcomes field is annotated with a name model.py imports only for type
+# checking (so that importing the model does not import numpy); resolve it here.
+attrs.resolve_types(ResultRecord, globalns={**vars(model), "Outcomes": Outcomes})
+_unstructure_record_fields = make_dict_unstructure_fn(ResultRecord, converter)
+_structure_record_fields = make_dict_structure_fn(
+    ResultRecord, converter, _cattrs_forbid_extra_keys=True
+)
+
+_unstructure_record_summary = make_dict_unstructure_fn(
+    ResultRecord, converter, outcomes=override(omit=True)
+)
+
+
+def unstructure_summary(record: ResultRecord) -> dict[str, Any]:
+    """The record's plain data without its outcomes and items (which stores keep by column)."""
+    data: dict[str, Any] = _unstructure_record_summary(record)
+    return data
+
+
+def _unstructure_record(record: ResultRecord) -> dict[str, Any]:
+    """The record's fields plus its derived ``items``, as every export has shown them."""
+    data: dict[str, Any] = _unstructure_record_fields(record)
+    data["items"] = [
+        {"question_id": item.question_id, "passed": item.passed, "score": item.score}
+        for item in record.items
+    ]
+    return data
+
+
+def _structure_record(data: Any, cls: type[ResultRecord]) -> ResultRecord:
+    """A record from plain data; ``items`` (derived from the outcomes) is read past."""
+    if isinstance(data, Mapping) and "items" in data:
+        data = {key: value for key, value in data.items() if key != "items"}
+    return _structure_record_fields(data, cls)
+
+
+converter.register_unstructure_hook(ResultRecord, _unstructure_record)
+converter.register_structure_hook(ResultRecord, _structure_record)
 
 
 def unstructure(value: Any) -> Any:

@@ -18,7 +18,6 @@ from retrievalkit.model import (
     GRADER,
     GoldenQuestionSet,
     Manifest,
-    QuestionVerdict,
     ResultRecord,
 )
 from retrievalkit.redaction import REDACTED as REDACTED
@@ -97,14 +96,6 @@ def build_record(
         plugin_packages=dict(plugin_packages or {}),
         retriever_identifier=retriever_identifier,
     )
-    items = tuple(
-        QuestionVerdict(
-            question_id=outcome.question_id,
-            passed=outcome.scores.get("hit@1") == 1.0,
-            score=float(outcome.scores.get("hit@3") or 0.0),
-        )
-        for outcome in scores.outcomes
-    )
     return ResultRecord(
         run_id=new_run_id(moment),
         set=golden.name,
@@ -112,7 +103,6 @@ def build_record(
         grader=GRADER,
         pass_rate=scores.metrics["hit@1"].mean or 0.0,
         mean_score=scores.metrics["hit@3"].mean or 0.0,
-        items=items,
         metrics=scores.metrics,
         slices=scores.slices,
         outcomes=scores.outcomes,

@@ -42,9 +42,7 @@ def outcomes(values: npt.NDArray[np.float64]) -> tuple[QuestionOutcome, ...]:
 def record(values: npt.NDArray[np.float64]) -> ResultRecord:
     manifest = Manifest("t", "sim", "sim", "r", "r", {}, "", "2026-01-01T00:00:00Z", (1, 3, 10),
                         3, 0.95, 200, 1)  # fmt: skip
-    return ResultRecord(
-        "base", "sim", "r", GRADER, 0.0, 0.0, (), {}, {}, outcomes(values), manifest
-    )
+    return ResultRecord("base", "sim", "r", GRADER, 0.0, 0.0, {}, {}, outcomes(values), manifest)
 
 
 def flagged(

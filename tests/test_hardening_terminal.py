@@ -76,7 +76,6 @@ def _record(texts: list[str], *, confidence: float = 0.95) -> ResultRecord:
         grader="retrieval_hit_rate",
         pass_rate=0.5,
         mean_score=0.5,
-        items=(),
         metrics=metrics,
         slices={"hard_class": {hard: metrics}, meta_field: {label: metrics}},
         outcomes=outcomes,

@@ -9,6 +9,8 @@ from retrievalkit.commands.options import add_common, fraction, load_config, sto
 from retrievalkit.errors import EXIT_OK, InputError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from retrievalkit.model import GoldenQuestionSet, QuestionOutcome, ResultRecord
     from retrievalkit.power import PowerReport
 
@@ -105,7 +107,7 @@ def _evidence(
     golden: GoldenQuestionSet,
     thresholds: dict[str, float],
     slice_thresholds: dict[str, dict[str, float]],
-) -> tuple[tuple[QuestionOutcome, ...], ResultRecord | None, str]:
+) -> tuple[Sequence[QuestionOutcome], ResultRecord | None, str]:
     """The run's outcomes, its baseline (or None) and a line saying where they came from."""
     from retrievalkit.baselines import choose_baseline
     from retrievalkit.config import Config
@@ -159,7 +161,7 @@ def _evaluate(
     golden: GoldenQuestionSet,
     thresholds: dict[str, float],
     slice_thresholds: dict[str, dict[str, float]],
-) -> tuple[tuple[QuestionOutcome, ...], str]:
+) -> tuple[Sequence[QuestionOutcome], str]:
     from retrievalkit.config import Config
     from retrievalkit.evaluator import DEFAULT_OVERFETCH, evaluate_questions
     from retrievalkit.metrics import DEFAULT_KS, normalise_ks

@@ -1,12 +1,29 @@
-"""An in-process store (``memory:``), for tests and one-off runs that keep nothing."""
+"""An in-process store (``memory:``), for tests and one-off runs that keep nothing.
+
+It keeps each run in the stored form of every retrievalkit store (a summary and its
+outcome columns, `retrievalkit.stores.serialization`), so a record read back is a new
+value whose outcomes load by column, exactly as from a store on disk.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
 
+import attrs
+
 from retrievalkit.errors import StoreError
 from retrievalkit.model import GRADER, ResultRecord
+from retrievalkit.stores.serialization import dump_columns, dump_summary, load_summary
+
+
+@attrs.frozen
+class _Stored:
+    run_id: str
+    key: tuple[str, str, str]
+    summary: str
+    columns: dict[str, bytes]
+
 
 _SHARED: dict[str, MemoryStore] = {}
 _LOCK = threading.Lock()
@@ -17,7 +34,7 @@ class MemoryStore:
 
     def __init__(self, url: str = "memory:") -> None:
         self.url = url
-        self._records: list[ResultRecord] = []
+        self._records: list[_Stored] = []
         self._pins: dict[tuple[str, str, str], str] = {}
         self._lock = threading.Lock()
 
@@ -27,20 +44,32 @@ class MemoryStore:
             return _SHARED.setdefault(url, cls(url))
 
     def save(self, record: ResultRecord) -> None:
+        stored = _Stored(record.run_id, record.key, dump_summary(record), dump_columns(record))
         with self._lock:
             if any(existing.run_id == record.run_id for existing in self._records):
                 raise StoreError(f"run {record.run_id} is already stored in {self.url}")
-            self._records.append(record)
+            self._records.append(stored)
+
+    def _read(self, stored: _Stored) -> ResultRecord:
+        return load_summary(
+            stored.summary, stored.columns.__getitem__, where=f"{self.url} run {stored.run_id}"
+        )
 
     def runs(self, set_name: str, model: str, grader: str = GRADER) -> list[ResultRecord]:
-        return [record for record in self.all_runs() if record.key == (set_name, model, grader)]
+        wanted = (set_name, model, grader)
+        with self._lock:
+            found = [stored for stored in reversed(self._records) if stored.key == wanted]
+        return [self._read(stored) for stored in found]
 
     def get(self, run_id: str) -> ResultRecord | None:
-        return next((record for record in self._records if record.run_id == run_id), None)
+        with self._lock:
+            found = next((stored for stored in self._records if stored.run_id == run_id), None)
+        return None if found is None else self._read(found)
 
     def all_runs(self) -> list[ResultRecord]:
         with self._lock:
-            return list(reversed(self._records))
+            found = list(reversed(self._records))
+        return [self._read(stored) for stored in found]
 
     def pin(self, record: ResultRecord) -> str | None:
         with self._lock:

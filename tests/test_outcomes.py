@@ -1,0 +1,422 @@
+"""Outcomes by column: exact round trips, lazy loading, the checks on the way in."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from retrievalkit.convert import structure, to_json, unstructure
+from retrievalkit.errors import StoreError
+from retrievalkit.metrics import DEFAULT_KS, compute_metrics, judge_rankings, metric_names
+from retrievalkit.model import QuestionForm, QuestionOutcome
+from retrievalkit.outcomes import (
+    DOCUMENTS,
+    ERRORS,
+    JUDGMENTS,
+    LATENCY,
+    QUESTION_IDS,
+    RANKINGS,
+    Judgments,
+    Outcomes,
+    Rankings,
+    column_name,
+)
+
+METRICS = ("hit@1", "hit@3", "ndcg@3", "rr")
+
+ids = st.text(min_size=1, max_size=12)
+docs = st.text(min_size=1, max_size=8)
+value = st.one_of(
+    st.none(),
+    st.sampled_from([0.0, 1.0, 0.5, 1 / 3, -0.0]),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+)
+
+
+@st.composite
+def outcome_lists(draw: st.DrawFn) -> list[QuestionOutcome]:
+    """Outcomes as any scorer or hand could make them, some lacking a metric altogether."""
+    names = draw(st.lists(st.text(min_size=1, max_size=6), unique=True, max_size=4))
+    question_ids = draw(st.lists(ids, unique=True, max_size=12))
+    drop_some = draw(st.booleans())
+    made = []
+    for question_id in question_ids:
+        scores = {name: draw(value) for name in names}
+        if drop_some and names and draw(st.booleans()):
+            del scores[names[0]]
+        made.append(
+            QuestionOutcome(
+                question_id=question_id,
+                ranking=draw(st.lists(docs, unique=True, max_size=5)),
+                scores=scores,
+                latency_ms=draw(
+                    st.one_of(
+                        st.floats(0, 1e6, allow_nan=False).map(lambda x: round(x, 3)),
+                        st.floats(allow_nan=False, allow_infinity=False),
+                    )
+                ),
+                error=draw(st.one_of(st.none(), st.text(max_size=20))),
+                form=draw(st.one_of(st.none(), st.sampled_from(QuestionForm))),
+                hard_class=draw(st.one_of(st.none(), st.text(max_size=6))),
+                judgments=draw(st.dictionaries(docs, st.integers(-3, 2**40), max_size=4)),
+            )
+        )
+    return made
+
+
+def stored(outcomes: Outcomes) -> tuple[Outcomes, Counter[str]]:
+    """``outcomes`` through the stored form, with a count of the columns loaded."""
+    columns = outcomes.to_columns()
+    header = json.loads(json.dumps(outcomes.header()))
+    loads: Counter[str] = Counter()
+
+    def load(name: str) -> bytes:
+        loads[name] += 1
+        return columns[name]
+
+    return Outcomes.from_columns(header, load, where="test store run r1"), loads
+
+
+def plain(outcomes: list[QuestionOutcome] | Outcomes) -> str:
+    """Canonical text of outcomes, so that a lost sign of zero or key would show."""
+    return json.dumps(
+        [unstructure(outcome) for outcome in outcomes], sort_keys=True, ensure_ascii=False
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(made=outcome_lists())
+def test_outcomes_round_trip_exactly_through_columns_and_json(
+    made: list[QuestionOutcome],
+) -> None:
+    outcomes = Outcomes.from_outcomes(made)
+    assert list(outcomes) == made
+    assert outcomes == tuple(made)
+    assert plain(outcomes) == plain(made)
+    back, _ = stored(outcomes)
+    assert back == outcomes
+    assert plain(back) == plain(made)
+    assert back.errored == sum(outcome.error is not None for outcome in made)
+    # The JSON export's list of dicts structures back into the same outcomes.
+    exported = json.loads(to_json(outcomes))
+    assert structure(exported, Outcomes) == outcomes
+    assert hash(back) == hash(tuple(made))
+
+
+@settings(max_examples=30, deadline=None)
+@given(made=outcome_lists(), data=st.data())
+def test_indexing_and_slicing_match_the_list(
+    made: list[QuestionOutcome], data: st.DataObject
+) -> None:
+    outcomes, _ = stored(Outcomes.from_outcomes(made))
+    if made:
+        index = data.draw(st.integers(-len(made), len(made) - 1))
+        assert outcomes[index] == made[index]
+        assert outcomes.index_of(made[index].question_id) == index % len(made)
+        assert outcomes.ranking(index % len(made)) == made[index].ranking
+    part = data.draw(st.slices(len(made) + 1))
+    assert list(outcomes[part]) == made[part]
+    assert outcomes[part].errored == sum(o.error is not None for o in made[part])
+    with pytest.raises(IndexError):
+        outcomes[len(made)]
+
+
+def scored(count: int, seed: int = 7) -> Outcomes:
+    """Outcomes of real metric kernels over random rankings and judgments."""
+    rng = np.random.default_rng(seed)
+    corpus = np.array([f"doc-{i}" for i in range(500)])
+    picks = np.argsort(rng.random((count, 500)), axis=1)[:, :14]
+    rankings = [tuple(row) for row in corpus[picks[:, :10]].tolist()]
+    sizes = rng.integers(0, 4, count).tolist()
+    starts = rng.integers(0, 11, count).tolist()
+    # Labels: some among the ranked documents, some not.
+    labels = [
+        {
+            doc: int(grade)
+            for doc, grade in zip(row[at : at + size], rng.integers(0, 3, size), strict=True)
+        }
+        for row, size, at in zip(corpus[picks].tolist(), sizes, starts, strict=True)
+    ]
+    judged = judge_rankings(rankings, labels, depth=10, errored=[False] * count)
+    values = compute_metrics(judged, DEFAULT_KS, with_judged=True)
+    table = np.column_stack(list(values.values())).tolist()
+    latency = np.round(rng.gamma(2.0, 20.0, count), 3).tolist()
+    return Outcomes.from_outcomes(
+        QuestionOutcome(
+            f"q{i}",
+            rankings[i],
+            {name: (None if v != v else v) for name, v in zip(values, table[i], strict=True)},
+            latency[i],
+            judgments=labels[i],
+        )
+        for i in range(count)
+    )
+
+
+def test_values_of_real_metrics_are_bit_exact_after_storing() -> None:
+    outcomes = scored(400)
+    back, _ = stored(outcomes)
+    assert back.metric_names == tuple(metric_names(DEFAULT_KS, judged=True))
+    for name in outcomes.metric_names:
+        before, after = outcomes.values(name), back.values(name)
+        assert before.dtype == after.dtype == np.float64
+        assert np.array_equal(before.view(np.uint64), after.view(np.uint64))
+        # the gate and the intervals read means of these: the same to the last bit
+        assert np.nanmean(before) == np.nanmean(after) or np.isnan(np.nanmean(before))
+    assert np.array_equal(outcomes.latency_ms, back.latency_ms)
+
+
+def test_a_stored_run_reads_only_the_columns_asked_for() -> None:
+    back, loads = stored(scored(50))
+    assert len(back) == 50
+    assert back.errored == 0
+    assert back.metric_names[0] == "hit@1"
+    assert back.header()["count"] == 50
+    assert loads == Counter()
+    hits = back.values("hit@1")
+    assert loads == Counter({column_name("hit@1"): 1})
+    assert back.values("hit@1") is hits
+    assert len(back.question_ids) == 50
+    back.values("hit@1")
+    assert loads == Counter({column_name("hit@1"): 1, QUESTION_IDS: 1})
+    back.ranking(3)
+    assert set(loads) == {column_name("hit@1"), QUESTION_IDS, DOCUMENTS, RANKINGS}
+    list(back)
+    assert set(loads) == set(back.header()["columns"])
+    assert max(loads.values()) == 1
+
+
+def test_a_record_from_a_summary_answers_count_errored_and_items_from_few_columns() -> None:
+    from retrievalkit.stores.serialization import dump_columns, dump_summary, load_summary
+
+    record = load_fixture()[0]
+    columns = dump_columns(record)
+    loads: Counter[str] = Counter()
+
+    def load(name: str) -> bytes:
+        loads[name] += 1
+        return columns[name]
+
+    back = load_summary(dump_summary(record), load, where="test")
+    assert (len(back.outcomes), back.errored, back.pass_rate) == (5, 1, record.pass_rate)
+    assert loads == Counter()
+    assert list(back.items) == list(record.items)
+    assert set(loads) == {QUESTION_IDS, column_name("hit@1"), column_name("hit@3")}
+    assert back == record
+
+
+def test_the_values_of_a_run_are_read_only() -> None:
+    outcomes = scored(5)
+    with pytest.raises(ValueError):
+        outcomes.values("hit@1")[0] = 0.5
+    with pytest.raises(ValueError):
+        outcomes.rankings.codes[0] = 1
+    with pytest.raises(KeyError, match="ndcg@99"):
+        outcomes.values("ndcg@99")
+
+
+def test_from_arrays_equals_from_outcomes_whatever_the_document_order() -> None:
+    made = [
+        QuestionOutcome("q1", ("b", "a"), {"hit@1": 0.0, "rr": 0.5}, 1.5, judgments={"a": 1}),
+        QuestionOutcome("q2", (), {"hit@1": 1.0, "rr": None}, 2.0, error="Timeout"),
+        QuestionOutcome(
+            "q3", ("c",), {"hit@1": 1.0, "rr": 1.0}, 0.25, form=QuestionForm.GAP,
+            hard_class="typo", judgments={"c": 2, "z": 0},
+        ),
+    ]  # fmt: skip
+    documents = ["z", "c", "unused", "a", "b"]
+    code = {doc: i for i, doc in enumerate(documents)}
+    built = Outcomes.from_arrays(
+        ["q1", "q2", "q3"],
+        {"hit@1": np.array([0.0, 1.0, 1.0]), "rr": np.array([0.5, np.nan, 1.0])},
+        latency_ms=[1.5, 2.0, 0.25],
+        errors={1: "Timeout"},
+        forms=[None, None, "GAP"],
+        hard_classes=[None, None, "typo"],
+        documents=documents,
+        rankings=Rankings(np.array([0, 2, 2, 3]), np.array([code["b"], code["a"], code["c"]])),
+        judgments=Judgments(
+            np.array([0, 1, 1, 3]),
+            np.array([code["a"], code["c"], code["z"]]),
+            np.array([1, 2, 0]),
+        ),
+    )
+    assert built == Outcomes.from_outcomes(made)
+    assert list(built) == made
+    back, _ = stored(built)
+    assert back == built
+    assert back.documents == ("a", "b", "c", "z")  # only the ids used, sorted
+    assert built.errored == 1 and built.errors == {1: "Timeout"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"values": {"hit@1": [1.0, 0.0]}}, "values of hit@1 must be 3 floats"),
+        ({"latency_ms": [1.0]}, "latency_ms must be 3 floats"),
+        ({"errors": {3: "boom"}}, "errors must map question indexes"),
+        ({"forms": ["MATCH"]}, "forms must hold 3 labels"),
+        ({"documents": ["a", "a"]}, "must not hold the same id twice"),
+        ({"rankings": ([0, 1, 1], [0])}, "ranking offsets must be 4 values"),
+        ({"rankings": ([0, 2, 1, 2], [0, 0])}, "must not decrease"),
+        ({"rankings": ([0, 1, 1, 1], [5])}, "ranking codes must index the 2 documents"),
+        ({"judgments": ([0, 1, 1, 1], [0], [])}, "one grade per document code"),
+        ({"question_ids": ["q1", "q2", 3]}, "question ids must be strings"),
+    ],
+)
+def test_from_arrays_names_what_does_not_fit(change: dict[str, object], message: str) -> None:
+    arguments: dict[str, object] = {
+        "question_ids": ["q1", "q2", "q3"],
+        "values": {"hit@1": [1.0, 0.0, 1.0]},
+        "documents": ["a", "b"],
+    }
+    arguments.update(change)
+    with pytest.raises(ValueError, match=message):
+        Outcomes.from_arrays(**arguments)  # type: ignore[arg-type]
+
+
+def test_an_empty_run_round_trips() -> None:
+    empty = Outcomes.from_outcomes([])
+    back, loads = stored(empty)
+    assert (len(back), back.errored, back.metric_names, list(back)) == (0, 0, (), [])
+    assert not loads
+    assert back == empty == ()
+    assert Outcomes.from_arrays([], {"hit@1": []}) == Outcomes.from_arrays([], {"hit@1": []})
+    arrays, _ = stored(Outcomes.from_arrays([], {"hit@1": []}))
+    assert arrays.values("hit@1").shape == (0,)
+
+
+def test_outcomes_differ_when_any_column_does() -> None:
+    base = scored(20)
+    made = list(base)
+    import attrs
+
+    for changed in (
+        attrs.evolve(made[4], ranking=made[4].ranking[::-1]),
+        attrs.evolve(made[4], judgments={**made[4].judgments, "doc-x": 1}),
+        attrs.evolve(made[4], scores={**made[4].scores, "hit@1": None}),
+        attrs.evolve(made[4], latency_ms=made[4].latency_ms + 0.001),
+        attrs.evolve(made[4], error="boom"),
+        attrs.evolve(made[4], hard_class="x"),
+        attrs.evolve(made[4], question_id="other"),
+    ):
+        other = Outcomes.from_outcomes([*made[:4], changed, *made[5:]])
+        assert other != base
+        assert stored(other)[0] != stored(base)[0]
+
+
+def test_undefined_values_stay_undefined_and_absent_ones_absent() -> None:
+    made = [
+        QuestionOutcome("q1", (), {"hit@1": None, "rr": 0.0}, 0.0),
+        QuestionOutcome("q2", (), {"hit@1": 1.0}, 0.0),
+    ]
+    back, _ = stored(Outcomes.from_outcomes(made))
+    assert [dict(o.scores) for o in back] == [{"hit@1": None, "rr": 0.0}, {"hit@1": 1.0}]
+    assert np.isnan(back.values("rr")[1]) and np.isnan(back.values("hit@1")[0])
+
+
+def test_a_damaged_column_names_the_store_and_the_column() -> None:
+    outcomes = scored(10)
+    columns = outcomes.to_columns()
+    columns[RANKINGS] = columns[RANKINGS][:-3]
+    damaged = Outcomes.from_columns(outcomes.header(), columns.__getitem__, where="runs.db r7")
+    assert damaged.values("hit@1").shape == (10,)
+    with pytest.raises(StoreError, match=r"runs.db r7: outcome column 'rankings' cannot be read"):
+        list(damaged)
+    columns[JUDGMENTS] = b"nonsense"
+    damaged = Outcomes.from_columns(outcomes.header(), columns.__getitem__, where="runs.db r7")
+    with pytest.raises(StoreError, match="'judgments'"):
+        _ = damaged.judgments
+    wrong = outcomes.to_columns()
+    wrong[QUESTION_IDS] = Outcomes.from_outcomes(list(outcomes)[:9]).to_columns()[QUESTION_IDS]
+    with pytest.raises(StoreError, match="expected 10 strings"):
+        _ = Outcomes.from_columns(outcomes.header(), wrong.__getitem__).question_ids
+
+
+def test_a_header_of_a_newer_format_or_without_counts_is_refused() -> None:
+    header = scored(3).header()
+    with pytest.raises(StoreError, match="newer than this retrievalkit reads"):
+        Outcomes.from_columns({**header, "format": 99}, lambda name: b"", where="w")
+    with pytest.raises(StoreError, match="w: the outcomes header is incomplete"):
+        Outcomes.from_columns({"format": 1}, lambda name: b"", where="w")
+    with pytest.raises(StoreError, match="no valid counts"):
+        Outcomes.from_columns({**header, "errored": 4}, lambda name: b"", where="w")
+
+
+def test_outcomes_refuse_what_is_not_a_list_of_outcomes() -> None:
+    with pytest.raises(TypeError, match="not dict"):
+        Outcomes.from_outcomes({})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="found str"):
+        Outcomes.from_outcomes(["q1"])  # type: ignore[list-item]
+
+
+def test_ids_holding_nul_and_unpaired_surrogates_round_trip() -> None:
+    odd = ["a\x00b", "\ud800", "", "ü€𝄞", "\x00"]
+    made = [QuestionOutcome(question_id, (question_id,), {}, 0.0) for question_id in odd]
+    made[0] = QuestionOutcome("a\x00b", (), {}, 0.0, error="x\x00y", hard_class="\x00")
+    back, _ = stored(Outcomes.from_outcomes(made))
+    assert list(back) == made
+
+
+def test_pickling_keeps_the_outcomes() -> None:
+    outcomes, _ = stored(scored(30))
+    assert pickle.loads(pickle.dumps(outcomes)) == outcomes
+
+
+def test_columns_of_a_large_run_are_compact() -> None:
+    """hit@k costs about a bit a question; a 10-deep ranking about its codes' entropy."""
+    outcomes = scored(5_000)
+    columns = outcomes.to_columns()
+    assert len(columns[column_name("hit@1")]) < 5_000 / 8 * 1.5
+    # 10 codes from 500 documents: at most 9 bits each before compression.
+    assert len(columns[RANKINGS]) < 5_000 * 10 * 9 / 8 * 1.1
+    assert len(columns[ERRORS]) < 200
+    assert len(columns[LATENCY]) < 5_000 * 3
+    assert sum(map(len, columns.values())) < 5_000 * 40
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "schema_v2_runs.jsonl"
+
+
+def load_fixture() -> list:  # type: ignore[type-arg]
+    from retrievalkit.stores.serialization import load_record
+
+    return [
+        load_record(line, where=f"{FIXTURE.name}:{number}")
+        for number, line in enumerate(FIXTURE.read_text("utf-8").splitlines(), 1)
+    ]
+
+
+def test_records_of_schema_2_open_with_the_items_they_stored() -> None:
+    lines = FIXTURE.read_text("utf-8").splitlines()
+    assert [json.loads(line)["schema_version"] for line in lines] == [2, 2]
+    for line, record in zip(lines, load_fixture(), strict=True):
+        data = json.loads(line)
+        assert record.schema_version == 3
+        assert [unstructure(item) for item in record.items] == data["items"]
+        assert json.loads(to_json(record.outcomes)) == data["outcomes"]
+        exported = json.loads(to_json(record))
+        assert {k: v for k, v in exported.items() if k != "schema_version"} == {
+            k: v for k, v in data.items() if k != "schema_version"
+        }
+
+
+def test_a_summary_is_small_and_refuses_an_inline_record() -> None:
+    from retrievalkit.stores.serialization import dump_record, dump_summary, load_summary
+
+    record = load_fixture()[0]
+    summary = json.loads(dump_summary(record))
+    assert "items" not in summary and summary["outcomes"] == record.outcomes.header()
+    load: Callable[[str], bytes] = lambda name: b""  # noqa: E731
+    with pytest.raises(StoreError, match="has no outcomes header"):
+        load_summary(FIXTURE.read_text("utf-8").splitlines()[0], load, where="w")
+    with pytest.raises(StoreError, match="has no outcomes header"):
+        load_summary(dump_record(record), load, where="w")
