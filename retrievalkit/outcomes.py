@@ -565,7 +565,10 @@ class Outcomes(Sequence["QuestionOutcome"]):
     def _encode_documents(self) -> dict[str, bytes]:
         """Documents, rankings and judgments over one sorted vocabulary of the ids used."""
         ranked, labels, documents = self.rankings, self.judgments, self.documents
-        used = np.unique(np.concatenate([ranked.codes, labels.codes]))
+        seen = np.zeros(len(documents), dtype=bool)
+        seen[ranked.codes] = True
+        seen[labels.codes] = True
+        used = np.flatnonzero(seen)
         names = [documents[code] for code in used.tolist()]
         order = sorted(range(len(names)), key=names.__getitem__)
         remap = np.zeros(len(documents), dtype=np.int64)

@@ -4,7 +4,7 @@ Two stored forms:
 
 - **summary + columns** (schema 3, what the stores of retrievalkit write): `dump_summary`
   gives the record without its per-question outcomes, as one JSON text holding the
-  outcomes' `header <retrievalkit.outcomes.Outcomes.header>` under ``outcomes``, and
+  outcomes' header (`retrievalkit.outcomes.Outcomes.header`) under ``outcomes``, and
   `dump_columns` the outcome columns as ``name -> bytes``. `load_summary` reads a
   summary back with outcomes that load each column from the store only when first
   used, so listing, history and baseline choice read summaries only;
