@@ -42,11 +42,14 @@ second bytes, ...), compressed together with zlib. Every column round-trips exac
   joined by NUL, or with explicit lengths when one holds a NUL;
 - forms and hard classes are dictionary-encoded; errors are sparse (index, message);
 - rankings and judgments share one vocabulary of document ids (only the ids a run
-  uses, sorted), with per-question lengths and codes in the narrowest integer type.
+  uses, each once, sorted and front-coded: each id as the length of the prefix it
+  shares with the one before and the rest), with per-question lengths and codes in the
+  narrowest integer type.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import zlib
@@ -165,12 +168,21 @@ def _unshuffle(data: bytes, dtype: np.dtype[Any], count: int) -> npt.NDArray[Any
     return wide.reshape(count)
 
 
-def _pack(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any] | None = None) -> bytes:
-    """One column's bytes: magic, described arrays, and their shuffled bytes compressed."""
+def _pack(
+    arrays: Mapping[str, npt.NDArray[Any]],
+    meta: Mapping[str, Any] | None = None,
+    *,
+    level: int = 1,
+) -> bytes:
+    """One column's bytes: magic, described arrays, and their shuffled bytes compressed.
+
+    zlib level 1 for numbers (codes are close to their entropy already; higher levels
+    cost several times the time for a few percent), a higher ``level`` for text.
+    """
     described = [[name, array.dtype.str, len(array)] for name, array in arrays.items()]
     head = json.dumps({"arrays": described, "meta": dict(meta or {})}, separators=(",", ":"))
     encoded = head.encode("utf-8")
-    body = zlib.compress(b"".join(_shuffle(array) for array in arrays.values()), 6)
+    body = zlib.compress(b"".join(_shuffle(array) for array in arrays.values()), level)
     return _MAGIC + struct.pack("<I", len(encoded)) + encoded + body
 
 
@@ -192,37 +204,115 @@ def _unpack(data: bytes) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
     return arrays, head["meta"]
 
 
-def _pack_strings(prefix: str, strings: Sequence[str]) -> dict[str, npt.NDArray[Any]]:
-    """Strings as UTF-8 text joined by NUL (or with lengths when a string holds a NUL)."""
-    text = "\x00".join(strings)
-    blob = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    if len(strings) and text.count("\x00") != len(strings) - 1:
-        lengths = np.fromiter(
-            (len(s.encode("utf-8", "surrogatepass")) for s in strings), np.int64, len(strings)
-        )
-        blob = np.frombuffer(
-            b"".join(s.encode("utf-8", "surrogatepass") for s in strings), dtype=np.uint8
-        )
-        return {prefix + "text": blob, prefix + "lengths": _narrowest(lengths)}
-    return {prefix + "text": blob}
+def _pack_bytes(prefix: str, pieces: Sequence[bytes]) -> dict[str, npt.NDArray[Any]]:
+    """Byte strings joined by NUL, or with explicit lengths when one holds a NUL."""
+    joined = b"\x00".join(pieces)
+    if not pieces or joined.count(b"\x00") == len(pieces) - 1:
+        return {prefix + "text": np.frombuffer(joined, dtype=np.uint8)}
+    lengths = np.fromiter((len(piece) for piece in pieces), np.int64, len(pieces))
+    return {
+        prefix + "text": np.frombuffer(b"".join(pieces), dtype=np.uint8),
+        prefix + "lengths": _narrowest(lengths),
+    }
 
 
-def _unpack_strings(prefix: str, arrays: Mapping[str, npt.NDArray[Any]], count: int) -> list[str]:
+def _unpack_bytes(prefix: str, arrays: Mapping[str, npt.NDArray[Any]], count: int) -> list[bytes]:
     raw = arrays[prefix + "text"].tobytes()
     lengths = arrays.get(prefix + "lengths")
     if lengths is None:
-        if count == 0:
-            return []
-        strings = raw.decode("utf-8", "surrogatepass").split("\x00")
+        pieces = raw.split(b"\x00") if count else []
     else:
         ends = np.cumsum(lengths.astype(np.int64)).tolist()
         starts = [0, *ends[:-1]]
-        strings = [
-            raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends, strict=True)
-        ]
-    if len(strings) != count:
-        raise ValueError(f"expected {count} strings, found {len(strings)}")
-    return strings
+        pieces = [raw[a:b] for a, b in zip(starts, ends, strict=True)]
+    if len(pieces) != count:
+        raise ValueError(f"expected {count} strings, found {len(pieces)}")
+    return pieces
+
+
+def _pack_strings(prefix: str, strings: Sequence[str]) -> dict[str, npt.NDArray[Any]]:
+    """Strings as UTF-8 text joined by NUL (or with lengths when a string holds a NUL)."""
+    text = "\x00".join(strings)
+    if not strings or text.count("\x00") == len(strings) - 1:
+        blob = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        return {prefix + "text": blob}
+    return _pack_bytes(prefix, [s.encode("utf-8", "surrogatepass") for s in strings])
+
+
+def _encoded(strings: list[str]) -> list[bytes]:
+    """Each string in UTF-8, encoded in one call when none holds a NUL."""
+    text = "\x00".join(strings)
+    if strings and text.count("\x00") == len(strings) - 1:
+        return text.encode("utf-8", "surrogatepass").split(b"\x00")
+    return [string.encode("utf-8", "surrogatepass") for string in strings]
+
+
+def _unpack_strings(prefix: str, arrays: Mapping[str, npt.NDArray[Any]], count: int) -> list[str]:
+    if prefix + "lengths" not in arrays:
+        raw = arrays[prefix + "text"].tobytes()
+        strings = raw.decode("utf-8", "surrogatepass").split("\x00") if count else []
+        if len(strings) != count:
+            raise ValueError(f"expected {count} strings, found {len(strings)}")
+        return strings
+    return [
+        piece.decode("utf-8", "surrogatepass") for piece in _unpack_bytes(prefix, arrays, count)
+    ]
+
+
+#: Document ids longer than this (in UTF-8 bytes) are stored without front coding.
+_FRONT_CODING_WIDTH = 128
+
+
+def _front_code(names: list[bytes]) -> tuple[IntArray, IntArray, list[bytes], IntArray]:
+    """Sorted, de-duplicated ``names`` as shared-prefix lengths and suffixes.
+
+    Returns the order that sorts ``names``, the new code of each sorted name (equal
+    names share one), and for each distinct name the length of the prefix it shares with
+    the one before and the rest of it.
+    """
+    count = len(names)
+    lengths = np.fromiter(map(len, names), np.int64, count)
+    width = int(lengths.max()) if count else 0
+    if count == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, [], empty
+    if width > _FRONT_CODING_WIDTH:
+        order = np.array(sorted(range(count), key=names.__getitem__), dtype=np.int64)
+        ordered = [names[i] for i in order.tolist()]
+        same = np.array([False] + [a == b for a, b in itertools.pairwise(ordered)], dtype=bool)
+        shared = np.zeros(count, dtype=np.int64)
+    else:
+        fixed = np.array(names, dtype=f"S{max(width, 1)}")
+        # Fixed-width bytes compare as if NUL-padded: the length breaks ties, so that
+        # equal ids sit side by side even beside one that ends in NUL.
+        order = np.lexsort((lengths, fixed)).astype(np.int64)
+        matrix = fixed[order].view(np.uint8).reshape(count, max(width, 1))
+        ordered_lengths = lengths[order]
+        differs = matrix[1:] != matrix[:-1]
+        any_difference = differs.any(axis=1)
+        first = np.where(any_difference, differs.argmax(axis=1), width)
+        shorter = np.minimum(ordered_lengths[1:], ordered_lengths[:-1])
+        shared = np.concatenate([[0], np.minimum(first, shorter)]).astype(np.int64)
+        same = np.concatenate(
+            [[False], ~any_difference & (ordered_lengths[1:] == ordered_lengths[:-1])]
+        )
+        ordered = [names[i] for i in order.tolist()]
+    codes = np.cumsum(~same) - 1
+    keep = np.flatnonzero(~same).tolist()
+    kept_shared = shared[~same]
+    # A kept name shares its prefix with the kept name before it: duplicates dropped
+    # between them were equal to that one, so the shared length holds.
+    suffixes = [ordered[i][p:] for i, p in zip(keep, kept_shared.tolist(), strict=True)]
+    return order, codes.astype(np.int64), suffixes, kept_shared
+
+
+def _front_decode(shared: list[int], suffixes: list[bytes]) -> list[str]:
+    names = []
+    previous = b""
+    for length, suffix in zip(shared, suffixes, strict=True):
+        previous = previous[:length] + suffix
+        names.append(previous.decode("utf-8", "surrogatepass"))
+    return names
 
 
 def _encode_floats(values: FloatArray) -> dict[str, npt.NDArray[Any]]:
@@ -246,7 +336,7 @@ def _encode_floats(values: FloatArray) -> dict[str, npt.NDArray[Any]]:
             candidates.append({"thousandths": _narrowest(scaled.astype(np.int64))})
     if not candidates:
         return {"raw": bits}
-    return min(candidates, key=lambda arrays: len(_pack(arrays)))
+    return min(candidates, key=lambda arrays: sum(array.nbytes for array in arrays.values()))
 
 
 def _decode_floats(arrays: Mapping[str, npt.NDArray[Any]]) -> FloatArray:
@@ -399,8 +489,9 @@ class Outcomes(Sequence["QuestionOutcome"]):
         - ``latency_ms``: one float per question (0 when omitted);
         - ``errors``: question index -> error message, only for questions that errored;
         - ``forms`` and ``hard_classes``: one label or None a question (None when omitted);
-        - ``documents``: the distinct document ids that ``rankings`` and ``judgments``
-          index (it may hold more than they use; only the used ones are stored);
+        - ``documents``: the document ids that ``rankings`` and ``judgments`` index (it
+          may hold more than they use, say the whole corpus: only the used ones are
+          stored, each once, sorted);
         - ``rankings``: ``(offsets, codes)``, see `Rankings` (empty rankings when omitted);
         - ``judgments``: ``(offsets, codes, grades)``, see `Judgments`.
 
@@ -431,16 +522,18 @@ class Outcomes(Sequence["QuestionOutcome"]):
         for index, message in error_map.items():
             if not 0 <= index < count or not isinstance(message, str):
                 raise ValueError(f"errors must map question indexes (0..{count - 1}) to messages")
-        form_column = tuple(
-            None if form is None else QuestionForm(form) for form in (forms or [None] * count)
-        )
+        known: dict[Any, QuestionForm | None] = {None: None}
+        known.update({form: form for form in QuestionForm})
+        known.update({form.value: form for form in QuestionForm})
+        try:
+            form_column = (None,) * count if forms is None else tuple(map(known.__getitem__, forms))
+        except (KeyError, TypeError):
+            raise ValueError("forms must be MATCH, GAP or None") from None
         hard_column = tuple(hard_classes) if hard_classes is not None else (None,) * count
         for name, size in (("forms", len(form_column)), ("hard_classes", len(hard_column))):
             if size != count:
                 raise ValueError(f"{name} must hold {count} labels, not {size}")
-        vocabulary = tuple(documents)
-        if len(set(vocabulary)) != len(vocabulary):
-            raise ValueError("documents must not hold the same id twice")
+        vocabulary = documents if isinstance(documents, tuple) else tuple(documents)
         empty = np.zeros(0, dtype=np.int64)
         if rankings is None:
             ranked = Rankings(_read_only(np.zeros(count + 1, dtype=np.int64)), _read_only(empty))
@@ -538,7 +631,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
         if self._load is not None and not self._cache:
             return {name: self._load(name) for name in self.column_names()}
         columns = self._encode_documents()
-        columns[QUESTION_IDS] = _pack(_pack_strings("", self.question_ids))
+        columns[QUESTION_IDS] = _pack(_pack_strings("", self.question_ids), level=6)
         columns[LATENCY] = _pack(_encode_floats(self.latency_ms))
         errors = self.errors
         columns[ERRORS] = _pack(
@@ -569,12 +662,16 @@ class Outcomes(Sequence["QuestionOutcome"]):
         seen[ranked.codes] = True
         seen[labels.codes] = True
         used = np.flatnonzero(seen)
-        names = [documents[code] for code in used.tolist()]
-        order = sorted(range(len(names)), key=names.__getitem__)
+        names = _encoded([documents[code] for code in used.tolist()])
+        order, codes, suffixes, shared = _front_code(names)
         remap = np.zeros(len(documents), dtype=np.int64)
-        remap[used[order]] = np.arange(len(order))
+        remap[used[order]] = codes
         return {
-            DOCUMENTS: _pack(_pack_strings("", [names[i] for i in order]), {"count": len(order)}),
+            DOCUMENTS: _pack(
+                {"shared": _narrowest(shared), **_pack_bytes("suffix.", suffixes)},
+                {"count": len(suffixes)},
+                level=6,
+            ),
             RANKINGS: _pack(
                 {
                     "lengths": _narrowest(np.diff(ranked.offsets)),
@@ -629,7 +726,8 @@ class Outcomes(Sequence["QuestionOutcome"]):
             table = [None, *vocabulary]
             return tuple(table[code] for code in self._sized(arrays["codes"], name).tolist())
         if name == DOCUMENTS:
-            return tuple(_unpack_strings("", arrays, meta["count"]))
+            suffixes = _unpack_bytes("suffix.", arrays, meta["count"])
+            return tuple(_front_decode(arrays["shared"].tolist(), suffixes))
         if name in (RANKINGS, JUDGMENTS):
             lengths = self._sized(arrays["lengths"], name).astype(np.int64)
             offsets = np.zeros(count + 1, dtype=np.int64)
@@ -704,7 +802,11 @@ class Outcomes(Sequence["QuestionOutcome"]):
 
     @property
     def documents(self) -> tuple[str, ...]:
-        """The document ids `rankings` and `judgments` index; no id appears twice."""
+        """The document ids `rankings` and `judgments` index.
+
+        As given to `from_arrays`; read back from the stored form, only the ids the run
+        uses, sorted, each once.
+        """
         found: tuple[str, ...] = self._column(DOCUMENTS)
         return found
 
@@ -757,7 +859,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
         return self._build(range(self._count))
 
     def _build(self, positions: range) -> Iterator[QuestionOutcome]:
-        from retrievalkit.model import QuestionOutcome
+        from retrievalkit.model import FrozenDict, QuestionOutcome
 
         if not positions:
             return
@@ -765,11 +867,13 @@ class Outcomes(Sequence["QuestionOutcome"]):
         ids = self.question_ids
         names = self._metrics
         metrics = [self._metric(name) for name in names]
-        table = (
-            np.column_stack([m.values[start:stop] for m in metrics]).tolist()
-            if metrics
-            else [[] for _ in positions]
-        )
+        if metrics:
+            table = np.column_stack([m.values[start:stop] for m in metrics])
+            cells = table.astype(object)
+            cells[np.isnan(table)] = None
+            rows = cells.tolist()
+        else:
+            rows = [[] for _ in positions]
         absent = [
             (name, m.absent[start:stop].tolist())
             for name, m in zip(names, metrics, strict=True)
@@ -778,35 +882,31 @@ class Outcomes(Sequence["QuestionOutcome"]):
         latency = self.latency_ms[start:stop].tolist()
         errors = self.errors
         forms, hard = self.forms, self.hard_classes
-        documents = self.documents
+        documents = np.array(self.documents, dtype=object)
         ranked, labels = self.rankings, self.judgments
-        r_offsets = ranked.offsets[start : stop + 1].tolist()
-        r_codes = ranked.codes[r_offsets[0] : r_offsets[-1]].tolist()
-        j_offsets = labels.offsets[start : stop + 1].tolist()
-        j_codes = labels.codes[j_offsets[0] : j_offsets[-1]].tolist()
+        r_offsets = ranked.offsets[start : stop + 1]
+        r_docs = documents[ranked.codes[r_offsets[0] : r_offsets[-1]]].tolist()
+        r_bounds = (r_offsets - r_offsets[0]).tolist()
+        j_offsets = labels.offsets[start : stop + 1]
+        j_docs = documents[labels.codes[j_offsets[0] : j_offsets[-1]]].tolist()
         j_grades = labels.grades[j_offsets[0] : j_offsets[-1]].tolist()
-        r_base, j_base = r_offsets[0], j_offsets[0]
+        j_bounds = (j_offsets - j_offsets[0]).tolist()
         for row, position in enumerate(positions):
-            scores = {
-                name: None if value != value else value
-                for name, value in zip(names, table[row], strict=True)
-            }
+            scores = dict(zip(names, rows[row], strict=True))
             for name, mask in absent:
                 if mask[row]:
                     del scores[name]
-            a, b = r_offsets[row] - r_base, r_offsets[row + 1] - r_base
-            c, d = j_offsets[row] - j_base, j_offsets[row + 1] - j_base
+            a, b = r_bounds[row], r_bounds[row + 1]
+            c, d = j_bounds[row], j_bounds[row + 1]
             yield QuestionOutcome(
                 question_id=ids[position],
-                ranking=tuple(documents[code] for code in r_codes[a:b]),
-                scores=scores,
+                ranking=tuple(r_docs[a:b]),
+                scores=FrozenDict(scores),
                 latency_ms=latency[row],
                 error=errors.get(position),
                 form=forms[position],
                 hard_class=hard[position],
-                judgments={
-                    documents[code]: g for code, g in zip(j_codes[c:d], j_grades[c:d], strict=True)
-                },
+                judgments=FrozenDict(zip(j_docs[c:d], j_grades[c:d], strict=True)),
             )
 
     def take(self, indices: Iterable[int]) -> Outcomes:

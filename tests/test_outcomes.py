@@ -264,7 +264,7 @@ def test_from_arrays_equals_from_outcomes_whatever_the_document_order() -> None:
         ({"latency_ms": [1.0]}, "latency_ms must be 3 floats"),
         ({"errors": {3: "boom"}}, "errors must map question indexes"),
         ({"forms": ["MATCH"]}, "forms must hold 3 labels"),
-        ({"documents": ["a", "a"]}, "must not hold the same id twice"),
+        ({"forms": ["MATCH", "gap", None]}, "forms must be MATCH, GAP or None"),
         ({"rankings": ([0, 1, 1], [0])}, "ranking offsets must be 4 values"),
         ({"rankings": ([0, 2, 1, 2], [0, 0])}, "must not decrease"),
         ({"rankings": ([0, 1, 1, 1], [5])}, "ranking codes must index the 2 documents"),
@@ -281,6 +281,32 @@ def test_from_arrays_names_what_does_not_fit(change: dict[str, object], message:
     arguments.update(change)
     with pytest.raises(ValueError, match=message):
         Outcomes.from_arrays(**arguments)  # type: ignore[arg-type]
+
+
+def test_a_document_given_twice_is_stored_once() -> None:
+    built = Outcomes.from_arrays(
+        ["q1", "q2"],
+        {"hit@1": [1.0, 0.0]},
+        documents=["b", "a", "b", "c"],
+        rankings=([0, 2, 3], [0, 1, 2]),
+        judgments=([0, 1, 2], [2, 3], [1, 0]),
+    )
+    back, _ = stored(built)
+    assert back.documents == ("a", "b", "c")
+    assert [o.ranking for o in back] == [("b", "a"), ("b",)]
+    assert [dict(o.judgments) for o in back] == [{"b": 1}, {"c": 0}]
+    assert back == built
+
+
+@settings(max_examples=40, deadline=None)
+@given(names=st.lists(st.text(max_size=6) | st.binary(max_size=6).map(lambda b: b.hex())))
+def test_document_ids_round_trip_front_coded(names: list[str]) -> None:
+    """Sorted, shared prefixes, duplicates, empty ids and ids longer than front coding takes."""
+    names = [*names, *names[:2], "a", "a\x00", "a", "x" * 300 if len(names) % 2 else ""]
+    made = [QuestionOutcome(f"q{i}", (name,), {}, 0.0) for i, name in enumerate(names)]
+    back, _ = stored(Outcomes.from_outcomes(made))
+    assert [o.ranking for o in back] == [(name,) for name in names]
+    assert back.documents == tuple(sorted(set(names), key=lambda n: n.encode("utf-8")))
 
 
 def test_an_empty_run_round_trips() -> None:
