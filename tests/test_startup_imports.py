@@ -225,3 +225,34 @@ def test_check_imports_every_plugin_and_flags_a_stale_declaration(
     stale = broken["rk-declared[mismatched]"]
     assert "declares the sets stale" in stale and "offers fresh" in stale
     assert "retrievalkit.set_names" in stale
+
+
+@pytest.mark.parametrize("where", ["retrievalkit.toml", "pyproject.toml", "--config"])
+def test_the_listing_still_shows_what_a_configuration_file_adds(
+    tmp_path: Path, sites: list[Path], where: str
+) -> None:
+    from retrievalkit.commands.listing import CONFIG_FILES
+    from retrievalkit.config import CONFIG_FILE
+
+    assert CONFIG_FILES == (CONFIG_FILE, "pyproject.toml")
+    body = '[sets.mine]\npath = "mine.jsonl"\n\n[retrievers.kb]\nplugin = "bm25-demo"\n'
+    args: tuple[str, ...] = ()
+    if where == "pyproject.toml":
+        body = body.replace("[sets", "[tool.retrievalkit.sets").replace(
+            "[retrievers", "[tool.retrievalkit.retrievers"
+        )
+    if where == "--config":
+        (tmp_path / "elsewhere").mkdir()
+        config = tmp_path / "elsewhere" / "settings.toml"
+        args = ("--config", str(config))
+    else:
+        config = tmp_path / where
+    config.write_text(body, encoding="utf-8")
+    completed, modules = run(tmp_path, sites, "list", "--format", "json", *args)
+    assert completed.returncode == 0, completed.stderr
+    listing = json.loads(completed.stdout)
+    sets = {entry["name"]: entry["provider"] for entry in listing["sets"]}
+    retrievers = {entry["name"]: entry["provider"] for entry in listing["retrievers"]}
+    assert sets["mine"] == f"config: {config.parent / 'mine.jsonl'}"
+    assert retrievers["kb"] == "config: plugin bm25-demo"
+    assert "retrievalkit.config" in modules, "a configuration file is read when there is one"

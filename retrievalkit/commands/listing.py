@@ -20,6 +20,8 @@ HELP = (
     "--check also imports every plugin and exits with code 1 on a broken or colliding one."
 )
 
+#: The files `retrievalkit.config.find_config` reads from the current folder.
+CONFIG_FILES = ("retrievalkit.toml", "pyproject.toml")
 #: The sections of the listing after the sets, each an entry-point group.
 _SECTIONS = {
     "retrievers": "retrievalkit.retrievers",
@@ -144,9 +146,7 @@ def _configured(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
     """
     import os
 
-    if args.config is None and not any(
-        os.path.isfile(name) for name in ("retrievalkit.toml", "pyproject.toml")
-    ):
+    if args.config is None and not any(os.path.isfile(name) for name in CONFIG_FILES):
         return {}, {}
     config = load_config(args)
     return dict(config.sets), dict(config.retrievers)
