@@ -292,3 +292,25 @@ def test_bootstrap_bounds_never_leave_the_range_of_the_values() -> None:
     for estimate, row in zip(estimates, rows, strict=True):
         assert estimate.low is not None and estimate.low >= row.min()
         assert estimate.high is not None and estimate.high <= row.max()
+
+
+def test_a_slice_of_one_repeated_value_is_constant_within_a_varied_run() -> None:
+    # The method and the bootstrap's clamp read each slice's own smallest and largest
+    # value, over its defined values only.
+    rng = np.random.default_rng(31)
+    varied = rng.beta(2.0, 5.0, 40)
+    values = np.column_stack(
+        [np.r_[np.full(20, 0.5), varied[:20]], np.r_[np.full(20, 0.5), varied[20:]]]
+    )
+    values[::5, 1] = np.nan
+    first = np.arange(40) < 20
+    rows = bootstrap_means(values, np.array([np.ones(40, dtype=bool), first, ~first]))
+    for metric in range(2):
+        alike, other = rows[1][metric], rows[2][metric]
+        size = int((~np.isnan(values[first, metric])).sum())
+        share = 1 - 0.025 ** (1 / size)
+        assert (alike.method, alike.n, alike.mean) == (intervals.CONSTANT, size, 0.5)
+        assert (alike.low, alike.high) == pytest.approx((0.5 - 0.5 * share, 0.5 + 0.5 * share))
+        assert other.method == intervals.BCA and other.low is not None and other.high is not None
+        assert np.nanmin(values[~first, metric]) <= other.low < other.high
+        assert other.high <= np.nanmax(values[~first, metric])
