@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
@@ -168,6 +169,13 @@ def test_the_systems_and_the_changed_questions() -> None:
     assert (first.baseline_error, first.candidate_error) == (None, "boom")
     assert (first.question, third.question) == ("question five", None)
     assert (third.baseline_rank, third.candidate_rank, third.difference) == (1, 2, -0.5)
+    backwards = compare_records([Side("failing", failing), Side("base", BASE)], **STATS)
+    change = backwards.pairs[0].changed[0]
+    assert (change.question_id, change.baseline_error, change.candidate_error) == (
+        "q05",
+        "boom",
+        None,
+    )
 
 
 def test_a_low_judged_share_is_warned_about_by_name() -> None:
@@ -184,6 +192,8 @@ def test_different_set_versions_compare_only_with_leave_and_on_the_shared_questi
     with pytest.raises(InputError, match=r"share 24 question ids \(base 30, part 24") as caught:
         compare_records([Side("base", BASE), Side("part", part)], **STATS)
     assert caught.value.field == "--allow-different-sets"
+    hashes = f"base: {BASE.manifest.set_hash[:12]}, part: {part.manifest.set_hash[:12]})"
+    assert f"(content hashes {hashes};" in str(caught.value)
     comparison = compare_records(
         [Side("base", BASE), Side("part", part)], allow_different_sets=True, **STATS
     )
@@ -210,3 +220,171 @@ def test_runs_without_a_shared_question_are_refused() -> None:
             **STATS,
         )
     assert caught.value.field == "--run"
+
+
+def test_judged_shares_in_report_order_and_none_without_values() -> None:
+    deep = ScoringOptions(ks=(1, 3, 10), resamples=200)
+    retrievals = [Retrieval((q.expected[0], "judged-miss"), 1.0) for q in GOLDEN.questions]
+    base = build_record(
+        GOLDEN,
+        "base",
+        "test",
+        {},
+        score_run(GOLDEN.questions, retrievals, deep),
+        deep,
+        overfetch=1,
+        git_commit=None,
+    )
+    failing = [Retrieval((), 1.0, error="down") for _ in GOLDEN.questions]
+    down = build_record(
+        GOLDEN,
+        "down",
+        "test",
+        {},
+        score_run(GOLDEN.questions, failing, deep),
+        deep,
+        overfetch=1,
+        git_commit=None,
+    )
+    comparison = compare_records([Side("base", base), Side("down", down)], **STATS)
+    kept, gone = comparison.systems
+    assert list(kept.judged) == ["judged@1", "judged@3", "judged@10"]
+    assert kept.judged == {"judged@1": 1.0, "judged@3": 1.0, "judged@10": 1.0}
+    # Every question errored: judged@k is undefined everywhere, so no share, not NaN.
+    assert gone.judged == {"judged@1": None, "judged@3": None, "judged@10": None}
+    assert gone.errored == COUNT
+
+
+def test_a_metric_undefined_on_every_shared_question_has_no_test() -> None:
+    unanswerable = GoldenQuestionSet(
+        name="none",
+        questions=tuple(
+            GoldenQuestion(id=f"n{index}", question=f"nothing {index}", expected=[])
+            for index in range(8)
+        ),
+    )
+
+    def empty_handed(found: int, model: str) -> ResultRecord:
+        retrievals = [Retrieval(("x",) if i < found else (), 1.0) for i in range(8)]
+        scores = score_run(unanswerable.questions, retrievals, SCORING)
+        return build_record(
+            unanswerable, model, "test", {}, scores, SCORING, overfetch=1, git_commit=None
+        )
+
+    comparison = compare_records(
+        [Side("quiet", empty_handed(0, "quiet")), Side("chatty", empty_handed(3, "chatty"))],
+        **STATS,
+    )
+    found = deltas(comparison.pairs[0])
+    rr = found["rr"]
+    assert (rr.n, rr.baseline, rr.difference, rr.ci, rr.p_value) == (0, None, None, None, None)
+    assert (rr.verdict, rr.significant, rr.wins, rr.ties, rr.losses) == (None, None, 0, 0, 0)
+    # hit@1 is defined for no-answer questions: 1 when nothing came back.
+    hit1 = found["hit@1"]
+    assert (hit1.n, hit1.losses, hit1.ties, hit1.difference) == (8, 3, 5, -3 / 8)
+
+
+def test_the_confidence_level_reaches_the_paired_interval() -> None:
+    wide = compare_records([Side("base", BASE), Side("worse", WORSE)], **STATS)
+    narrow = compare_records(
+        [Side("base", BASE), Side("worse", WORSE)], resamples=400, confidence=0.8, seed=5
+    )
+    for metric in ("hit@1", "rr"):
+        expected = paired_test(
+            np.array([value for value in _values(BASE, metric)]),
+            np.array([value for value in _values(WORSE, metric)]),
+            resamples=400,
+            confidence=0.8,
+            seed=5,
+        )
+        at_80 = deltas(narrow.pairs[0])[metric].ci
+        at_95 = deltas(wide.pairs[0])[metric].ci
+        assert at_80 == (expected.low, expected.high)
+        assert at_80 is not None and at_95 is not None
+        assert at_95[0] < at_80[0] and at_80[1] < at_95[1]
+
+
+def _values(record: ResultRecord, metric: str) -> list[float]:
+    return [float(outcome.scores[metric]) for outcome in record.outcomes]  # type: ignore[arg-type]
+
+
+def test_a_move_of_exactly_the_tie_tolerance_is_a_tie() -> None:
+    # paired.TIE (1e-12): differences no larger are ties, as sums of a few floats may
+    # differ in their last bits; twice that is a move.
+    from retrievalkit.paired import TIE
+
+    def with_rr(record: ResultRecord, values: dict[str, float]) -> ResultRecord:
+        outcomes = [
+            attrs.evolve(
+                outcome,
+                scores={**outcome.scores, "rr": values.get(outcome.question_id, 0.0)},
+            )
+            for outcome in record.outcomes
+        ]
+        return attrs.evolve(record, outcomes=outcomes)
+
+    base = with_rr(BASE, {})
+    moved = with_rr(WORSE, {"q00": TIE, "q01": -TIE, "q02": 2 * TIE, "q03": -2 * TIE})
+    rr = deltas(compare_records([Side("base", base), Side("moved", moved)], **STATS).pairs[0])["rr"]
+    assert (rr.wins, rr.ties, rr.losses) == (1, COUNT - 2, 1)
+    changed = compare_records([Side("base", base), Side("moved", moved)], **STATS).pairs[0]
+    assert [change.question_id for change in changed.changed] == ["q02", "q03"]
+
+
+def test_metrics_come_in_report_order_and_pairing_follows_the_question_ids() -> None:
+    comparison = compare_records([Side("base", BASE), Side("worse", WORSE)], **STATS)
+    pair = comparison.pairs[0]
+    assert [delta.metric for delta in pair.metrics] == [
+        "hit@1",
+        "hit@3",
+        "recall@1",
+        "recall@3",
+        "precision@1",
+        "precision@3",
+        "ndcg@1",
+        "ndcg@3",
+        "ap@1",
+        "ap@3",
+        "rr",
+        "judged@1",
+        "judged@3",
+    ]
+    # The candidate's outcomes in another order pair with the same questions: every
+    # number, the bootstrap interval included, is the same.
+    deep = ScoringOptions(ks=(1, 3, 10), resamples=200)
+    retrievals = [Retrieval((q.expected[0],), 1.0) for q in GOLDEN.questions]
+    deeper = build_record(
+        GOLDEN,
+        "deep",
+        "test",
+        {},
+        score_run(GOLDEN.questions, retrievals, deep),
+        deep,
+        overfetch=1,
+        git_commit=None,
+    )
+    for sides in ([BASE, deeper], [deeper, BASE]):
+        both = compare_records([Side("a", sides[0]), Side("b", sides[1])], **STATS)
+        assert "hit@10" not in [delta.metric for delta in both.pairs[0].metrics]
+    shuffled = attrs.evolve(WORSE, outcomes=list(reversed(WORSE.outcomes)))
+    again = compare_records([Side("base", BASE), Side("worse", shuffled)], **STATS).pairs[0]
+    assert again.metrics == pair.metrics
+
+
+def test_the_questions_that_changed_most_stop_at_ten_by_default() -> None:
+    many = run(range(12), "many")
+    pair = compare_records([Side("base", BASE), Side("many", many)], **STATS).pairs[0]
+    assert [change.question_id for change in pair.changed] == [f"q{i:02d}" for i in range(10)]
+
+
+def test_a_question_undefined_on_one_side_is_not_a_change() -> None:
+    outcomes = [
+        attrs.evolve(outcome, scores={**outcome.scores, "rr": None})
+        if outcome.question_id == "q00"
+        else outcome
+        for outcome in WORSE.outcomes
+    ]
+    undefined = attrs.evolve(WORSE, outcomes=outcomes)
+    pair = compare_records([Side("base", BASE), Side("worse", undefined)], **STATS).pairs[0]
+    assert [change.question_id for change in pair.changed] == [f"q{i:02d}" for i in range(1, 10)]
+    assert deltas(pair)["rr"].n == COUNT - 1
