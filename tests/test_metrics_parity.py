@@ -188,6 +188,7 @@ def test_a_repeated_id_is_graded_at_every_rank_and_errors_score_nothing() -> Non
         errored=[False, True, False],
     )
     assert judged.grades.tolist() == [[2, -1, 2, 0], [-2, -2, -2, -2], [-1, -2, -2, -2]]
+    assert judged.grades.dtype == np.int64  # whole grades, as JudgedRankings declares
     assert judged.returned_any.tolist() == [True, False, True]
     assert judged.errored.tolist() == [False, True, False]
     assert judged.relevant_total.tolist() == [1.0, 1.0, 0.0]
@@ -197,3 +198,21 @@ def test_a_repeated_id_is_graded_at_every_rank_and_errors_score_nothing() -> Non
     # no-answer question returned something, so its hit@1 is 0 and the rest undefined.
     assert values["hit@1"].tolist() == [1.0, 0.0, 0.0]
     assert values["rr"][:2].tolist() == [1.0, 0.0] and np.isnan(values["rr"][2])
+
+
+def test_no_answer_questions_and_empty_rankings_raise_no_numpy_warning() -> None:
+    # nDCG and judged@k divide by zero for a no-answer question or an empty top k; the
+    # value is undefined (NaN), and nothing may be printed about it.
+    import warnings
+
+    judged = judge_rankings(
+        [["a"], [], ["x", "y"], []],
+        [{"a": 1}, {"b": 0}, {}, {}],
+        depth=3,
+        errored=[False, False, False, True],
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        values = compute_metrics(judged, (1, 3), with_judged=True)
+    assert values["ndcg@3"][0] == 1.0 and np.isnan(values["ndcg@3"][1:]).all()
+    assert values["judged@3"][0] == 1.0 and np.isnan(values["judged@3"][1:]).all()
