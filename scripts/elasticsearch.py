@@ -15,11 +15,9 @@ import hashlib
 import http.client
 import json
 import os
-import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +26,11 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+# The launchers run as scripts; what they share is in _service.py beside them.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _service
+from _service import chown_tree, is_root, port_in_use, traversable_by_others
 
 ZIP_GROUP = "org.elasticsearch.distribution.integ-test-zip"
 SERVER_GROUP = "org.elasticsearch"
@@ -75,6 +78,16 @@ def say(message: str) -> None:
     print(f"[elasticsearch] {message}", file=sys.stderr, flush=True)
 
 
+def cache_base() -> Path:
+    """The folder that holds this service's installation and its per-port folders."""
+    return _service.cache_base("elasticsearch", "RETRIEVALKIT_ES_HOME")
+
+
+def ensure_user() -> tuple[int, int] | None:
+    """Create the unprivileged server user when root; its (uid, gid), or None if not root."""
+    return _service.ensure_user(ES_USER, say)
+
+
 def vkey(version: str) -> tuple[int, ...]:
     """Sort key for an X.Y.Z version."""
     return tuple(int(part) for part in version.split("."))
@@ -83,32 +96,6 @@ def vkey(version: str) -> tuple[int, ...]:
 def default_port() -> int:
     """The HTTP port from RETRIEVALKIT_ES_PORT, or 9200."""
     return int(os.environ.get("RETRIEVALKIT_ES_PORT") or 9200)
-
-
-def is_root() -> bool:
-    """Whether we run as root (and so must start the node as another user)."""
-    return os.geteuid() == 0
-
-
-def traversable_by_others(path: Path) -> bool:
-    """Whether every existing ancestor of path lets other users through."""
-    for part in [path, *path.parents]:
-        if part.exists() and not part.stat().st_mode & 0o001:
-            return False
-    return True
-
-
-def cache_base() -> Path:
-    """The folder that holds unpacked versions, node folders and the recorded version."""
-    explicit = os.environ.get("RETRIEVALKIT_ES_HOME")
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    base = Path(xdg).expanduser().resolve() / "retrievalkit" / "elasticsearch"
-    if is_root() and not traversable_by_others(base):
-        # The node runs as an unprivileged user, which cannot enter a 0700 /root.
-        return Path("/var/cache/retrievalkit/elasticsearch")
-    return base
 
 
 def maven_repo() -> Path:
@@ -294,13 +281,6 @@ def healthy_version(port: int, wait: float = 0.0) -> str | None:
     return "unknown"
 
 
-def port_in_use(port: int) -> bool:
-    """Whether something listens on 127.0.0.1:port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
 def node_dir(base: Path, port: int) -> Path:
     """The per-port folder with config, data, logs, tmp and the pid file."""
     return base / "nodes" / str(port)
@@ -362,33 +342,6 @@ def stop(base: Path, port: int) -> bool:
                 os.kill(pid, signal.SIGKILL)
     pid_file(base, port).unlink(missing_ok=True)
     return bool(pids)
-
-
-def ensure_user() -> tuple[int, int] | None:
-    """Create the unprivileged node user when root; return its (uid, gid), or None if not root."""
-    if not is_root():
-        return None
-    try:
-        entry = pwd.getpwnam(ES_USER)
-    except KeyError:
-        say(f"creating system user {ES_USER}")
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", ES_USER],
-            check=True,
-            stdin=subprocess.DEVNULL,
-        )
-        entry = pwd.getpwnam(ES_USER)
-    return entry.pw_uid, entry.pw_gid
-
-
-def chown_tree(root: Path, ids: tuple[int, int] | None) -> None:
-    """Give root and everything below it to the node user."""
-    if ids is None:
-        return
-    os.chown(root, *ids)
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            os.chown(os.path.join(folder, name), *ids, follow_symlinks=False)
 
 
 def log_tail(base: Path, port: int) -> str:

@@ -21,15 +21,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+# The launchers run as scripts; what they share is in _service.py beside them.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _service
+from _service import chown_tree, is_root, port_in_use, traversable_by_others
 
 PGSERVER_VERSION = "0.1.4"
 PG_USER = "retrievalkit-pg"
@@ -46,35 +49,19 @@ def say(message: str) -> None:
     print(f"[postgres] {message}", file=sys.stderr, flush=True)
 
 
+def cache_base() -> Path:
+    """The folder that holds this service's installation and its per-port folders."""
+    return _service.cache_base("postgres", "RETRIEVALKIT_PG_HOME")
+
+
+def ensure_user() -> tuple[int, int] | None:
+    """Create the unprivileged server user when root; its (uid, gid), or None if not root."""
+    return _service.ensure_user(PG_USER, say)
+
+
 def default_port() -> int:
     """The port from RETRIEVALKIT_PG_PORT, or 5433 (5432 is left to a system server)."""
     return int(os.environ.get("RETRIEVALKIT_PG_PORT") or 5433)
-
-
-def is_root() -> bool:
-    """Whether we run as root (and so must run the server as another user)."""
-    return os.geteuid() == 0
-
-
-def traversable_by_others(path: Path) -> bool:
-    """Whether every existing ancestor of path lets other users through."""
-    for part in [path, *path.parents]:
-        if part.exists() and not part.stat().st_mode & 0o001:
-            return False
-    return True
-
-
-def cache_base() -> Path:
-    """The folder that holds the installed wheel and one cluster folder per port."""
-    explicit = os.environ.get("RETRIEVALKIT_PG_HOME")
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    base = Path(xdg).expanduser().resolve() / "retrievalkit" / "postgres"
-    if is_root() and not traversable_by_others(base):
-        # The server runs as an unprivileged user, which cannot enter a 0700 /root.
-        return Path("/var/cache/retrievalkit/postgres")
-    return base
 
 
 def install_dir(base: Path) -> Path:
@@ -160,33 +147,6 @@ def log_file(base: Path, port: int) -> Path:
     return cluster_dir(base, port) / "server.log"
 
 
-def ensure_user() -> tuple[int, int] | None:
-    """Create the unprivileged server user when root; its (uid, gid), or None if not root."""
-    if not is_root():
-        return None
-    try:
-        entry = pwd.getpwnam(PG_USER)
-    except KeyError:
-        say(f"creating system user {PG_USER}")
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
-            check=True,
-            stdin=subprocess.DEVNULL,
-        )
-        entry = pwd.getpwnam(PG_USER)
-    return entry.pw_uid, entry.pw_gid
-
-
-def chown_tree(root: Path, ids: tuple[int, int] | None) -> None:
-    """Give root and everything below it to the server user."""
-    if ids is None:
-        return
-    os.chown(root, *ids)
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            os.chown(os.path.join(folder, name), *ids, follow_symlinks=False)
-
-
 def as_server_user(
     command: list[str], ids: tuple[int, int] | None, *, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -208,13 +168,6 @@ def as_server_user(
 def password() -> str:
     """The superuser's password: $RETRIEVALKIT_PG_PASSWORD, or the loopback default."""
     return os.environ.get(PASSWORD_ENV) or DEFAULT_PASSWORD
-
-
-def port_in_use(port: int) -> bool:
-    """Whether something listens on 127.0.0.1:port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def ready(base: Path, port: int) -> bool:
