@@ -430,9 +430,12 @@ class Outcomes(Sequence["QuestionOutcome"]):
             names = list(first_keys)
         else:
             names = list(dict.fromkeys(name for item in items for name in item.scores))
-        table = np.array(
-            [[item.scores.get(name) for name in names] for item in items], dtype=np.float64
-        ).reshape(count, len(names))
+        ordered = tuple(names)
+        if all(tuple(item.scores) == ordered for item in items):
+            rows = [list(item.scores.values()) for item in items]
+        else:
+            rows = [[item.scores.get(name) for name in names] for item in items]
+        table = np.array(rows, dtype=np.float64).reshape(count, len(names))
         metrics: dict[str, _Metric] = {}
         for position, name in enumerate(names):
             absent = None

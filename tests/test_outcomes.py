@@ -347,6 +347,13 @@ def test_undefined_values_stay_undefined_and_absent_ones_absent() -> None:
     back, _ = stored(Outcomes.from_outcomes(made))
     assert [dict(o.scores) for o in back] == [{"hit@1": None, "rr": 0.0}, {"hit@1": 1.0}]
     assert np.isnan(back.values("rr")[1]) and np.isnan(back.values("hit@1")[0])
+    # The same metrics listed in another order are read by name, not by position.
+    mixed = [
+        QuestionOutcome("q1", (), {"hit@1": 1.0, "rr": 0.5}, 0.0),
+        QuestionOutcome("q2", (), {"rr": 0.25, "hit@1": 0.0}, 0.0),
+    ]
+    back, _ = stored(Outcomes.from_outcomes(mixed))
+    assert back.values("rr").tolist() == [0.5, 0.25] and list(back) == mixed
 
 
 def test_a_damaged_column_names_the_store_and_the_column() -> None:
