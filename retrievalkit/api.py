@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from retrievalkit.fidelity import FidelityReport
     from retrievalkit.model import GoldenQuestion
     from retrievalkit.regression import Verdict
-    from retrievalkit.scoring import ScoringOptions
+    from retrievalkit.scoring import RunScorer, ScoringOptions
     from retrievalkit.stores import ResultStore
 
 
@@ -373,9 +373,9 @@ def evaluate(
 
     Returns a [`Run`][retrievalkit.api.Run]; nothing is saved (`store.save(run.record)`).
     """
-    from retrievalkit.evaluator import evaluate_questions
+    from retrievalkit.evaluator import STREAM_BATCH, ask_in_batches
     from retrievalkit.metrics import normalise_ks
-    from retrievalkit.scoring import ScoringOptions
+    from retrievalkit.scoring import RunScorer, ScoringOptions
 
     if not 0.0 < confidence < 1.0:
         raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
@@ -400,7 +400,10 @@ def evaluate(
     )
     resolved = _resolve(retriever, options, name, settings)
     questions = golden.questions
-    retrievals = evaluate_questions(
+    # Asked, judged and scored a batch at a time: a batch's answers are let go once its
+    # columns are filled in, so no per-question object outlives its batch.
+    scorer = RunScorer(questions, scoring)
+    for answered in ask_in_batches(
         resolved.retriever,
         questions,
         depth=max(scoring.ks),
@@ -409,13 +412,13 @@ def evaluate(
         timeout=timeout,
         secrets=resolved.secrets,
         progress=progress,
-    )
-    return _scored_run(
+        batch=STREAM_BATCH,
+    ):
+        scorer.add(answered)
+    return _finished_run(
         golden,
-        questions,
-        retrievals,
+        scorer,
         resolved,
-        scoring,
         overfetch=overfetch,
         git_commit=git_commit,
         now=now,
@@ -440,15 +443,47 @@ def _scored_run(
 ) -> Run:
     """Score the retrievals of ``questions`` (the set's, or those a sequential run asked)
     into a run of ``golden``; raise `RunFailed` past ``max_error_rate``."""
-    from retrievalkit.diagnostics import short_of_documents_warning
+    from retrievalkit.evaluator import STREAM_BATCH
+    from retrievalkit.scoring import RunScorer
+
+    scorer = RunScorer(questions, scoring)
+    for low in range(0, len(questions), STREAM_BATCH):
+        scorer.add(retrievals[low : low + STREAM_BATCH])
+    return _finished_run(
+        golden,
+        scorer,
+        resolved,
+        overfetch=overfetch,
+        git_commit=git_commit,
+        now=now,
+        max_error_rate=max_error_rate,
+        provider=provider,
+        extra=extra,
+    )
+
+
+def _finished_run(
+    golden: GoldenQuestionSet,
+    scorer: RunScorer,
+    resolved: _Retriever,
+    *,
+    overfetch: int,
+    git_commit: str | Literal["detect"] | None,
+    now: dt.datetime | None,
+    max_error_rate: float | None,
+    provider: Any = None,
+    extra: Mapping[str, str] | None = None,
+) -> Run:
+    """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
+    sequential run asked); raise `RunFailed` past ``max_error_rate``."""
     from retrievalkit.embedders import embedding_of
     from retrievalkit.record import build_record
     from retrievalkit.record import git_commit as commit_of_working_directory
     from retrievalkit.redaction import scrub
-    from retrievalkit.scoring import score_run
 
-    scores = score_run(questions, retrievals, scoring)
-    short = short_of_documents_warning(retrievals, depth=max(scoring.ks), overfetch=overfetch)
+    scoring = scorer.options
+    scores = scorer.finish()
+    short = scorer.short_of_documents(overfetch)
     packages = dict([resolved.package] if resolved.package else [])
     if provider is not None:
         packages[provider.package] = provider.version
@@ -477,12 +512,13 @@ def _scored_run(
         retriever_identifier=identifier if isinstance(identifier, str) and identifier else None,
     )
     run = Run(record, golden, () if short is None else (short,))
-    errored, total = record.errored, len(questions)
+    errored, total = scores.outcomes.errored, len(scorer.questions)
     if max_error_rate is not None and errored and errored / total > max_error_rate:
         from collections import Counter
 
         # The most frequent reason (ties: the first in order) is the example given.
-        counted = Counter(outcome.error for outcome in record.outcomes if outcome.error)
+        errors = scores.outcomes.errors
+        counted = Counter(errors[index] for index in sorted(errors) if errors[index])
         example = counted.most_common(1)[0][0]
         everything = " on every question" if errored == total else ""
         raise RunFailed(

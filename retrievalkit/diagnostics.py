@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from retrievalkit.evaluator import Retrieval
     from retrievalkit.model import QuestionOutcome
@@ -34,34 +36,84 @@ def chunk_like(returned: str, expected: str) -> bool:
     return joiner in "-_." and _CHUNK_SUFFIX.fullmatch(suffix) is not None
 
 
+#: An id that `chunk_like` can match against some document id: a strong joiner
+#: followed by anything, or a weak one followed by a whole chunk suffix.
+_MAYBE_CHUNK = re.compile(
+    r"[#:|/@~].|[-_.](?:chunk|part|passage|para|seg|segment|c|p)-?\d+\Z", re.IGNORECASE
+)
+
+
 def chunk_id_warning(outcomes: Sequence[QuestionOutcome]) -> str | None:
     """A warning when returned ids look like chunk ids of the documents a question expects.
 
     An id that some question of the set labels is a document, never a chunk: near
     duplicates such as ``doc-fees`` and ``doc-fees-2019`` are not flagged.
+
+    Read from the outcomes' columns: each distinct returned id is tested once for the
+    labelled documents it could be a chunk of, and only then are questions matched
+    with their own labels, so the work grows with the distinct ids, not with the
+    questions times their rankings.
     """
-    labelled = {doc for outcome in outcomes for doc in outcome.judgments}
-    affected: list[tuple[str, str, str]] = []
-    for outcome in outcomes:
-        expected = sorted(outcome.expected)
-        if outcome.error is not None or not expected:
-            continue
-        for returned in outcome.ranking:
-            if returned in labelled:
-                continue
-            document = next((e for e in expected if chunk_like(returned, e)), None)
-            if document is not None:
-                affected.append((outcome.question_id, returned, document))
-                break
-    if not affected:
+    from retrievalkit.outcomes import Outcomes
+
+    columns = Outcomes.from_outcomes(outcomes)
+    if not len(columns):
         return None
-    question, returned, document = affected[0]
+    documents = columns.documents
+    ranked, labels = columns.rankings, columns.judgments
+    labelled = np.unique(labels.codes)
+    code_of = {documents[code]: code for code in labelled.tolist()}
+    # (returned document, labelled document it looks like a chunk of), by code.
+    chunks: list[int] = []
+    wholes: list[int] = []
+    for code in np.setdiff1d(np.unique(ranked.codes), labelled).tolist():
+        returned = documents[code]
+        if _MAYBE_CHUNK.search(returned) is None:
+            continue
+        for cut in range(len(returned) - 1):
+            whole = code_of.get(returned[:cut])
+            if whole is not None and chunk_like(returned, returned[:cut]):
+                chunks.append(code)
+                wholes.append(whole)
+    if not chunks:
+        return None
+    count = len(columns)
+    span = len(documents)
+    # A question's expected documents (graded 1 or more), as (question, document) keys.
+    label_owner = np.repeat(np.arange(count, dtype=np.int64), np.diff(labels.offsets))
+    expected = np.unique((label_owner * span + labels.codes)[labels.grades >= 1])
+    # Every (question, document it may have returned a chunk of), from its ranking.
+    rank_owner = np.repeat(np.arange(count, dtype=np.int64), np.diff(ranked.offsets))
+    chunk_codes, whole_codes = np.array(chunks, dtype=np.int64), np.array(wholes, dtype=np.int64)
+    order = np.argsort(chunk_codes, kind="stable")
+    chunk_codes, whole_codes = chunk_codes[order], whole_codes[order]
+    entries = np.flatnonzero(np.isin(ranked.codes, chunk_codes))
+    first = np.searchsorted(chunk_codes, ranked.codes[entries], side="left")
+    last = np.searchsorted(chunk_codes, ranked.codes[entries], side="right")
+    repeat = last - first
+    owners = np.repeat(rank_owner[entries], repeat)
+    picks = np.repeat(first - np.cumsum(repeat) + repeat, repeat) + np.arange(int(repeat.sum()))
+    found = np.isin(owners * span + whole_codes[picks], expected)
+    affected = np.unique(owners[found])
+    errored = np.fromiter(columns.errors, np.int64, len(columns.errors))
+    affected = affected[~np.isin(affected, errored)]
+    if not affected.size:
+        return None
+    example = columns[int(affected[0])]
+    expected_ids = sorted(example.expected)
+    for returned in example.ranking:
+        if returned in code_of:
+            continue
+        document = next((e for e in expected_ids if chunk_like(returned, e)), None)
+        if document is not None:
+            break
+    assert document is not None
     separator = returned[len(document)]
     return (
-        f"{len(affected)} question(s) got ids that look like chunk ids of an expected "
-        f"document (e.g. {question}: '{returned}' for expected '{document}') and scored them "
-        f"as misses; if the retriever returns chunk ids, set its doc_id_separator option "
-        f"(here '{separator}') so they count as their document"
+        f"{affected.size} question(s) got ids that look like chunk ids of an expected "
+        f"document (e.g. {example.question_id}: '{returned}' for expected '{document}') and "
+        f"scored them as misses; if the retriever returns chunk ids, set its doc_id_separator "
+        f"option (here '{separator}') so they count as their document"
     )
 
 
@@ -84,8 +136,14 @@ def short_of_documents_warning(
     if not short:
         return None
     fewest = min(len(retrieval.ranking) for retrieval in short)
+    return short_warning(len(short), fewest, depth, overfetch)
+
+
+def short_warning(short: int, fewest: int, depth: int, overfetch: int) -> str:
+    """The text of `short_of_documents_warning`: ``short`` questions, as few as ``fewest``."""
+    limit = depth * overfetch
     return (
-        f"{len(short)} question(s) got {limit} ids (max(k) {depth} × overfetch {overfetch}) but "
+        f"{short} question(s) got {limit} ids (max(k) {depth} × overfetch {overfetch}) but "
         f"fewer than {depth} distinct documents after duplicates collapsed (as few as "
         f"{fewest}); metrics at k = {depth} undercount them: raise --overfetch"
     )

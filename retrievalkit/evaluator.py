@@ -12,7 +12,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from retrievalkit.model import GoldenQuestion
@@ -23,6 +23,9 @@ T = TypeVar("T")
 
 DEFAULT_OVERFETCH = 3
 _BATCH = 64
+#: Questions asked before their answers are handed over to be scored (`ask_in_batches`);
+#: a whole number of ``retrieve_many`` groups, so the groups are those of the whole set.
+STREAM_BATCH = 64 * _BATCH
 
 
 ProgressCallback = Callable[[int], None]
@@ -106,17 +109,47 @@ def evaluate_questions(
     ``secrets`` are scrubbed from every error text, since a retriever's exception may
     quote its own credentials.
     """
+    retrievals: list[Retrieval] = []
+    for answered in ask_in_batches(
+        retriever,
+        questions,
+        depth=depth,
+        overfetch=overfetch,
+        concurrency=concurrency,
+        progress=progress,
+        timeout=timeout,
+        secrets=secrets,
+        batch=max(1, len(questions)),
+    ):
+        retrievals += answered
+    return retrievals
+
+
+def ask_in_batches(
+    retriever: Any,
+    questions: Sequence[GoldenQuestion],
+    *,
+    depth: int,
+    overfetch: int = DEFAULT_OVERFETCH,
+    concurrency: int = 1,
+    progress: ProgressCallback | None = None,
+    timeout: float | None = None,
+    secrets: Sequence[str] = (),
+    batch: int = STREAM_BATCH,
+) -> Iterator[list[Retrieval]]:
+    """`evaluate_questions` a ``batch`` of questions at a time: the retrievals of the
+    next questions of the set, in order, so that a caller can score them and let them go.
+
+    Within a batch, questions are asked exactly as `evaluate_questions` asks them
+    (``concurrency`` at once, ``retrieve_many`` in groups of 64, each with its timeout).
+    """
     limit = depth * overfetch
-    texts = [question.question for question in questions]
     advance = progress or (lambda _: None)
 
     def describe(error: BaseException) -> str:
         return scrub(_describe(error), secrets)
 
-    if callable(getattr(retriever, "retrieve_many", None)):
-        return _evaluate_batched(
-            retriever, texts, limit, depth, advance, timeout, describe, concurrency
-        )
+    batched = callable(getattr(retriever, "retrieve_many", None))
 
     def ask(text: str) -> Retrieval:
         start = time.perf_counter()
@@ -128,13 +161,20 @@ def evaluate_questions(
             return Retrieval((), elapsed, describe(error))
         return Retrieval(ranking, (time.perf_counter() - start) * 1000.0, returned=len(ids))
 
-    if concurrency <= 1:
-        results = []
-        for text in texts:
-            results.append(ask(text))
-            advance(1)
-        return results
-    return _evaluate_concurrently(ask, texts, concurrency, advance)
+    for low in range(0, len(questions), max(1, batch)):
+        texts = [question.question for question in questions[low : low + batch]]
+        if batched:
+            yield _evaluate_batched(
+                retriever, texts, limit, depth, advance, timeout, describe, concurrency
+            )
+        elif concurrency <= 1:
+            results = []
+            for text in texts:
+                results.append(ask(text))
+                advance(1)
+            yield results
+        else:
+            yield _evaluate_concurrently(ask, texts, concurrency, advance)
 
 
 def _evaluate_concurrently(

@@ -360,6 +360,15 @@ def _ideal_grades(
         dtype=np.int64,
         count=int(sizes.sum()),
     )
+    return ideal_of_labels(sizes, values, depth)
+
+
+def ideal_of_labels(
+    sizes: npt.NDArray[np.intp], values: npt.NDArray[np.int64], depth: int
+) -> tuple[FloatArray, FloatArray]:
+    """`_ideal_grades` from the labels' grades laid end to end, ``sizes[i]`` of them
+    for question i."""
+    count = len(sizes)
     owners = np.repeat(np.arange(count), sizes)
     positive = values >= 1
     values, owners = values[positive], owners[positive]
@@ -372,6 +381,54 @@ def _ideal_grades(
     ideal = np.zeros((count, depth))
     ideal[owners[kept], place[kept]] = values[kept]
     return ideal, relevant_total
+
+
+def judge_codes(
+    ranking_offsets: npt.NDArray[np.int64],
+    ranking_codes: npt.NDArray[np.int64],
+    label_offsets: npt.NDArray[np.int64],
+    label_codes: npt.NDArray[np.int64],
+    label_grades: npt.NDArray[np.int64],
+    depth: int,
+    errored: npt.NDArray[np.bool_],
+) -> JudgedRankings:
+    """`judge_rankings` for rankings and labels given as document codes in CSR form.
+
+    Question i ranked ``ranking_codes[ranking_offsets[i]:ranking_offsets[i + 1]]`` and
+    labelled ``label_codes[label_offsets[i]:label_offsets[i + 1]]`` (one code a
+    document) with ``label_grades``. The very same matrices as `judge_rankings` gives
+    for the same rankings and labels, without a Python step per question: each
+    (question, document) pair is one integer key, and the ranked keys are looked up
+    among the sorted labelled ones.
+    """
+    count = len(ranking_offsets) - 1
+    lengths = np.diff(ranking_offsets)
+    grades = np.where(np.arange(depth) < lengths[:, None], -1, -2).astype(np.int64)
+    span = int(max(ranking_codes.max(initial=-1), label_codes.max(initial=-1))) + 1
+    owners = np.repeat(np.arange(count, dtype=np.int64), lengths)
+    ranks = np.arange(len(ranking_codes), dtype=np.int64) - np.repeat(ranking_offsets[:-1], lengths)
+    scored = ranks < depth
+    owners, ranks = owners[scored], ranks[scored]
+    ranked_keys = owners * span + ranking_codes[scored]
+    label_owners = np.repeat(np.arange(count, dtype=np.int64), np.diff(label_offsets))
+    label_keys = label_owners * span + label_codes
+    order = np.argsort(label_keys, kind="stable")
+    sorted_keys = label_keys[order]
+    where = np.searchsorted(sorted_keys, ranked_keys)
+    where = np.minimum(where, max(len(sorted_keys) - 1, 0))
+    found = (
+        sorted_keys[where] == ranked_keys if len(sorted_keys) else np.zeros(len(ranked_keys), bool)
+    )
+    grades[owners[found], ranks[found]] = label_grades[order[where[found]]]
+    ideal, relevant_total = ideal_of_labels(
+        np.diff(label_offsets).astype(np.intp), np.asarray(label_grades, dtype=np.int64), depth
+    )
+    returned_any = lengths > 0
+    failed = np.asarray(errored, dtype=bool)
+    if failed.any():
+        grades[failed] = -2
+        returned_any[failed] = False
+    return JudgedRankings(grades, ideal, relevant_total, returned_any, failed)
 
 
 def compute_metrics(

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
+from retrievalkit.diagnostics import short_warning
+from retrievalkit.evaluator import STREAM_BATCH
 from retrievalkit.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -16,13 +20,16 @@ from retrievalkit.intervals import (
     bootstrap_means,
     slice_masks,
 )
-from retrievalkit.metrics import compute_metrics, judge_rankings
+from retrievalkit.metrics import compute_metrics, judge_codes, metric_names
 from retrievalkit.model import (
     GoldenQuestion,
     MetricValue,
     QuestionOutcome,
     Retrieval,
 )
+
+if TYPE_CHECKING:
+    from retrievalkit.outcomes import Outcomes
 
 #: Slices every run reports, whatever ``--slice`` adds.
 STANDARD_SLICES = ("form", "hard_class")
@@ -41,7 +48,7 @@ class ScoringOptions:
 class Scores:
     metrics: dict[str, MetricValue]
     slices: dict[str, dict[str, dict[str, MetricValue]]]
-    outcomes: tuple[QuestionOutcome, ...]
+    outcomes: Outcomes
 
 
 def slice_label(question: GoldenQuestion, field: str) -> str | None:
@@ -53,87 +60,173 @@ def slice_label(question: GoldenQuestion, field: str) -> str | None:
     return question.meta.get(field)
 
 
+class RunScorer:
+    """Scores a run batch by batch, as the answers come, into preallocated columns.
+
+    `add` takes the retrievals of the next questions of the set, in order; each batch
+    is judged and scored at once (`retrievalkit.metrics.judge_codes` and
+    `retrievalkit.metrics.compute_metrics`) and only its columns are kept: the metric
+    values, the latency, the errors, and the rankings and labels as codes into one
+    vocabulary of document ids. `finish` computes the intervals over the whole run and
+    returns the `Scores`, whose outcomes are `Outcomes.from_arrays` of those columns.
+    The values are those `score_run` gives for the same retrievals, to the last bit:
+    every metric is computed question by question, whatever the batches.
+    """
+
+    def __init__(self, questions: Sequence[GoldenQuestion], options: ScoringOptions) -> None:
+        self.questions = questions
+        self.options = options
+        self.depth = max(options.ks)
+        self.with_judged = any(question.grades for question in questions)
+        self.names = metric_names(options.ks, judged=self.with_judged)
+        count = len(questions)
+        # One row a question, C order: the intervals sum each column in question order.
+        self.values = np.empty((count, len(self.names)))
+        self.latency = np.empty(count)
+        self.returned = np.zeros(count, dtype=np.int64)
+        self.errored = np.zeros(count, dtype=bool)
+        self.ranking_lengths = np.zeros(count, dtype=np.int64)
+        self.label_lengths = np.zeros(count, dtype=np.int64)
+        self.errors: dict[int, str] = {}
+        self.documents: dict[str, int] = {}
+        self._ranking_codes: list[npt.NDArray[np.int64]] = []
+        self._label_codes: list[npt.NDArray[np.int64]] = []
+        self._label_grades: list[npt.NDArray[np.int64]] = []
+        self.done = 0
+
+    def _codes(self, documents: list[str]) -> npt.NDArray[np.int64]:
+        vocabulary = self.documents
+        fresh = [document for document in dict.fromkeys(documents) if document not in vocabulary]
+        first = len(vocabulary)
+        vocabulary.update(zip(fresh, range(first, first + len(fresh)), strict=True))
+        return np.fromiter(map(vocabulary.__getitem__, documents), np.int64, len(documents))
+
+    def add(self, retrievals: Sequence[Retrieval]) -> None:
+        """Score the retrievals of the next ``len(retrievals)`` questions of the set."""
+        low, high = self.done, self.done + len(retrievals)
+        if high > len(self.questions):
+            raise ValueError(f"{high} retrievals for {len(self.questions)} questions")
+        labels = [question.judgments() for question in self.questions[low:high]]
+        label_lengths = np.fromiter(map(len, labels), np.int64, len(labels))
+        label_codes = self._codes(list(chain.from_iterable(labels)))
+        label_grades = np.fromiter(
+            chain.from_iterable(label.values() for label in labels), np.int64, len(label_codes)
+        )
+        rankings = [retrieval.ranking for retrieval in retrievals]
+        ranking_lengths = np.fromiter(map(len, rankings), np.int64, len(rankings))
+        ranking_codes = self._codes(list(chain.from_iterable(rankings)))
+        errored = np.zeros(len(retrievals), dtype=bool)
+        for offset, retrieval in enumerate(retrievals):
+            if retrieval.error is not None:
+                errored[offset] = True
+                self.errors[low + offset] = retrieval.error
+        judged = judge_codes(
+            _offsets(ranking_lengths),
+            ranking_codes,
+            _offsets(label_lengths),
+            label_codes,
+            label_grades,
+            self.depth,
+            errored,
+        )
+        table = compute_metrics(judged, self.options.ks, with_judged=self.with_judged)
+        for column, name in enumerate(self.names):
+            self.values[low:high, column] = table[name]
+        # Python's round, as each outcome's latency always was (numpy's may differ by an ulp).
+        self.latency[low:high] = [round(retrieval.latency_ms, 3) for retrieval in retrievals]
+        self.returned[low:high] = [retrieval.returned for retrieval in retrievals]
+        self.errored[low:high] = errored
+        self.ranking_lengths[low:high] = ranking_lengths
+        self.label_lengths[low:high] = label_lengths
+        self._ranking_codes.append(ranking_codes)
+        self._label_codes.append(label_codes)
+        self._label_grades.append(label_grades)
+        self.done = high
+
+    def short_of_documents(self, overfetch: int) -> str | None:
+        """`retrievalkit.diagnostics.short_of_documents_warning` of the retrievals added."""
+        limit = self.depth * overfetch
+        short = (self.returned >= limit) & (self.ranking_lengths < self.depth) & ~self.errored
+        if not short.any():
+            return None
+        return short_warning(
+            int(short.sum()), int(self.ranking_lengths[short].min()), self.depth, overfetch
+        )
+
+    def finish(self) -> Scores:
+        """The metric table, its intervals and slices, and the outcomes by column."""
+        questions, options = self.questions, self.options
+        if self.done != len(questions):
+            raise ValueError(f"{self.done} of {len(questions)} questions were scored")
+        group_names: list[tuple[str, str] | None] = [None]
+        masks = [np.ones(len(questions), dtype=bool)]
+        for field in dict.fromkeys((*STANDARD_SLICES, *options.slices)):
+            labels = [slice_label(question, field) for question in questions]
+            if field not in STANDARD_SLICES and all(label is None for label in labels):
+                continue
+            for label, mask in slice_masks(labels).items():
+                group_names.append((field, label))
+                masks.append(mask)
+        estimates = bootstrap_means(
+            self.values,
+            np.array(masks),
+            resamples=options.resamples,
+            confidence=options.confidence,
+            seed=options.seed,
+        )
+        overall = _metric_map(self.names, estimates[0])
+        slices: dict[str, dict[str, dict[str, MetricValue]]] = {
+            field: {} for field in dict.fromkeys((*STANDARD_SLICES, *options.slices))
+        }
+        for group, row in zip(group_names[1:], estimates[1:], strict=True):
+            assert group is not None
+            field, label = group
+            slices[field][label] = _metric_map(self.names, row)
+        return Scores(overall, slices, self.outcomes())
+
+    def outcomes(self) -> Outcomes:
+        """The outcomes of the questions scored, by column."""
+        from retrievalkit.outcomes import Outcomes
+
+        def joined(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+        questions = self.questions
+        return Outcomes.from_arrays(
+            [question.id for question in questions],
+            {name: self.values[:, column] for column, name in enumerate(self.names)},
+            latency_ms=self.latency,
+            errors=self.errors,
+            forms=[question.form for question in questions],
+            hard_classes=[question.hard_class for question in questions],
+            documents=tuple(self.documents),
+            rankings=(_offsets(self.ranking_lengths), joined(self._ranking_codes)),
+            judgments=(
+                _offsets(self.label_lengths),
+                joined(self._label_codes),
+                joined(self._label_grades),
+            ),
+        )
+
+
+def _offsets(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
 def score_run(
     questions: Sequence[GoldenQuestion],
     retrievals: Sequence[Retrieval],
     options: ScoringOptions,
 ) -> Scores:
     """Per-question values, overall means and slice means, each with its interval."""
-    with_judged = any(question.grades for question in questions)
-    judgments = [question.judgments() for question in questions]
-    judged = judge_rankings(
-        [retrieval.ranking for retrieval in retrievals],
-        judgments,
-        depth=max(options.ks),
-        errored=[retrieval.error is not None for retrieval in retrievals],
-    )
-    per_metric = compute_metrics(judged, options.ks, with_judged=with_judged)
-    names = list(per_metric)
-    values = np.column_stack([per_metric[name] for name in names])
-
-    group_names: list[tuple[str, str] | None] = [None]
-    masks = [np.ones(len(questions), dtype=bool)]
-    for field in dict.fromkeys((*STANDARD_SLICES, *options.slices)):
-        labels = [slice_label(question, field) for question in questions]
-        if field not in STANDARD_SLICES and all(label is None for label in labels):
-            continue
-        for label, mask in slice_masks(labels).items():
-            group_names.append((field, label))
-            masks.append(mask)
-    estimates = bootstrap_means(
-        values,
-        np.array(masks),
-        resamples=options.resamples,
-        confidence=options.confidence,
-        seed=options.seed,
-    )
-    outcomes = _outcomes(questions, retrievals, judgments, names, values)
-
-    overall = _metric_map(names, estimates[0])
-    slices: dict[str, dict[str, dict[str, MetricValue]]] = {
-        field: {} for field in dict.fromkeys((*STANDARD_SLICES, *options.slices))
-    }
-    for group, row in zip(group_names[1:], estimates[1:], strict=True):
-        assert group is not None
-        field, label = group
-        slices[field][label] = _metric_map(names, row)
-
-    return Scores(overall, slices, tuple(outcomes))
-
-
-def _outcomes(
-    questions: Sequence[GoldenQuestion],
-    retrievals: Sequence[Retrieval],
-    judgments: list[dict[str, int]],
-    names: list[str],
-    values: npt.NDArray[np.float64],
-) -> list[QuestionOutcome]:
-    """One outcome per question: its ranking, its scores (None where undefined), its labels."""
-    outcomes = []
-    # One conversion of the whole table to Python floats: reading a numpy array one
-    # element at a time costs more than all the rest of this loop.
-    rows = values.tolist()
-    for question, retrieval, values_row, question_labels in zip(
-        questions, retrievals, rows, judgments, strict=True
-    ):
-        # value != value only for NaN: undefined is None in every output.
-        scores = {
-            name: None if value != value else value
-            for name, value in zip(names, values_row, strict=True)
-        }
-        outcomes.append(
-            QuestionOutcome(
-                question_id=question.id,
-                ranking=retrieval.ranking,
-                scores=scores,
-                latency_ms=round(retrieval.latency_ms, 3),
-                error=retrieval.error,
-                form=question.form,
-                hard_class=question.hard_class,
-                judgments=question_labels,
-            )
-        )
-    return outcomes
+    if len(retrievals) != len(questions):
+        raise ValueError(f"{len(retrievals)} retrievals for {len(questions)} questions")
+    scorer = RunScorer(questions, options)
+    for low in range(0, len(questions), STREAM_BATCH):
+        scorer.add(retrievals[low : low + STREAM_BATCH])
+    return scorer.finish()
 
 
 def _metric_map(names: list[str], row: list[Estimate]) -> dict[str, MetricValue]:
@@ -152,9 +245,64 @@ def _metric_map(names: list[str], row: list[Estimate]) -> dict[str, MetricValue]
 
 def outcome_values(outcomes: Sequence[QuestionOutcome], metric: str) -> dict[str, float]:
     """question id -> value of ``metric`` (NaN when undefined), for paired comparisons."""
-    return {
-        outcome.question_id: (
-            np.nan if outcome.scores.get(metric) is None else float(outcome.scores[metric])  # type: ignore[arg-type]
+    columns = as_columns(outcomes)
+    return dict(zip(columns.question_ids, metric_column(columns, metric).tolist(), strict=True))
+
+
+def as_columns(outcomes: Sequence[QuestionOutcome]) -> Outcomes:
+    """``outcomes`` by column: an `Outcomes` as it is, any other sequence converted."""
+    from retrievalkit.outcomes import Outcomes
+
+    return Outcomes.from_outcomes(outcomes)
+
+
+def metric_column(outcomes: Outcomes, metric: str) -> npt.NDArray[np.float64]:
+    """``metric``'s value for each question (NaN where undefined, or for every question
+    when the run has no such metric, as a deeper k than it computed)."""
+    if metric not in outcomes.metric_names:
+        return np.full(len(outcomes), np.nan)
+    return outcomes.values(metric)
+
+
+@attrs.frozen
+class Pairing:
+    """Two runs' questions matched by id: the candidate's questions the baseline also has,
+    in the candidate's order, as positions in each run's columns.
+
+    A question id held twice by one run is matched to its last occurrence there, as a
+    lookup by id always matched it.
+    """
+
+    question_ids: tuple[str, ...]
+    baseline: npt.NDArray[np.intp]
+    candidate: npt.NDArray[np.intp]
+
+    def values(
+        self, baseline: Outcomes, candidate: Outcomes, metric: str
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """The two runs' values of ``metric`` over the paired questions (NaN: undefined)."""
+        return (
+            metric_column(baseline, metric)[self.baseline],
+            metric_column(candidate, metric)[self.candidate],
         )
-        for outcome in outcomes
-    }
+
+
+def pair_questions(baseline: Outcomes, candidate: Outcomes) -> Pairing:
+    """Match the candidate's questions with the baseline's by id (see `Pairing`)."""
+    before, after = baseline.question_ids, candidate.question_ids
+    if before == after:
+        shared = after
+    else:
+        known = set(before)
+        shared = tuple(question_id for question_id in after if question_id in known)
+    return Pairing(shared, positions_of(baseline, shared), positions_of(candidate, shared))
+
+
+def positions_of(outcomes: Outcomes, question_ids: Sequence[str]) -> npt.NDArray[np.intp]:
+    """Where each of ``question_ids`` is in ``outcomes`` (its last occurrence, for an id
+    held twice); every id must be there."""
+    held = outcomes.question_ids
+    if tuple(question_ids) == held and len(set(held)) == len(held):
+        return np.arange(len(held), dtype=np.intp)
+    where = {question_id: index for index, question_id in enumerate(held)}
+    return np.fromiter(map(where.__getitem__, question_ids), np.intp, len(question_ids))
