@@ -15,9 +15,11 @@ decide on before looking.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from retrievalkit.errors import InputError
 from retrievalkit.judged_share import judged_warning
@@ -25,7 +27,10 @@ from retrievalkit.metrics import metric_order
 from retrievalkit.model import QuestionOutcome, ResultRecord
 from retrievalkit.paired import TIE, paired_test, verdict
 from retrievalkit.paired import holm as holm
-from retrievalkit.scoring import outcome_values
+from retrievalkit.scoring import as_columns, metric_column, positions_of
+
+if TYPE_CHECKING:
+    from retrievalkit.outcomes import Outcomes
 
 #: The metric that orders "the questions that changed most" unless told otherwise.
 DEFAULT_CHANGED_BY = "rr"
@@ -155,7 +160,8 @@ def compare_records(
         )
     hashes = {side.record.manifest.set_hash for side in sides}
     same_set = len(hashes) == 1
-    id_lists = [[outcome.question_id for outcome in side.record.outcomes] for side in sides]
+    columns = [as_columns(side.record.outcomes) for side in sides]
+    id_lists = [column.question_ids for column in columns]
     common = set(id_lists[0]).intersection(*id_lists[1:])
     shared = [question_id for question_id in id_lists[0] if question_id in common]
     warnings: list[str] = []
@@ -199,6 +205,8 @@ def compare_records(
             hint="use one of the shared metrics, e.g. rr or hit@3",
         )
     systems = tuple(_system(side, shared) for side in sides)
+    base_columns = columns[0]
+    base_positions = positions_of(base_columns, shared)
     for system in systems:
         pooling = judged_warning(system.label, system.judged)
         if pooling is not None:
@@ -206,9 +214,17 @@ def compare_records(
 
     base = sides[0].record
     raw_pairs = []
-    for side in sides[1:]:
+    side_positions = [positions_of(column, shared) for column in columns[1:]]
+    for side, column, positions in zip(sides[1:], columns[1:], side_positions, strict=True):
         deltas = [
-            _delta(base.outcomes, side.record.outcomes, shared, metric, resamples, confidence, seed)
+            _delta(
+                metric_column(base_columns, metric)[base_positions],
+                metric_column(column, metric)[positions],
+                metric,
+                resamples,
+                confidence,
+                seed,
+            )
             for metric in metrics
         ]
         raw_pairs.append((side, deltas))
@@ -227,6 +243,7 @@ def compare_records(
     texts = question_texts or {}
     pairs = []
     for pair_index, (side, deltas) in enumerate(raw_pairs):
+        column, positions = columns[pair_index + 1], side_positions[pair_index]
         finished = []
         for delta in deltas:
             p_holm = adjusted.get((pair_index, delta.metric))
@@ -249,7 +266,12 @@ def compare_records(
                 metrics=tuple(finished),
                 changed_by=changed_by,
                 changed=_changed(
-                    base.outcomes, side.record.outcomes, shared, changed_by, changed_limit, texts
+                    (base_columns, base_positions),
+                    (column, positions),
+                    shared,
+                    changed_by,
+                    changed_limit,
+                    texts,
                 ),
             )
         )
@@ -268,41 +290,39 @@ def compare_records(
 
 def _system(side: Side, shared: Sequence[str]) -> System:
     record = side.record
-    wanted = set(shared)
-    compared = [outcome for outcome in record.outcomes if outcome.question_id in wanted]
+    columns = as_columns(record.outcomes)
+    compared = np.isin(np.array(columns.question_ids, dtype=object), np.array(shared, dtype=object))
     judged: dict[str, float | None] = {}
     for name in sorted(record.metrics, key=metric_order):
         if not name.startswith("judged@"):
             continue
-        values = [outcome.scores.get(name) for outcome in compared]
-        defined = [value for value in values if value is not None]
-        judged[name] = float(np.mean(defined)) if defined else None
+        values = metric_column(columns, name)[compared]
+        defined = values[~np.isnan(values)]
+        judged[name] = float(np.mean(defined)) if defined.size else None
+    errors = columns.errors
     return System(
         label=side.label,
         run_id=record.run_id,
         retriever=record.model,
         set_name=record.set,
         set_hash=record.manifest.set_hash,
-        questions=len(record.outcomes),
-        errored=sum(1 for outcome in compared if outcome.error is not None),
+        questions=len(columns),
+        errored=sum(1 for index in errors if compared[index]),
         judged=judged,
         saved_to=side.saved_to,
     )
 
 
 def _delta(
-    baseline: Sequence[QuestionOutcome],
-    candidate: Sequence[QuestionOutcome],
-    shared: Sequence[str],
+    left: npt.NDArray[np.float64],
+    right: npt.NDArray[np.float64],
     metric: str,
     resamples: int,
     confidence: float,
     seed: int,
 ) -> MetricDelta:
-    before = outcome_values(baseline, metric)
-    after = outcome_values(candidate, metric)
-    left = np.array([before[question_id] for question_id in shared])
-    right = np.array([after[question_id] for question_id in shared])
+    """``metric`` compared over the shared questions: ``left`` the baseline's values,
+    ``right`` the candidate's (NaN: undefined)."""
     paired = paired_test(left, right, resamples=resamples, confidence=confidence, seed=seed)
     both = ~np.isnan(left) & ~np.isnan(right)
     moves = right[both] - left[both]
@@ -337,25 +357,39 @@ def first_relevant_rank(outcome: QuestionOutcome) -> int | None:
 
 
 def _changed(
-    baseline: Sequence[QuestionOutcome],
-    candidate: Sequence[QuestionOutcome],
+    baseline: tuple[Outcomes, npt.NDArray[np.intp]],
+    candidate: tuple[Outcomes, npt.NDArray[np.intp]],
     shared: Sequence[str],
     metric: str,
     limit: int,
     texts: Mapping[str, str],
 ) -> tuple[QuestionChange, ...]:
-    before = {outcome.question_id: outcome for outcome in baseline}
-    after = {outcome.question_id: outcome for outcome in candidate}
+    """The ``limit`` shared questions whose ``metric`` moved most (ties: by id), each
+    side given as its columns and the positions of the shared questions in them."""
+    (before, before_at), (after, after_at) = baseline, candidate
+    old_values = metric_column(before, metric)[before_at]
+    new_values = metric_column(after, metric)[after_at]
+    differences = new_values - old_values
+    moved = np.flatnonzero(~np.isnan(differences) & (np.abs(differences) > _TIE))
+    if limit == 0 or not moved.size:
+        return ()
+    sizes = np.abs(differences[moved])
+    if 0 < limit < moved.size:
+        # Only moves at least as large as the limit-th largest can be among the first.
+        floor = np.partition(sizes, moved.size - limit)[moved.size - limit]
+        moved = moved[sizes >= floor]
+    order = sorted(
+        moved.tolist(), key=lambda index: (-abs(float(differences[index])), shared[index])
+    )
     changes = []
-    for question_id in shared:
-        old, new = before[question_id], after[question_id]
-        old_value, new_value = old.scores.get(metric), new.scores.get(metric)
-        if old_value is None or new_value is None or abs(new_value - old_value) <= _TIE:
-            continue
+    for index in order[:limit]:
+        old = before[int(before_at[index])]
+        new = after[int(after_at[index])]
+        old_value, new_value = float(old_values[index]), float(new_values[index])
         changes.append(
             QuestionChange(
-                question_id=question_id,
-                question=texts.get(question_id),
+                question_id=shared[index],
+                question=texts.get(shared[index]),
                 baseline=old_value,
                 candidate=new_value,
                 difference=new_value - old_value,
@@ -365,5 +399,4 @@ def _changed(
                 candidate_error=new.error,
             )
         )
-    changes.sort(key=lambda change: (-abs(change.difference), change.question_id))
-    return tuple(changes[:limit])
+    return tuple(changes)

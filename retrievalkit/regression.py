@@ -17,15 +17,20 @@ each metric and slice that failed, with both values.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from retrievalkit.errors import InputError
 from retrievalkit.model import GoldenQuestion, QuestionOutcome, ResultRecord
+
+if TYPE_CHECKING:
+    from retrievalkit.outcomes import Outcomes
 from retrievalkit.paired import SIGNIFICANT, paired_test, verdict
 from retrievalkit.power import power_row, spread_of_pair, undetectable_warning
-from retrievalkit.scoring import outcome_values, slice_label
+from retrievalkit.scoring import Pairing, as_columns, pair_questions, slice_label
 from retrievalkit.sequential import FAIL, PASS, SequentialResult
 
 #: Without any threshold configured, any drop of the two record rates is a regression.
@@ -148,30 +153,32 @@ def compare_runs(
     labels come from ``questions`` (the candidate's set) when given, else from the
     form and hard class its outcome carries.
     """
-    before_ids = {outcome.question_id for outcome in baseline.outcomes}
-    shared_ids = [outcome.question_id for outcome in candidate if outcome.question_id in before_ids]
-    by_id = {question.id: question for question in questions}
-    outcomes_by_id = {outcome.question_id: outcome for outcome in candidate}
-    gates: list[tuple[str | None, str, float, list[str]]] = [
-        (None, metric, threshold, shared_ids) for metric, threshold in sorted(thresholds.items())
+    before = as_columns(baseline.outcomes)
+    after = as_columns(candidate)
+    # Questions are matched by id once; each gate then reads only its metric's columns,
+    # so a stored baseline loads nothing else.
+    pairing = pair_questions(before, after)
+    everyone = np.arange(len(pairing.question_ids), dtype=np.intp)
+    gates: list[tuple[str | None, str, float, npt.NDArray[np.intp]]] = [
+        (None, metric, threshold, everyone) for metric, threshold in sorted(thresholds.items())
     ]
-    for name, metrics in sorted((slice_thresholds or {}).items()):
-        field, label = split_slice(name)
-        members = [
-            question_id
-            for question_id in shared_ids
-            if _label(question_id, field, by_id, outcomes_by_id) == label
-        ]
-        gates.extend(
-            (name, metric, threshold, members) for metric, threshold in sorted(metrics.items())
-        )
+    if slice_thresholds:
+        by_id = {question.id: question for question in questions}
+        for name, metrics in sorted(slice_thresholds.items()):
+            field, label = split_slice(name)
+            labels = _labels(pairing, field, by_id, after)
+            members = np.fromiter(
+                (index for index, found in enumerate(labels) if found == label), np.intp
+            )
+            gates.extend(
+                (name, metric, threshold, members) for metric, threshold in sorted(metrics.items())
+            )
     checked = []
     unchecked = []
     warnings = []
     for slice_name, metric, threshold, ids in gates:
         item, warning = _compare_metric(
-            baseline.outcomes,
-            candidate,
+            pairing.values(before, after, metric),
             ids,
             metric,
             threshold,
@@ -189,7 +196,7 @@ def compare_runs(
         where = f"{metric} [{slice_name}]" if slice_name else metric
         reason = (
             "no question of the slice is in both runs"
-            if not ids
+            if not len(ids)
             else "no question has a value in both runs (is the metric missing from the "
             "baseline, e.g. a deeper k?)"
         )
@@ -200,7 +207,7 @@ def compare_runs(
         regressed=bool(failures),
         failures=failures,
         checked=tuple(checked),
-        shared_questions=len(shared_ids),
+        shared_questions=len(pairing.question_ids),
         same_set=baseline.manifest.set_hash == candidate_set_hash,
         baseline_kind=baseline_kind,
         require_significant=require_significant,
@@ -209,27 +216,34 @@ def compare_runs(
     )
 
 
-def _label(
-    question_id: str,
+def _labels(
+    pairing: Pairing,
     field: str,
     questions: Mapping[str, GoldenQuestion],
-    outcomes: Mapping[str, QuestionOutcome],
-) -> str | None:
-    question = questions.get(question_id)
-    if question is not None:
-        return slice_label(question, field)
-    outcome = outcomes[question_id]
-    if field == "form":
-        return None if outcome.form is None else outcome.form.value
-    if field == "hard_class":
-        return outcome.hard_class
-    return None
+    candidate: Outcomes,
+) -> list[str | None]:
+    """Each paired question's label for ``field``: from its question of the set when
+    given, else from the form and hard class its outcome carries."""
+    forms = candidate.forms if field == "form" else None
+    hard_classes = candidate.hard_classes if field == "hard_class" else None
+    labels: list[str | None] = []
+    for question_id, position in zip(pairing.question_ids, pairing.candidate.tolist(), strict=True):
+        question = questions.get(question_id)
+        if question is not None:
+            labels.append(slice_label(question, field))
+        elif forms is not None:
+            form = forms[position]
+            labels.append(None if form is None else form.value)
+        elif hard_classes is not None:
+            labels.append(hard_classes[position])
+        else:
+            labels.append(None)
+    return labels
 
 
 def _compare_metric(
-    baseline: Sequence[QuestionOutcome],
-    candidate: Sequence[QuestionOutcome],
-    ids: Sequence[str],
+    values: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
+    ids: npt.NDArray[np.intp],
     metric: str,
     threshold: float,
     slice_name: str | None,
@@ -239,13 +253,11 @@ def _compare_metric(
     confidence: float,
     seed: int,
 ) -> tuple[MetricComparison | None, str | None]:
-    """The comparison of one gated metric, and a warning when its threshold is undetectable."""
-    if not ids:
+    """The comparison of one gated metric over the paired questions at ``ids``, and a
+    warning when its threshold is undetectable."""
+    if not len(ids):
         return None, None
-    before = outcome_values(baseline, metric)
-    after = outcome_values(candidate, metric)
-    left = np.array([before.get(i, np.nan) for i in ids])
-    right = np.array([after.get(i, np.nan) for i in ids])
+    left, right = values[0][ids], values[1][ids]
     paired = paired_test(left, right, resamples=resamples, confidence=confidence, seed=seed)
     if paired.difference is None:
         return None, None
