@@ -17,7 +17,7 @@ from typing import Any
 
 from retrievalkit.errors import InputError
 from retrievalkit.limits import MAX_GRADE, check_path
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm
+from retrievalkit.model import FrozenDict, GoldenQuestion, GoldenQuestionSet, QuestionForm
 from retrievalkit.render.terminal import UNSAFE as _LABEL_UNSAFE
 
 if sys.version_info >= (3, 11):
@@ -300,7 +300,7 @@ def parse_question(
                 field=str(key) if _is_unicode(key) else None,
                 hint="fix the \\u escapes, or save the text as UTF-8 without escapes",
             )
-    unknown = [key for key in data if key not in _KNOWN_FIELDS]
+    unknown = [] if _KNOWN_SET.issuperset(data) else [k for k in data if k not in _KNOWN_FIELDS]
     if unknown:
         raise fail(
             f"unknown field '{unknown[0]}'",
@@ -335,14 +335,15 @@ def parse_question(
             hint="list every document id that answers it, or [] when none does",
         )
     expected = data["expected"]
-    if not isinstance(expected, list) or not all(isinstance(item, str) for item in expected):
+    if not isinstance(expected, list) or not _all_strings(expected):
         raise fail("must be a list of document id strings", field="expected")
-    for item in expected:
-        if not _is_clean_id(item):
-            raise fail(
-                f"document id {item!r} is empty or has spaces or control characters",
-                field="expected",
-            )
+    if not _all_clean_ids(expected):
+        for item in expected:
+            if not _is_clean_id(item):
+                raise fail(
+                    f"document id {item!r} is empty or has spaces or control characters",
+                    field="expected",
+                )
     duplicates = (
         sorted({item for item in expected if expected.count(item) > 1})
         if len(set(expected)) != len(expected)
@@ -361,9 +362,10 @@ def parse_question(
         raise fail("must be a string", field="gist")
     if gist is not None:
         _check_text(gist, "gist", fail, free_text=True)
-    meta = data.get("meta", {})
-    if not isinstance(meta, Mapping) or not all(
-        isinstance(key, str) and isinstance(value, str) for key, value in meta.items()
+    meta = data.get("meta", _NO_LABELS)
+    if not isinstance(meta, Mapping) or (
+        meta
+        and not all(isinstance(key, str) and isinstance(value, str) for key, value in meta.items())
     ):
         raise fail("must be an object of string keys to string values", field="meta")
     for key, value in meta.items():
@@ -374,11 +376,33 @@ def parse_question(
         question=text,
         form=form,
         expected=expected,
-        grades=grades,
+        # Read-only already, so the question keeps them as they are; most questions share
+        # the one empty mapping.
+        grades=FrozenDict(grades) if grades else _NO_LABELS,
         hard_class=hard_class,
         gist=gist,
-        meta=meta,
+        meta=FrozenDict(meta) if meta else _NO_LABELS,
     )
+
+
+_KNOWN_SET = frozenset(_KNOWN_FIELDS)
+_INT_ONLY = frozenset((int,))
+_NO_LABELS = FrozenDict()
+
+
+def _all_strings(items: list[Any]) -> bool:
+    """Whether every item is a string, checked in C: joining fails on anything else."""
+    try:
+        "".join(items)
+    except TypeError:
+        return False
+    return True
+
+
+def _all_clean_ids(items: list[str]) -> bool:
+    """`_is_clean_id` of every item at once: printability is a property of each character."""
+    joined = "".join(items)
+    return "" not in items and joined.isprintable() and " " not in joined
 
 
 def _all_unicode(data: Any) -> bool:
@@ -437,6 +461,18 @@ def _parse_grades(value: Any, expected: list[str], fail: Any) -> dict[str, int]:
         return {}
     if not isinstance(value, Mapping):
         raise fail("must be an object of document id to integer grade", field="grades")
+    numbers = list(value.values())
+    if (
+        numbers
+        and _INT_ONLY.issuperset(map(type, numbers))
+        and min(numbers) > 0
+        and max(numbers) <= MAX_GRADE
+        and _all_strings(list(value))
+        and _all_clean_ids(list(value))
+    ):
+        # The common case, checked in C: clean ids, whole grades 1 to MAX_GRADE (a grade
+        # of 0 is checked against ``expected`` below).
+        return dict(value)
     grades: dict[str, int] = {}
     for doc_id, grade in value.items():
         if not _is_clean_id(doc_id):
