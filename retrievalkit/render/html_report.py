@@ -29,7 +29,7 @@ from retrievalkit.render.comparison import (
     system_columns,
     system_rows,
 )
-from retrievalkit.render.summary import latency_summary
+from retrievalkit.render.summary import latency_summary, record_latencies
 from retrievalkit.render.text import NONE, number
 from retrievalkit.run_report import QuestionResult, QuestionRow, RunReport
 
@@ -191,7 +191,7 @@ def _percent(report: RunReport) -> str:
 def _header(report: RunReport) -> str:
     record = report.record
     manifest = record.manifest
-    latency = latency_summary([outcome.latency_ms for outcome in record.outcomes])
+    latency = latency_summary(record_latencies(record))
     errored = f", {record.errored} errored" if record.errored else ""
     title = f"{record.set} × {report.label}"
     if report.baseline is not None:

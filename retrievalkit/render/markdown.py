@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrievalkit.render.summary import EvalReport
+from retrievalkit.render.summary import EvalReport, errored_questions
 from retrievalkit.render.terminal import printable
 from retrievalkit.render.text import (
     breakdown_columns,
@@ -68,10 +68,10 @@ def render_markdown(report: EvalReport) -> str:
             f"| {hits_cell(outcome.scores, 'hit@3')} | {_escape(top)} "
             f"| {_escape(', '.join(outcome.expected) or '(no answer)')} |"
         )
-    errors = [outcome for outcome in record.outcomes if outcome.error is not None]
+    errors = errored_questions(record)
     if errors:
         lines += ["", f"## Errors ({len(errors)})", ""]
-        lines += [f"- `{_escape(o.question_id)}`: {_escape(o.error or '')}" for o in errors]
+        lines += [f"- `{_escape(question)}`: {_escape(error or '')}" for question, error in errors]
     if report.warnings:
         lines += ["", "## Warnings", ""]
         lines += [f"- **warning**: {_escape(warning)}" for warning in report.warnings]

@@ -16,6 +16,9 @@ from retrievalkit.convert import unstructure
 from retrievalkit.model import GoldenQuestion, MetricValue, ResultRecord
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     # Types only: the regression module brings numpy, which `list` and `show` never need.
     from retrievalkit.labels import LabelEffect
     from retrievalkit.regression import Verdict
@@ -61,10 +64,32 @@ def metric_map(metrics: Mapping[str, MetricValue]) -> dict[str, Any]:
     }
 
 
-def latency_summary(latencies: Sequence[float]) -> dict[str, float | None]:
+def errored_questions(record: ResultRecord) -> list[tuple[str, str]]:
+    """(question id, error) of each errored question, in the set's order, read from the
+    outcomes' columns (no other question's outcome is built)."""
+    from retrievalkit.scoring import as_columns
+
+    columns = as_columns(record.outcomes)
+    errors = columns.errors
+    if not errors:
+        return []
+    ids = columns.question_ids
+    return [(ids[index], errors[index]) for index in sorted(errors)]
+
+
+def record_latencies(record: ResultRecord) -> npt.NDArray[np.float64]:
+    """Each question's latency in milliseconds, from the outcomes' latency column."""
+    from retrievalkit.scoring import as_columns
+
+    return as_columns(record.outcomes).latency_ms
+
+
+def latency_summary(
+    latencies: Sequence[float] | npt.NDArray[np.float64],
+) -> dict[str, float | None]:
     import numpy as np
 
-    if not latencies:
+    if not len(latencies):
         return {"mean": None, "p50": None, "p95": None}
     values = np.asarray(latencies)
     return {
@@ -96,11 +121,10 @@ def summary(report: EvalReport) -> dict[str, Any]:
         },
         "regression": None if report.verdict is None else unstructure(report.verdict),
         "errors": [
-            {"question_id": outcome.question_id, "error": outcome.error}
-            for outcome in record.outcomes
-            if outcome.error is not None
+            {"question_id": question_id, "error": error}
+            for question_id, error in errored_questions(record)
         ],
-        "latency_ms": latency_summary([outcome.latency_ms for outcome in record.outcomes]),
+        "latency_ms": latency_summary(record_latencies(record)),
         "saved_to": report.saved_to,
         "not_saved_reason": report.not_saved_reason,
         "manifest": unstructure(record.manifest),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from retrievalkit.render.summary import EvalReport
+from retrievalkit.render.summary import EvalReport, errored_questions
 from retrievalkit.render.terminal import plain
 from retrievalkit.render.text import (
     breakdown_columns,
@@ -167,10 +167,10 @@ def eval_renderable(
         for label, size, means in breakdown_rows(record, field):
             breakdown.add_row(plain(label), plain(size), *[plain(cell) for cell in means])
         parts.append(breakdown)
-    errors = [outcome for outcome in record.outcomes if outcome.error is not None]
+    errors = errored_questions(record)
     if errors:
         parts.append(plain(f"{len(errors)} questions errored:", style="red"))
-        parts += [plain(f"  {o.question_id}: {o.error}") for o in errors]
+        parts += [plain(f"  {question_id}: {error}") for question_id, error in errors]
     parts += [plain(f"warning: {warning}", style="yellow") for warning in report.warnings]
     lines = verdict_lines(
         report.verdict, report.baseline_note, confidence=record.manifest.confidence
