@@ -112,12 +112,25 @@ def lines_of(text: str) -> list[str]:
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
+def iter_lines(text: str) -> Iterator[str]:
+    """The lines of `lines_of` one at a time (a large set's lines are never all held at
+    once); a last line of only \r comes out blank, where `lines_of` drops it."""
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start)
+        if stop < 0:
+            stop = end
+        line = text[start:stop]
+        yield line[:-1] if line.endswith("\r") else line
+        start = stop + 1
+
+
 def load_jsonl(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     """One question per line; blank lines are skipped."""
     text = read_text(path)
     questions: list[GoldenQuestion] = []
     seen: dict[str, int] = {}
-    for number, line in enumerate(lines_of(text), start=1):
+    for number, line in enumerate(iter_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -357,6 +370,9 @@ def parse_question(
         raise fail("must be a non-empty string such as 'near-duplicate'", field="hard_class")
     if hard_class is not None:
         _check_text(hard_class, "hard_class", fail)
+        # A set has a handful of classes: one string each instead of one a question.
+        if len(_HARD_CLASSES) < _HARD_CLASSES_KEPT:
+            hard_class = _HARD_CLASSES.setdefault(hard_class, hard_class)
     gist = data.get("gist")
     if gist is not None and not isinstance(gist, str):
         raise fail("must be a string", field="gist")
@@ -386,6 +402,8 @@ def parse_question(
 
 
 _KNOWN_SET = frozenset(_KNOWN_FIELDS)
+_HARD_CLASSES: dict[str, str] = {}
+_HARD_CLASSES_KEPT = 1024
 _INT_ONLY = frozenset((int,))
 _NO_LABELS = FrozenDict()
 
