@@ -61,12 +61,15 @@ def chunk_id_warning(outcomes: Sequence[QuestionOutcome]) -> str | None:
         return None
     documents = columns.documents
     ranked, labels = columns.rankings, columns.judgments
-    labelled = np.unique(labels.codes)
-    code_of = {documents[code]: code for code in labelled.tolist()}
+    is_labelled = np.zeros(len(documents), dtype=bool)
+    is_labelled[labels.codes] = True
+    is_returned = np.zeros(len(documents), dtype=bool)
+    is_returned[ranked.codes] = True
+    code_of = {documents[code]: code for code in np.flatnonzero(is_labelled).tolist()}
     # (returned document, labelled document it looks like a chunk of), by code.
     chunks: list[int] = []
     wholes: list[int] = []
-    for code in np.setdiff1d(np.unique(ranked.codes), labelled).tolist():
+    for code in np.flatnonzero(is_returned & ~is_labelled).tolist():
         returned = documents[code]
         if _MAYBE_CHUNK.search(returned) is None:
             continue
