@@ -1,14 +1,36 @@
 """The default store: one SQLite file in WAL mode, one transaction per run.
 
+Layout (``PRAGMA user_version`` 1):
+
+- ``runs``: one row per run: the key (``set_name``, ``model``, ``grader``), ``created_at``,
+  the record's ``schema_version`` and, in ``record``, the run's summary JSON: everything
+  but the per-question outcomes, plus the outcomes' small header (question count, errored
+  count, metric and column names). ``seq`` is the save order; the index on
+  (set_name, model, grader, seq) answers "the runs of this key, newest first".
+- ``run_columns``: one row per (run, outcome column), the column's encoded bytes.
+
+`runs`, `all_runs` and `get` read summaries only. The records they return load each
+outcome column when it is first read, through a connection of its own (so a record stays
+usable after its store is closed, from any thread); a column of a run deleted meanwhile
+is a `StoreError`, never another run's data (``seq`` is never reused).
+
 Every write (save, pin, unpin, delete) is one ``BEGIN IMMEDIATE`` transaction: the
 write lock is taken before the checks are read, so a pin can never point at a run that
 a concurrent prune deleted between the check and the write.
+
+A file written before the column layout (user_version 0: each run's whole record JSON in
+``runs.record``) is migrated when it is first opened for writing, in one transaction:
+every run is rewritten as summary plus columns, or none is. A file this process may not
+write is read as it is, without migrating.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +45,20 @@ from retrievalkit.stores import (
     path_from_url,
     read_only_reason,
 )
-from retrievalkit.stores.serialization import dump_record, load_record
+from retrievalkit.stores.serialization import (
+    dump_columns,
+    dump_summary,
+    load_record,
+    load_summary,
+)
+
+log = logging.getLogger(__name__)
+
+#: ``PRAGMA user_version`` of the layout this module writes: 1, summaries and columns.
+#: 0 (a file written before) keeps each run's whole record JSON in ``runs.record``.
+LAYOUT = 1
+#: The first record schema whose stored form is a summary plus outcome columns.
+COLUMNAR_SCHEMA = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -37,6 +72,12 @@ CREATE TABLE IF NOT EXISTS runs (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_by_key ON runs (set_name, model, grader, seq);
+CREATE TABLE IF NOT EXISTS run_columns (
+    run_seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS run_columns_by_run ON run_columns (run_seq, name);
 CREATE TABLE IF NOT EXISTS pins (
     set_name TEXT NOT NULL,
     model TEXT NOT NULL,
@@ -47,29 +88,156 @@ CREATE TABLE IF NOT EXISTS pins (
 """
 
 
+class _ColumnReader:
+    """Loads one stored run's outcome columns on demand, each through a fresh connection.
+
+    It holds only the file's name and the run's identity (``seq`` and run id), so a
+    record keeps loading after its store is closed, and from any thread.
+    """
+
+    __slots__ = ("_run_id", "_seq", "_uri", "_url")
+
+    def __init__(self, uri: str, url: str, seq: int, run_id: str) -> None:
+        self._uri, self._url, self._seq, self._run_id = uri, url, seq, run_id
+
+    def __call__(self, name: str) -> bytes:
+        what = f"column '{name}' of run {self._run_id}"
+        try:
+            connection = sqlite3.connect(self._uri, uri=True, timeout=lock_timeout())
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read the {what} from {self._url}: {error}") from None
+        try:
+            row = connection.execute(
+                "SELECT c.data FROM run_columns AS c JOIN runs AS r ON r.seq = c.run_seq"
+                " WHERE r.seq = ? AND r.run_id = ? AND c.name = ?",
+                (self._seq, self._run_id, name),
+            ).fetchone()
+            stored = row is not None or (
+                connection.execute(
+                    "SELECT 1 FROM runs WHERE seq = ? AND run_id = ?", (self._seq, self._run_id)
+                ).fetchone()
+                is not None
+            )
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read the {what} from {self._url}: {error}") from None
+        finally:
+            connection.close()
+        if row is None and not stored:
+            raise StoreError(
+                f"run {self._run_id} is no longer in {self._url} (deleted or pruned after it "
+                f"was read), so its column '{name}' cannot be loaded; read the run again"
+            )
+        if row is None:
+            raise StoreError(
+                f"{self._url} row {self._seq}: the {what} is missing (the file was changed "
+                "outside retrievalkit)"
+            )
+        return bytes(row[0])
+
+
 class SQLiteStore:
-    """Runs as rows of one table; each record's canonical JSON is kept whole in a column."""
+    """Runs as summary rows plus outcome column blobs in one SQLite file."""
 
     def __init__(self, path: Path, *, url: str | None = None) -> None:
         self.path = path
         self.url = url or f"sqlite:///{path}"
         self.timeout = lock_timeout()
+        #: Why this store can only be read (a read-only file or folder), or None.
+        self.read_only: str | None = None
+        self._uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
         try:
             # isolation_level=None: transactions are begun here, explicitly and IMMEDIATE.
             self._connection = sqlite3.connect(
                 path, timeout=self.timeout, check_same_thread=False, isolation_level=None
             )
-            self._connection.execute("PRAGMA journal_mode=WAL")
+            if self._layout() != LAYOUT:
+                self._connection.execute("PRAGMA journal_mode=WAL")
+                self._upgrade()
             self._connection.execute("PRAGMA synchronous=NORMAL")
-            with self._transaction("open"):
-                for statement in filter(str.strip, _SCHEMA.split(";")):
-                    self._connection.execute(statement)
+            self.read_only = read_only_reason(path)
         except sqlite3.Error as error:
             self._busy(error, "open")
             reason = read_only_reason(path)
+            if reason is not None and path.is_file() and self._open_read_only(reason):
+                return
             raise StoreError(
                 f"cannot open store {self.url}: {error}" + (f" ({reason})" if reason else "")
             ) from None
+
+    def _layout(self) -> int:
+        (version,) = self._connection.execute("PRAGMA user_version").fetchone()
+        return int(version)
+
+    def _open_read_only(self, reason: str) -> bool:
+        """Read a file this process may not write as it is (no migration); False if unreadable."""
+        self._connection.close()
+        # Without a -shm file beside it, and no right to create one, WAL reading needs
+        # SQLite told that nobody writes the file: true of a file nobody may write.
+        for uri in (self._uri, self._uri + "&immutable=1"):
+            try:
+                connection = sqlite3.connect(
+                    uri, uri=True, timeout=self.timeout, check_same_thread=False
+                )
+                connection.execute("SELECT count(*) FROM runs").fetchone()
+            except sqlite3.Error:
+                continue
+            self._connection, self._uri, self.read_only = connection, uri, reason
+            log.info("store %s is read-only (%s): reading it without migrating", self.url, reason)
+            return True
+        return False
+
+    def _upgrade(self) -> None:
+        """Create the tables, or migrate a file of the earlier layout, in one transaction."""
+        migrated = 0
+        with self._transaction("open"):
+            if self._layout() == LAYOUT:
+                return  # another process got here first
+            if self._layout() > LAYOUT:
+                raise StoreError(
+                    f"store {self.url} is of layout {self._layout()}, newer than this "
+                    f"retrievalkit writes ({LAYOUT}); upgrade retrievalkit to use it"
+                )
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                self._connection.execute(statement)
+            migrated = self._migrate_rows()
+            self._connection.execute(f"PRAGMA user_version = {LAYOUT}")
+        if migrated:
+            log.info("migrated %d runs of %s to summaries and columns", migrated, self.url)
+            try:  # give back the space the inline outcomes took; another time if busy
+                self._connection.execute("VACUUM")
+            except sqlite3.Error as error:
+                log.info("could not compact %s after migrating: %s", self.url, error)
+
+    def _migrate_rows(self) -> int:
+        """Rewrite each run stored whole (schema 1, 2) as summary plus columns."""
+        old = self._connection.execute(
+            "SELECT seq FROM runs WHERE schema_version < ? ORDER BY seq", (COLUMNAR_SCHEMA,)
+        ).fetchall()
+        migrated = 0
+        for (seq,) in old:
+            (text,) = self._connection.execute(
+                "SELECT record FROM runs WHERE seq = ?", (seq,)
+            ).fetchone()
+            try:
+                record = load_record(text, where=f"{self.url} row {seq}")
+            except (StoreError, json.JSONDecodeError) as error:
+                # Left as it is: reading it names the damage, as before the migration.
+                log.warning("%s row %s was not migrated: %s", self.url, seq, error)
+                continue
+            self._connection.execute(
+                "UPDATE runs SET record = ?, schema_version = ? WHERE seq = ?",
+                (dump_summary(record), record.schema_version, seq),
+            )
+            self._insert_columns(seq, record)
+            migrated += 1
+        return migrated
+
+    def _insert_columns(self, seq: int, record: ResultRecord) -> None:
+        self._connection.execute("DELETE FROM run_columns WHERE run_seq = ?", (seq,))
+        self._connection.executemany(
+            "INSERT INTO run_columns (run_seq, name, data) VALUES (?, ?, ?)",
+            [(seq, name, data) for name, data in dump_columns(record).items()],
+        )
 
     def _busy(self, error: sqlite3.Error, action: str) -> None:
         """Raise StoreBusyError (exit code 3) when ``error`` is another process's lock."""
@@ -80,6 +248,10 @@ class SQLiteStore:
                 f"{self.timeout:g} s; nothing was changed (try again, or raise "
                 "RETRIEVALKIT_STORE_TIMEOUT)"
             ) from None
+
+    def _refuse_if_read_only(self, action: str) -> None:
+        if self.read_only is not None:
+            raise StoreError(f"cannot {action} {self.url}: {self.read_only}; nothing was changed")
 
     @contextmanager
     def _transaction(self, action: str) -> Iterator[sqlite3.Connection]:
@@ -103,6 +275,7 @@ class SQLiteStore:
 
     def check_can_write(self) -> None:
         """Take the write lock and let it go: a locked store fails now, before any work."""
+        self._refuse_if_read_only("write to")
         try:
             with self._transaction("write to"):
                 pass
@@ -120,10 +293,16 @@ class SQLiteStore:
             raise StoreError(f"store {url!r} names {odd}; name a .sqlite3 file")
         return cls(path, url=url)
 
+    def close(self) -> None:
+        """Close the connection; records read from the store keep loading their columns."""
+        self._connection.close()
+
     def save(self, record: ResultRecord) -> None:
+        self._refuse_if_read_only("save to")
+        summary, columns = dump_summary(record), dump_columns(record)
         try:
             with self._transaction("save to"):
-                self._connection.execute(
+                cursor = self._connection.execute(
                     "INSERT INTO runs (run_id, set_name, model, grader, created_at,"
                     " schema_version, record) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
@@ -133,8 +312,13 @@ class SQLiteStore:
                         record.grader,
                         record.manifest.created_at,
                         record.schema_version,
-                        dump_record(record),
+                        summary,
                     ),
+                )
+                seq = cursor.lastrowid
+                self._connection.executemany(
+                    "INSERT INTO run_columns (run_seq, name, data) VALUES (?, ?, ?)",
+                    [(seq, name, data) for name, data in columns.items()],
                 )
         except sqlite3.IntegrityError:
             raise StoreError(f"run {record.run_id} is already stored in {self.url}") from None
@@ -144,15 +328,21 @@ class SQLiteStore:
     def _select(self, where: str = "", parameters: tuple[str, ...] = ()) -> list[ResultRecord]:
         try:
             rows = self._connection.execute(
-                f"SELECT seq, record FROM runs {where} ORDER BY seq DESC", parameters
+                f"SELECT seq, run_id, schema_version, record FROM runs {where} ORDER BY seq DESC",
+                parameters,
             ).fetchall()
         except sqlite3.Error as error:
             raise StoreError(f"cannot read {self.url}: {error}") from None
-        return [self._load(text, seq) for seq, text in rows]
+        return [self._load(*row) for row in rows]
 
-    def _load(self, text: str, seq: int) -> ResultRecord:
+    def _load(self, seq: int, run_id: str, schema: int, text: str) -> ResultRecord:
+        where = f"{self.url} row {seq}"
         try:
-            return load_record(text, where=f"{self.url} row {seq}")
+            if schema < COLUMNAR_SCHEMA:
+                # Written whole: a file that could not be migrated (read-only), or a run
+                # saved by an older retrievalkit since.
+                return load_record(text, where=where)
+            return load_summary(text, _ColumnReader(self._uri, self.url, seq, run_id), where=where)
         except json.JSONDecodeError as error:
             # Rows are written in one transaction, so this is damage from outside retrievalkit.
             raise StoreError(
@@ -172,6 +362,7 @@ class SQLiteStore:
         return self._select()
 
     def pin(self, record: ResultRecord) -> str | None:
+        self._refuse_if_read_only("pin in")
         try:
             with self._transaction("pin in"):
                 stored = self._connection.execute(
@@ -190,6 +381,7 @@ class SQLiteStore:
         return before
 
     def unpin(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
+        self._refuse_if_read_only("unpin in")
         try:
             with self._transaction("unpin in"):
                 before = self._pinned(set_name, model, grader)
@@ -215,6 +407,7 @@ class SQLiteStore:
         return None if row is None else str(row[0])
 
     def delete(self, run_ids: Sequence[str]) -> int:
+        self._refuse_if_read_only("delete from")
         wanted = list(dict.fromkeys(run_ids))
         if not wanted:
             return 0
@@ -229,6 +422,11 @@ class SQLiteStore:
                         f"run {pinned[0]} is a pinned baseline in {self.url}; unpin it first "
                         "(retrievalkit baseline unpin); nothing was deleted"
                     )
+                self._connection.execute(
+                    "DELETE FROM run_columns WHERE run_seq IN"
+                    f" (SELECT seq FROM runs WHERE run_id IN ({marks}))",
+                    wanted,
+                )
                 deleted = self._connection.execute(
                     f"DELETE FROM runs WHERE run_id IN ({marks})", wanted
                 ).rowcount
