@@ -607,9 +607,10 @@ def test_the_documented_ci_script_gates_on_the_pinned_baseline(
     assert first.returncode == 0, first.stderr
     run_id = json.loads(first.stdout)["run_id"]
     assert cli("baseline", "pin", run_id, cwd=repository).returncode == 0
-    # What a repository commits: the runs and the pin, nothing else.
+    # What a repository commits: the runs, their outcome columns and the pin, nothing else.
     assert sorted(path.name for path in (repository / "baselines").iterdir()) == [
         "runs.jsonl",
+        "runs.jsonl.columns",
         "runs.jsonl.pins.json",
     ]
 

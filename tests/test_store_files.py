@@ -21,9 +21,9 @@ from retrievalkit.record import build_record
 from retrievalkit.resolve import resolve_retriever
 from retrievalkit.scoring import ScoringOptions, score_run
 from retrievalkit.stores import open_store
-from retrievalkit.stores.jsonl import JSONLStore
+from retrievalkit.stores.jsonl import JSONLStore, column_file_name
 from retrievalkit.stores.memory import MemoryStore
-from retrievalkit.stores.serialization import dump_record, load_record
+from retrievalkit.stores.serialization import dump_record, dump_summary, load_record
 from retrievalkit.stores.sqlite import SQLiteStore
 
 
@@ -41,7 +41,8 @@ def record() -> ResultRecord:
 
 
 def line(record: ResultRecord, run_id: str) -> bytes:
-    return dump_record(attrs.evolve(record, run_id=run_id)).encode("utf-8")
+    """A run's line as a JSON Lines store writes it: its summary."""
+    return dump_summary(attrs.evolve(record, run_id=run_id)).encode("utf-8")
 
 
 def test_a_prune_ends_the_file_with_a_newline_when_the_last_kept_line_had_none(
@@ -123,7 +124,8 @@ def test_the_temporary_file_of_a_prune_sits_beside_the_store(
         store.save(attrs.evolve(record, run_id=run_id))
     assert store.delete(["a"]) == 1
     assert [run.run_id for run in store.all_runs()] == ["b"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.jsonl", "runs.jsonl.columns"]
+    assert [p.name for p in store.columns_path.iterdir()] == [column_file_name("b")]
 
 
 def test_the_pins_file_is_sorted_indented_and_keeps_non_ascii(

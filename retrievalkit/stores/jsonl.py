@@ -1,22 +1,40 @@
 """A store that is one JSON Lines file: a run per line, stable key order, safe to commit.
 
+Each line is a run's summary (`retrievalkit.stores.serialization.dump_summary`: the
+record without its per-question outcomes, plus their small header), so listing, history
+and baseline choice read a few kilobytes a run. The outcome columns of each run live
+beside the file in ``<file>.columns/`` (for ``runs.jsonl``: ``runs.jsonl.columns/``),
+one file a run (`COLUMNS_SUFFIX`, `column_file_name`), read only when a record's outcomes
+are. A column file holds the run id and the SHA-256 of the summary line it belongs to,
+so a record never reads another run's columns: a run deleted (or replaced) since it was
+read is a `StoreError` that says so. Lines written before (schema 1 and 2: the whole
+record, outcomes inline) keep loading as they are; the file is never rewritten to
+migrate it.
+
 Appends take an exclusive file lock and end with fsync, so concurrent writers never
-interleave. A torn last line (a writer killed mid-append) is reported and skipped on
-read, and the next append starts on a fresh line instead of gluing onto it.
+interleave. A run's column file is written whole (a temporary file renamed into place)
+before its line is appended, so a line never names columns that are not there. A torn
+last line (a writer killed mid-append) is reported and skipped on read, and the next
+append starts on a fresh line instead of gluing onto it; the column file it left
+behind belongs to no line and is ignored.
 
 Pinned baselines live beside the runs in ``<file>.pins.json`` (for ``runs.jsonl``:
 ``runs.jsonl.pins.json``), one small JSON document with sorted keys, so the runs file
-stays one run per line, readable by older retrievalkit versions, and a pin change is a
-one-line diff in review. Commit both files. Pruning rewrites the runs file into a
-temporary file and renames it over the old one, so a crash leaves either file whole.
+stays one run per line and a pin change is a one-line diff in review. Commit all three
+(the file, the columns folder and the pins file). Pruning rewrites the runs file into a
+temporary file and renames it over the old one, so a crash leaves either file whole, and
+then removes the pruned runs' column files.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
+import re
+import struct
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -33,11 +51,88 @@ from retrievalkit.stores import (
     path_from_url,
     read_only_reason,
 )
-from retrievalkit.stores.serialization import dump_record, load_record
+from retrievalkit.stores.serialization import dump_columns, dump_summary, load_record, load_summary
 
 log = logging.getLogger(__name__)
 
 PINS_SUFFIX = ".pins.json"
+COLUMNS_SUFFIX = ".columns"
+#: A column file: this magic, a big-endian length and that many bytes of JSON index
+#: (run id, summary digest, each column's offset and length after the index), the columns.
+_COLUMNS_MAGIC = b"RKJC1\n"
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")
+
+
+def column_file_name(run_id: str) -> str:
+    """The column file of a run: its id when that is a safe file name, and a digest of it.
+
+    The digest keeps two ids apart on a file system that ignores case, and names any id.
+    """
+    digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:12]
+    prefix = run_id if _SAFE_ID.fullmatch(run_id) else "run"
+    return f"{prefix}-{digest}.rkc"
+
+
+def _summary_digest(line: bytes) -> str:
+    return hashlib.sha256(line.strip()).hexdigest()
+
+
+def _column_file(run_id: str, line: bytes, columns: dict[str, bytes]) -> bytes:
+    index: dict[str, object] = {"run_id": run_id, "summary_sha256": _summary_digest(line)}
+    places, offset = {}, 0
+    for name, data in columns.items():
+        places[name] = [offset, len(data)]
+        offset += len(data)
+    index["columns"] = places
+    head = json.dumps(index, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return b"".join([_COLUMNS_MAGIC, struct.pack(">I", len(head)), head, *columns.values()])
+
+
+class _ColumnReader:
+    """Loads a run's outcome columns from its column file, checking it is that run's."""
+
+    __slots__ = ("_line", "_path", "_run_id", "_url")
+
+    def __init__(self, path: Path, url: str, run_id: str, line: bytes) -> None:
+        self._path, self._url, self._run_id, self._line = path, url, run_id, line
+
+    def __call__(self, name: str) -> bytes:
+        gone = StoreError(
+            f"run {self._run_id} is no longer in {self._url} (deleted or pruned after it was "
+            f"read), so its column '{name}' cannot be loaded; read the run again"
+        )
+        try:
+            with open(self._path, "rb") as handle:
+                head = handle.read(len(_COLUMNS_MAGIC) + 4)
+                if len(head) < len(_COLUMNS_MAGIC) + 4 or not head.startswith(_COLUMNS_MAGIC):
+                    raise self._damaged(name, "it is not a retrievalkit column file")
+                (size,) = struct.unpack(">I", head[len(_COLUMNS_MAGIC) :])
+                index = json.loads(handle.read(size))
+                if index.get("run_id") != self._run_id or index.get(
+                    "summary_sha256"
+                ) != _summary_digest(self._line):
+                    raise gone  # the run was deleted, and another saved under its id
+                place = index.get("columns", {}).get(name)
+                if place is None:
+                    raise self._damaged(name, f"it holds no column '{name}'")
+                offset, length = place
+                handle.seek(len(head) + size + offset)
+                data = handle.read(length)
+        except FileNotFoundError:
+            raise gone from None
+        except OSError as error:
+            raise StoreError(f"cannot read {self._path}: {error.strerror}") from None
+        except (ValueError, TypeError, AttributeError) as error:
+            raise self._damaged(name, f"its index cannot be read ({error})") from None
+        if len(data) != length:
+            raise self._damaged(name, "it is cut short")
+        return data
+
+    def _damaged(self, name: str, why: str) -> StoreError:
+        return StoreError(
+            f"{self._path}: column '{name}' of run {self._run_id} cannot be read: {why} "
+            "(the file was changed outside retrievalkit)"
+        )
 
 
 class _FileReplaced(Exception):
@@ -104,8 +199,32 @@ class JSONLStore:
         with self._exclusive("write to"):
             pass
 
+    @property
+    def columns_path(self) -> Path:
+        """The folder of the runs' column files."""
+        return self.path.with_name(self.path.name + COLUMNS_SUFFIX)
+
+    def column_path(self, run_id: str) -> Path:
+        """The column file of one run."""
+        return self.columns_path / column_file_name(run_id)
+
+    def _write_columns(self, run_id: str, line: bytes, columns: dict[str, bytes]) -> Path:
+        """Write a run's column file whole (a temporary file renamed into place)."""
+        self.columns_path.mkdir(exist_ok=True)
+        target = self.column_path(run_id)
+        self._replace_atomically(target, _column_file(run_id, line, columns), raw=True)
+        folder = os.open(self.columns_path, os.O_RDONLY)
+        try:
+            os.fsync(folder)  # the rename is on disk before the line that needs it
+        finally:
+            os.close(folder)
+        return target
+
     def save(self, record: ResultRecord) -> None:
-        line = dump_record(record).encode("utf-8") + b"\n"
+        summary = dump_summary(record).encode("utf-8")
+        columns = dump_columns(record)
+        line = summary + b"\n"
+        written: Path | None = None
         try:
             with open(self.path, "a+b") as handle:
                 _lock(handle, self.url, "save to")
@@ -121,6 +240,7 @@ class JSONLStore:
                         handle.seek(-1, os.SEEK_END)
                         if handle.read(1) != b"\n":
                             line = b"\n" + line  # a torn line stays apart from this run
+                    written = self._write_columns(record.run_id, summary, columns)
                     # Written unbuffered, so that a failed write (a full disk) can be cut
                     # back to the old size and no fragment is left for later reads.
                     try:
@@ -137,6 +257,8 @@ class JSONLStore:
             # new file, never to the unlinked old one.
             self.save(record)
         except OSError as error:
+            if written is not None:
+                written.unlink(missing_ok=True)  # its line was not written
             reason = read_only_reason(self.path)
             raise StoreBusyError(
                 f"cannot write {self.url}: {error.strerror}"
@@ -144,31 +266,60 @@ class JSONLStore:
                 + "; nothing was saved"
             ) from None
 
-    def _records(self) -> Iterator[ResultRecord]:
+    def _lines(self) -> Iterator[tuple[str, bytes, Any]]:
+        """(where, line, parsed JSON) of each run line, oldest first; torn lines skipped."""
         try:
-            handle = open(self.path, encoding="utf-8", errors="replace")  # noqa: SIM115
+            handle = open(self.path, "rb")  # noqa: SIM115
         except FileNotFoundError:
             return
         except OSError as error:
             raise StoreError(f"cannot read {self.url}: {error.strerror}") from None
         with handle:
-            for number, line in enumerate(handle, start=1):
+            for number, raw in enumerate(handle, start=1):
+                line = raw.decode("utf-8", errors="replace").encode("utf-8")
                 if not line.strip():
                     continue
                 where = f"{self.path}, line {number}"
                 try:
-                    yield load_record(line, where=where)
+                    yield where, line, json.loads(line)
                 except json.JSONDecodeError:
                     log.warning("%s: incomplete or corrupt run skipped", where)
 
+    def _record(self, where: str, line: bytes, data: Any) -> ResultRecord:
+        # A summary holds the outcomes' header (a JSON object); a line written whole, by an
+        # older retrievalkit or by hand (dump_record), holds the outcomes as a list.
+        if isinstance(data, dict) and isinstance(data.get("outcomes"), dict):
+            run_id = data.get("run_id")
+            if not isinstance(run_id, str):
+                raise StoreError(f"{where}: stored run has no run_id")
+            reader = _ColumnReader(self.column_path(run_id), self.url, run_id, line.strip())
+            return load_summary(line, reader, where=where)
+        return load_record(line.decode("utf-8"), where=where)  # outcomes inline
+
+    def _select(self, wanted: Any) -> list[ResultRecord]:
+        """Records of the lines ``wanted(data)`` accepts, newest first."""
+        chosen = [entry for entry in self._lines() if wanted(entry[2])]
+        return [self._record(*entry) for entry in reversed(chosen)]
+
     def runs(self, set_name: str, model: str, grader: str = GRADER) -> list[ResultRecord]:
-        return [record for record in self.all_runs() if record.key == (set_name, model, grader)]
+        key = (set_name, model, grader)
+        return [
+            record
+            for record in self._select(lambda data: _key_of(data) in (key, None))
+            if record.key == key
+        ]
 
     def get(self, run_id: str) -> ResultRecord | None:
-        return next((record for record in self._records() if record.run_id == run_id), None)
+        for where, line, data in self._lines():
+            found = data.get("run_id") if isinstance(data, dict) else None
+            if found == run_id or found is None:
+                record = self._record(where, line, data)
+                if record.run_id == run_id:
+                    return record
+        return None
 
     def all_runs(self) -> list[ResultRecord]:
-        return list(reversed(list(self._records())))
+        return self._select(lambda data: True)
 
     # --- pinned baselines (the sidecar file) and deletion ------------------------------------
 
@@ -226,7 +377,11 @@ class JSONLStore:
         self._replace_atomically(self.pins_path, text.encode("utf-8"))
 
     @staticmethod
-    def _replace_atomically(path: Path, content: bytes) -> None:
+    def _replace_atomically(path: Path, content: bytes, *, raw: bool = False) -> None:
+        """Write ``content`` to ``path`` through a temporary file beside it, renamed.
+
+        ``raw``: let an OSError through (a save reports it), else a StoreError.
+        """
         try:
             descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
             try:
@@ -243,6 +398,8 @@ class JSONLStore:
                 Path(temporary).unlink(missing_ok=True)
                 raise
         except OSError as error:
+            if raw:
+                raise
             raise StoreError(f"cannot write {path}: {error.strerror}; nothing changed") from None
 
     def pin(self, record: ResultRecord) -> str | None:
@@ -287,7 +444,19 @@ class JSONLStore:
                 if kept and not kept[-1].endswith(b"\n"):
                     kept[-1] += b"\n"
                 self._replace_atomically(self.path, b"".join(kept))
+                # After the file: a crash between leaves column files no line names.
+                gone = {_run_id_of(line) for line in lines} & wanted
+                for run_id in sorted(gone, key=str):
+                    self.column_path(str(run_id)).unlink(missing_ok=True)
             return deleted
+
+
+def _key_of(data: Any) -> tuple[str, str, str] | None:
+    """A line's (set, model, grader), or None when it does not say plainly (read it whole)."""
+    if not isinstance(data, dict):
+        return None
+    key = (data.get("set"), data.get("model"), data.get("grader"))
+    return key if all(isinstance(part, str) for part in key) else None  # type: ignore[return-value]
 
 
 def _run_id_of(line: bytes) -> str | None:
