@@ -2,30 +2,35 @@
 
 ``postgresql://[USER@]HOST[:PORT]/DATABASE[?schema=NAME&sslmode=...]`` keeps runs in
 the PostgreSQL schema ``NAME`` (default ``retrievalkit``), laid out as
-`retrievalkit_postgres.schema` describes: a summary row per run, a row per
-question, a row per metric and slice. Any libpq parameter may follow in the query
-string (TLS: ``sslmode``, ``sslrootcert``, ``sslcert``, ``sslkey``; ``service``,
-``connect_timeout``, ...); the password never does: libpq reads it from
-``PGPASSWORD``, ``~/.pgpass`` or a service file.
+`retrievalkit_postgres.schema` describes: a summary row per run, a row per metric
+and slice, and the run's per-question outcomes as column blobs (``bytea``), which a
+record read from the store loads only when its outcomes are used. Any libpq parameter
+may follow in the query string (TLS: ``sslmode``, ``sslrootcert``, ``sslcert``,
+``sslkey``; ``service``, ``connect_timeout``, ...); the password never does: libpq
+reads it from ``PGPASSWORD``, ``~/.pgpass`` or a service file.
 
-Every write is one transaction: a save inserts the run, its questions (COPY) and its
+Every write is one transaction: a save inserts the run, its outcome columns and its
 metrics, or nothing; a pin checks the run and replaces the key's pin; a prune refuses
 pinned runs and deletes the rest. Reads run in one repeatable-read snapshot, so a run
-deleted meanwhile is either read whole or not at all. Many processes may save at once.
+deleted meanwhile is either read whole or not at all. A record's outcome columns are
+read later, each on first use, checked against the run's ``seq`` (never reused): a run
+deleted since is a `StoreError`, never another run's data. Many processes may save at
+once.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.convert import unstructure
 from retrievalkit.errors import EXIT_EVALUATION_FAILED, InputError, RetrievalkitError, StoreError
 from retrievalkit.model import GRADER, ResultRecord
-from retrievalkit.stores.serialization import load_record
+from retrievalkit.stores.serialization import dump_columns, dump_summary, load_summary
 from retrievalkit_postgres.connection import (
     Target,
     server_reason,
@@ -39,82 +44,6 @@ if TYPE_CHECKING:
 
 DEFAULT_SCHEMA = "retrievalkit"
 _URL_OPTIONS = ("schema",)
-#: Top-level record fields, and fields of one outcome, that the tables hold.
-_RECORD_FIELDS = {
-    "run_id",
-    "set",
-    "model",
-    "grader",
-    "pass_rate",
-    "mean_score",
-    "items",
-    "metrics",
-    "slices",
-    "outcomes",
-    "manifest",
-    "schema_version",
-}
-_OUTCOME_FIELDS = {
-    "question_id",
-    "ranking",
-    "scores",
-    "latency_ms",
-    "error",
-    "form",
-    "hard_class",
-    "judgments",
-}
-_ITEM_FIELDS = {"question_id", "passed", "score"}
-_METRIC_FIELDS = {"mean", "ci", "n", "method"}
-_QUESTION_COLUMNS = (
-    "run_seq",
-    "question_id",
-    "outcome_position",
-    "item_position",
-    "passed",
-    "score",
-    "ranking",
-    "scores",
-    "latency_ms",
-    "error",
-    "form",
-    "hard_class",
-    "judgments",
-)
-#: The whole record as retrievalkit's JSON, assembled by PostgreSQL from the three tables
-#: (one text per run: a history of 10,000-question runs parses one document per run, not
-#: two per question). Floats print in their shortest exact form, so they read back bit
-#: for bit.
-_METRIC_JSON = (
-    "json_build_object('mean', m.mean, 'ci', CASE WHEN m.ci_low IS NULL THEN NULL"
-    " ELSE json_build_array(m.ci_low, m.ci_high) END, 'n', m.n, 'method', m.method)"
-)
-_RECORD_JSON = f"""json_build_object(
-    'run_id', r.run_id, 'set', r.set_name, 'model', r.model, 'grader', r.grader,
-    'pass_rate', r.pass_rate, 'mean_score', r.mean_score, 'schema_version', r.record_schema,
-    'manifest', r.manifest,
-    'metrics', (SELECT coalesce(json_object_agg(m.metric, {_METRIC_JSON}), '{{{{}}}}')
-        FROM {{schema}}.run_metrics AS m WHERE m.run_seq = r.seq AND m.slice_field = ''),
-    'slices', (SELECT coalesce(json_object_agg(f.slice_field, f.by_value), '{{{{}}}}') FROM (
-        SELECT v.slice_field, json_object_agg(v.slice_value, v.metrics) AS by_value FROM (
-            SELECT m.slice_field, m.slice_value, json_object_agg(m.metric, {_METRIC_JSON})
-                AS metrics
-            FROM {{schema}}.run_metrics AS m WHERE m.run_seq = r.seq AND m.slice_field <> ''
-            GROUP BY m.slice_field, m.slice_value) AS v
-        GROUP BY v.slice_field) AS f),
-    'items', (SELECT coalesce(json_agg(json_build_object(
-            'question_id', q.question_id, 'passed', q.passed, 'score', q.score)
-            ORDER BY q.item_position), '[]')
-        FROM {{schema}}.run_questions AS q
-        WHERE q.run_seq = r.seq AND q.item_position IS NOT NULL),
-    'outcomes', (SELECT coalesce(json_agg(json_build_object(
-            'question_id', q.question_id, 'ranking', q.ranking, 'scores', q.scores,
-            'latency_ms', q.latency_ms, 'error', q.error, 'form', q.form,
-            'hard_class', q.hard_class, 'judgments', q.judgments)
-            ORDER BY q.outcome_position), '[]')
-        FROM {{schema}}.run_questions AS q
-        WHERE q.run_seq = r.seq AND q.outcome_position IS NOT NULL)
-)::text"""
 _METRIC_COLUMNS = (
     "run_seq",
     "slice_field",
@@ -140,6 +69,19 @@ class _CopyAbortNoise(logging.Filter):
 
 
 logging.getLogger("psycopg").addFilter(_CopyAbortNoise())
+log = logging.getLogger(__name__)
+
+
+class _ColumnReader:
+    """Loads one stored run's outcome columns through its store, on first use."""
+
+    __slots__ = ("_run_id", "_seq", "_store")
+
+    def __init__(self, store: PostgresStore, seq: int, run_id: str) -> None:
+        self._store, self._seq, self._run_id = store, seq, run_id
+
+    def __call__(self, name: str) -> bytes:
+        return self._store._column(self._seq, self._run_id, name)
 
 
 class StoreUnavailable(StoreError):
@@ -156,6 +98,8 @@ class PostgresStore:
         self.schema = schema
         self._target = target
         self._connection: psycopg.Connection[Any] | None = None
+        # Records read from the store load their columns from other threads, later.
+        self._lock = threading.RLock()
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
@@ -179,10 +123,10 @@ class PostgresStore:
     def save(self, record: ResultRecord) -> None:
         import psycopg
 
-        data = unstructure(record)
-        _check_fields(data, record.run_id)
-        run_row = _run_row(data)
-        question_rows = _question_rows(data)
+        summary = dump_summary(record)
+        data = json.loads(summary)
+        run_row = _run_row(data, summary)
+        columns = dump_columns(record)
         metric_rows = _metric_rows(data)
         connection = self._connect()
         try:
@@ -191,23 +135,23 @@ class PostgresStore:
                     self._sql(
                         "INSERT INTO {schema}.runs (run_id, set_name, model, grader, created_at,"
                         " record_schema, pass_rate, mean_score, manifest, questions, errored,"
-                        " git_commit, plugin) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-                        " %s, %s, %s) RETURNING seq"
+                        " git_commit, plugin, summary) VALUES (%s, %s, %s, %s, %s, %s, %s, %s,"
+                        " %s, %s, %s, %s, %s, %s) RETURNING seq"
                     ),
                     run_row,
                 )
                 found = cursor.fetchone()
                 assert found is not None
                 seq = int(found[0])
-                columns = ", ".join(_QUESTION_COLUMNS)
+                cursor.executemany(
+                    self._sql(
+                        "INSERT INTO {schema}.run_columns (run_seq, name, data) VALUES (%s, %s, %s)"
+                    ),
+                    [(seq, name, blob) for name, blob in columns.items()],
+                )
+                names = ", ".join(_METRIC_COLUMNS)
                 with cursor.copy(
-                    self._sql(f"COPY {{schema}}.run_questions ({columns}) FROM STDIN")
-                ) as copy:
-                    for row in question_rows:
-                        copy.write_row((seq, *row))
-                columns = ", ".join(_METRIC_COLUMNS)
-                with cursor.copy(
-                    self._sql(f"COPY {{schema}}.run_metrics ({columns}) FROM STDIN")
+                    self._sql(f"COPY {{schema}}.run_metrics ({names}) FROM STDIN")
                 ) as copy:
                     for row in metric_rows:
                         copy.write_row((seq, *row))
@@ -352,21 +296,23 @@ class PostgresStore:
         """
         import psycopg
 
-        if self._connection is not None and not self._connection.closed:
-            try:
-                self._connection.execute("SELECT 1")
-            except psycopg.OperationalError:
-                self.close()
-        if self._connection is None or self._connection.closed:
-            try:
-                self._connection = self._target.connect()
-            except InputError as error:
-                raise StoreError(
-                    f"store {self.url}: {error.detail}" + (f" ({error.hint})" if error.hint else "")
-                ) from None
-            except RetrievalkitError as error:
-                raise StoreUnavailable(f"store {self.url}: {error}") from None
-        return self._connection
+        with self._lock:
+            if self._connection is not None and not self._connection.closed:
+                try:
+                    self._connection.execute("SELECT 1")
+                except psycopg.OperationalError:
+                    self.close()
+            if self._connection is None or self._connection.closed:
+                try:
+                    self._connection = self._target.connect()
+                except InputError as error:
+                    raise StoreError(
+                        f"store {self.url}: {error.detail}"
+                        + (f" ({error.hint})" if error.hint else "")
+                    ) from None
+                except RetrievalkitError as error:
+                    raise StoreUnavailable(f"store {self.url}: {error}") from None
+            return self._connection
 
     def _error(self, error: Exception, action: str, *, saving: bool = False) -> StoreError:
         import psycopg
@@ -428,7 +374,7 @@ class PostgresStore:
             with self._snapshot() as cursor:
                 cursor.execute(
                     self._sql(
-                        f"SELECT r.seq, r.run_id, {_RECORD_JSON} FROM {{schema}}.runs AS r"
+                        f"SELECT r.seq, r.run_id, r.summary FROM {{schema}}.runs AS r"
                         f" {where} ORDER BY r.seq DESC"
                     ),
                     parameters,
@@ -437,9 +383,46 @@ class PostgresStore:
         except psycopg.Error as error:
             raise self._error(error, "read runs") from None
         return [
-            load_record(text, where=f"{self.url}, run {run_id} (row {seq})")
+            load_summary(
+                text,
+                _ColumnReader(self, int(seq), str(run_id)),
+                where=f"{self.url}, run {run_id} (row {seq})",
+            )
             for seq, run_id, text in rows
         ]
+
+    def _column(self, seq: int, run_id: str, name: str) -> bytes:
+        """One outcome column of a stored run, read when a record first uses it."""
+        import psycopg
+
+        what = f"column '{name}' of run {run_id}"
+        try:
+            with self._lock:
+                connection = self._connect()
+                row = connection.execute(
+                    self._sql(
+                        "SELECT c.data FROM {schema}.run_columns AS c JOIN {schema}.runs AS r"
+                        " ON r.seq = c.run_seq WHERE r.seq = %s AND r.run_id = %s AND c.name = %s"
+                    ),
+                    (seq, run_id, name),
+                ).fetchone()
+                stored = row is not None or (
+                    connection.execute(
+                        self._sql("SELECT 1 FROM {schema}.runs WHERE seq = %s AND run_id = %s"),
+                        (seq, run_id),
+                    ).fetchone()
+                    is not None
+                )
+        except psycopg.Error as error:
+            raise self._error(error, f"read the {what}") from None
+        if row is None and not stored:
+            raise StoreError(
+                f"run {run_id} is no longer in {self.url} (deleted or pruned after it was "
+                f"read), so its column '{name}' cannot be loaded; read the run again"
+            )
+        if row is None:
+            raise StoreError(f"store {self.url}: the {what} is missing (row {seq})")
+        return bytes(row[0])
 
     def _open(self) -> None:
         """Connect, and bring the tables to the current layout (created on first use)."""
@@ -500,6 +483,13 @@ class PostgresStore:
                     continue
                 for statement in step.statements:
                     cursor.execute(self._sql(statement))
+                if step.convert is not None:
+                    converted = step.convert(cursor, self._sql)
+                    log.info(
+                        "store %s: %d runs rewritten (%s)", self.url, converted, step.description
+                    )
+                for statement in step.after:
+                    cursor.execute(self._sql(statement))
                 cursor.execute(
                     self._sql(
                         "INSERT INTO {schema}.schema_version (version, description) VALUES (%s, %s)"
@@ -511,32 +501,12 @@ class PostgresStore:
 # --- records to rows ----------------------------------------------------------------------
 
 
-def _check_fields(data: Mapping[str, Any], run_id: str) -> None:
-    """Refuse a record with fields the tables do not hold, rather than drop them."""
-    unknown = set(data) - _RECORD_FIELDS
-    for outcome in data["outcomes"]:
-        unknown |= {f"outcomes.{name}" for name in set(outcome) - _OUTCOME_FIELDS}
-    for item in data["items"]:
-        unknown |= {f"items.{name}" for name in set(item) - _ITEM_FIELDS}
-    values = list(data["metrics"].values())
-    for by_value in data["slices"].values():
-        for metrics in by_value.values():
-            values.extend(metrics.values())
-    for value in values:
-        unknown |= {f"metrics.{name}" for name in set(value) - _METRIC_FIELDS}
-    if unknown:
-        raise StoreError(
-            f"run {run_id} has fields this retrievalkit-postgres cannot store "
-            f"({', '.join(sorted(unknown))}); upgrade retrievalkit-postgres; nothing was saved"
-        )
-
-
-def _run_row(data: Mapping[str, Any]) -> tuple[Any, ...]:
+def _run_row(data: Mapping[str, Any], summary: str) -> tuple[Any, ...]:
     from psycopg.types.json import Jsonb
 
     manifest = data["manifest"]
     created = dt.datetime.fromisoformat(str(manifest["created_at"]).replace("Z", "+00:00"))
-    outcomes = data["outcomes"]
+    header = data["outcomes"]
     return (
         data["run_id"],
         data["set"],
@@ -547,39 +517,12 @@ def _run_row(data: Mapping[str, Any]) -> tuple[Any, ...]:
         data["pass_rate"],
         data["mean_score"],
         Jsonb(manifest),
-        len(outcomes),
-        sum(1 for outcome in outcomes if outcome["error"] is not None),
+        header["count"],
+        header["errored"],
         manifest.get("git_commit"),
         manifest.get("plugin"),
+        summary,
     )
-
-
-def _question_rows(data: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    """One row per question id: its outcome and its verdict (either may be absent)."""
-    from psycopg.types.json import Jsonb
-
-    rows: dict[str, list[Any]] = {}
-    for position, outcome in enumerate(data["outcomes"]):
-        rows[outcome["question_id"]] = [
-            outcome["question_id"],
-            position,
-            None,
-            None,
-            None,
-            outcome["ranking"],
-            Jsonb(outcome["scores"]),
-            outcome["latency_ms"],
-            outcome["error"],
-            outcome["form"],
-            outcome["hard_class"],
-            Jsonb(outcome["judgments"]),
-        ]
-    if len(rows) != len(data["outcomes"]):
-        raise StoreError(f"run {data['run_id']} answers a question id twice; nothing was saved")
-    for position, item in enumerate(data["items"]):
-        row = rows.setdefault(item["question_id"], [item["question_id"], *[None] * 11])
-        row[2:5] = [position, item["passed"], item["score"]]
-    return [tuple(row) for row in rows.values()]
 
 
 def _metric_rows(data: Mapping[str, Any]) -> list[tuple[Any, ...]]:

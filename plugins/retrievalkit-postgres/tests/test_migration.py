@@ -1,4 +1,8 @@
-"""A store written in the first table layout opens, upgraded, with every run intact."""
+"""A store written in the first table layout opens, upgraded, with every run intact.
+
+The upgrade goes through every later layout, including the rewrite of each run's
+per-question rows as a summary and outcome columns (layout 4).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from retrievalkit_postgres.schema import LATEST, MIGRATIONS
 from support import copy_of, scalar, scored_run
 
 from retrievalkit.convert import to_json
+from retrievalkit.model import SCHEMA_VERSION
 from retrievalkit.stores import open_store
 from retrievalkit.stores.serialization import load_record
 
@@ -37,6 +42,14 @@ def test_a_layout_1_store_is_upgraded_and_reads_back_every_run(
     assert versions == [step.version for step in MIGRATIONS] and versions[-1] == LATEST
     runs = store.all_runs()
     assert [to_json(run) for run in reversed(runs)] == expected
+    # Rewritten as summaries and columns (layout 4); the per-question rows are gone.
+    assert scalar(pg_url, "SELECT to_regclass(%s)", (f"{schema}.run_questions",)) is None
+    assert scalar(pg_url, f"SELECT count(DISTINCT run_seq) FROM {schema}.run_columns") == len(
+        expected
+    )
+    assert scalar(pg_url, f"SELECT array_agg(DISTINCT record_schema) FROM {schema}.runs") == [
+        SCHEMA_VERSION
+    ]
     for line in expected:
         data = json.loads(line)
         questions, errored = (

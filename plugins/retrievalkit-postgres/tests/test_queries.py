@@ -1,4 +1,4 @@
-"""The three SQL queries of docs/postgres.md, run as printed against a store of real runs."""
+"""The SQL queries of docs/postgres.md, run as printed against a store of real runs."""
 
 from __future__ import annotations
 
@@ -71,20 +71,3 @@ def test_the_failed_gate_query(pg_url: str, store_url: str, schema: str) -> None
     found = rows(pg_url, query("failed-gate", schema))
     assert {(row["run_id"], row["baseline"]) for row in found} == failed
     assert failed  # the seeded runs do include drops
-
-
-def test_the_flipped_questions_query(pg_url: str, store_url: str, schema: str) -> None:
-    runs, _ = saved_history(store_url)
-    before, after = runs[0], runs[3]
-    scores = {item.question_id: item.score for item in before.items}
-    flipped = sorted(
-        (item.score, item.question_id)
-        for item in after.items
-        if scores[item.question_id] != item.score
-    )
-    found = rows(pg_url, query("flipped", schema), before=before.run_id, after=after.run_id)
-    assert [(row["hit_at_3_after"], row["question_id"]) for row in found] == flipped
-    assert flipped
-    outcome = {o.question_id: o for o in after.outcomes}
-    for row in found:
-        assert row["top3_after"] == list(outcome[row["question_id"]].ranking[:3])
