@@ -1,17 +1,28 @@
 """The ``elasticsearch://HOST:PORT/INDEX`` result store: one document per run, chartable in Kibana.
 
-Each run is one document whose id is the run id. The whole record is kept, exactly as
-the other stores serialise it, in ``record``: an object Elasticsearch stores but does
-not index (``enabled: false``), so records of any shape never touch the mapping. Beside
+Each run is one document whose id is the run id. Its summary (the record without its
+per-question outcomes, `retrievalkit.stores.serialization.dump_summary`) is kept in
+``record``: an object Elasticsearch stores but does not index (``enabled: false``), so
+records of any shape never touch the mapping. The outcome columns are documents of
+``kind: column`` beside it, one a column, its bytes in the ``binary`` field ``data``;
+a record read from the store fetches each column document when it first reads that
+column, so history reads summaries only, and no request carries a whole large run. The
+run document names its columns' ``columns_id`` (random for each save): a record never
+reads the columns of another run saved later under its id. Runs stored before (their
+whole record in ``record``) keep loading as they are. Beside
 it, the fields worth filtering and charting on: keywords ``set``, ``model``, ``grader``,
 ``run_id``, ``plugin``, ``git_commit``; the date ``created_at`` (a Kibana time field);
 the numbers ``pass_rate``, ``mean_score``, ``questions``, ``errored`` and every metric's
 mean under ``metrics.<name>`` (``metrics.ndcg@10``). Pinned baselines are small
 documents of ``kind: pin`` in the same index; runs are ``kind: run``.
 
-A save is one create request with ``refresh=true``: whole or not at all, and visible to
-the next read. The index is created on the first save; reading a store that does not
-exist yet answers "no runs".
+A save writes the column documents (one bulk request), then creates the run document
+with ``refresh=true``: the run exists, whole and visible to the next read, once that
+create succeeds, and not before; column documents of a save that failed are deleted,
+and any a crash leaves behind belong to no run. Deleting runs deletes their column
+documents after them. The index is created on the first save (an index created before
+gets the column fields added to its mapping then); reading a store that does not exist
+yet answers "no runs".
 
 Options go in the URL's query string: ``https=true``, ``api_key_env=VAR``,
 ``username=NAME&password_env=VAR``, ``ca_certs=PATH``, ``verify_certs=false``,
@@ -20,7 +31,10 @@ Options go in the URL's query string: ``https=true``, ``api_key_env=VAR``,
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import secrets
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.errors import RetrievalkitError, StoreError
 from retrievalkit.model import GRADER, ResultRecord
-from retrievalkit.stores.serialization import dump_record, load_record
+from retrievalkit.stores.serialization import dump_columns, dump_summary, load_record, load_summary
 from retrievalkit_elasticsearch.connection import (
     Target,
     client_errors,
@@ -51,9 +65,17 @@ _URL_OPTIONS = (
     "timeout",
 )
 
+#: The fields of a column document (``kind: column``): which save of which run, which
+#: column, and its bytes (stored, not indexed).
+COLUMN_FIELDS: dict[str, Any] = {
+    "columns_id": {"type": "keyword"},
+    "column": {"type": "keyword"},
+    "data": {"type": "binary"},
+}
+
 MAPPING: dict[str, Any] = {
     "dynamic": "strict",
-    "_meta": {"retrievalkit": {"store": "runs", "schema": 1}},
+    "_meta": {"retrievalkit": {"store": "runs", "schema": 2}},
     "dynamic_templates": [
         {"metric_means": {"path_match": "metrics.*", "mapping": {"type": "double"}}}
     ],
@@ -75,6 +97,7 @@ MAPPING: dict[str, Any] = {
         "errored": {"type": "integer"},
         "metrics": {"type": "object", "dynamic": True},
         "record": {"type": "object", "enabled": False},
+        **COLUMN_FIELDS,
     },
 }
 
@@ -88,6 +111,7 @@ class ElasticsearchStore:
         self._client = client
         self._target = target
         self._ready = False
+        self._columns_mapped = False
 
     @classmethod
     def from_url(cls, url: str) -> ElasticsearchStore:
@@ -138,14 +162,103 @@ class ElasticsearchStore:
         import elasticsearch
 
         self._ensure_index()
+        summary = dump_summary(record)
+        columns_id = secrets.token_hex(8)
+        ids = self._save_columns(record.run_id, columns_id, dump_columns(record))
         try:
             self._client.create(
-                index=self.index, id=record.run_id, document=_document(record), refresh=True
+                index=self.index,
+                id=record.run_id,
+                document=_document(record, json.loads(summary), columns_id),
+                refresh=True,
             )
         except elasticsearch.ConflictError:
+            self._forget(ids)
             raise StoreError(f"run {record.run_id} is already stored in {self.url}") from None
         except client_errors() as error:
+            self._forget(ids)
             raise self._error(error, f"save run {record.run_id}; nothing was saved") from None
+
+    def _save_columns(
+        self, run_id: str, columns_id: str, columns: Mapping[str, bytes]
+    ) -> list[str]:
+        """Write a run's column documents (not yet part of any run); their ids."""
+        ids = [_column_id(run_id, columns_id, name) for name in columns]
+        operations: list[Mapping[str, Any]] = []
+        for (name, data), column_id in zip(columns.items(), ids, strict=True):
+            operations.append({"index": {"_index": self.index, "_id": column_id}})
+            operations.append(
+                {
+                    "kind": "column",
+                    "run_id": run_id,
+                    "columns_id": columns_id,
+                    "column": name,
+                    "data": base64.b64encode(data).decode("ascii"),
+                }
+            )
+        try:
+            answer = self._client.bulk(operations=operations)
+        except client_errors() as error:
+            self._forget(ids)
+            raise self._error(error, f"save run {run_id}; nothing was saved") from None
+        if answer.get("errors"):
+            self._forget(ids)
+            reasons = [
+                item["index"]["error"].get("reason", "")
+                for item in answer.get("items", [])
+                if "error" in item.get("index", {})
+            ]
+            raise StoreError(
+                f"store {self.url}: cannot save run {run_id}: {reasons[0] if reasons else ''}; "
+                "nothing was saved"
+            )
+        return ids
+
+    def _forget(self, ids: Sequence[str]) -> None:
+        """Delete column documents no run names (best effort: orphans are never read)."""
+        import contextlib
+
+        operations = [{"delete": {"_index": self.index, "_id": column_id}} for column_id in ids]
+        with contextlib.suppress(*client_errors()):
+            self._client.bulk(operations=operations)
+
+    def _column(self, run_id: str, columns_id: str, name: str) -> bytes:
+        """One outcome column of a stored run, fetched when a record first reads it."""
+        import elasticsearch
+
+        try:
+            found = self._client.get(
+                index=self.index,
+                id=_column_id(run_id, columns_id, name),
+                source_includes=["data", "run_id", "columns_id"],
+            )
+        except elasticsearch.NotFoundError:
+            found = None
+        except client_errors() as error:
+            raise self._error(error, f"read column '{name}' of run {run_id}") from None
+        source = {} if found is None else found.get("_source", {})
+        if source.get("run_id") != run_id or source.get("columns_id") != columns_id:
+            raise StoreError(
+                f"run {run_id} is no longer in {self.url} (deleted or pruned after it was "
+                f"read), so its column '{name}' cannot be loaded; read the run again"
+            )
+        try:
+            return base64.b64decode(source["data"], validate=True)
+        except (KeyError, TypeError, ValueError):
+            raise StoreError(
+                f"store {self.url}: column '{name}' of run {run_id} cannot be read (the "
+                "document was changed outside retrievalkit)"
+            ) from None
+
+    def _record(self, source: Mapping[str, Any], run_id: str) -> ResultRecord:
+        where = f"{self.url}, run {run_id}"
+        stored = source["record"]
+        columns_id = source.get("columns_id")
+        if isinstance(stored, dict) and isinstance(stored.get("outcomes"), dict):
+            if not isinstance(columns_id, str):
+                raise StoreError(f"{where}: the run names no outcome columns")
+            return load_summary(_json(stored), _ColumnReader(self, run_id, columns_id), where=where)
+        return load_record(_json(stored), where=where)  # stored whole, outcomes inline
 
     def runs(self, set_name: str, model: str, grader: str = GRADER) -> list[ResultRecord]:
         return list(self._search({"set": set_name, "model": model, "grader": grader}))
@@ -155,7 +268,7 @@ class ElasticsearchStore:
 
         try:
             found = self._client.get(
-                index=self.index, id=run_id, source_includes=["kind", "record"]
+                index=self.index, id=run_id, source_includes=["kind", "record", "columns_id"]
             )
         except elasticsearch.NotFoundError:
             return None  # no such run, or no store index yet
@@ -164,7 +277,7 @@ class ElasticsearchStore:
         source = found.get("_source", {})
         if source.get("kind") != "run" or "record" not in source:
             return None
-        return load_record(_json(source["record"]), where=f"{self.url}, run {run_id}")
+        return self._record(source, run_id)
 
     def all_runs(self) -> list[ResultRecord]:
         return list(self._search({}))
@@ -229,6 +342,20 @@ class ElasticsearchStore:
         ]
         try:
             answer = self._client.bulk(operations=operations, refresh=True)
+            # After the runs: a failure here leaves column documents no run names.
+            columns = self._hits(
+                {"bool": {"filter": [{"term": {"kind": "column"}}, {"terms": {"run_id": wanted}}]}},
+                ["run_id"],
+            )
+            column_ids = [str(hit["_id"]) for hit in columns]
+            if column_ids:
+                self._client.bulk(
+                    operations=[
+                        {"delete": {"_index": self.index, "_id": column_id}}
+                        for column_id in column_ids
+                    ],
+                    refresh=True,
+                )
         except client_errors() as error:
             raise self._error(error, "delete runs") from None
         return sum(
@@ -266,12 +393,19 @@ class ElasticsearchStore:
                     f"index '{name}' of store {self.url} is not a retrievalkit run store (its "
                     "mapping has no unindexed 'record' object); name a new index for the store"
                 )
+            self._columns_mapped = "data" in properties
         self._ready = True
 
     def _ensure_index(self) -> None:
         import elasticsearch
 
         if self._ready:
+            if not self._columns_mapped:
+                try:  # an index created before outcome columns: add their fields
+                    self._client.indices.put_mapping(index=self.index, properties=COLUMN_FIELDS)
+                except client_errors() as error:
+                    raise self._error(error, f"add the column fields to '{self.index}'") from None
+                self._columns_mapped = True
             return
         try:
             self._client.indices.create(
@@ -283,20 +417,22 @@ class ElasticsearchStore:
             if "resource_already_exists_exception" not in str(error):
                 raise self._error(error, f"create index '{self.index}'") from None
             self._check()  # created meanwhile by another writer: make sure it is ours
+            self._ensure_index()
+            return
         except client_errors() as error:
             raise self._error(error, f"create index '{self.index}'") from None
-        self._ready = True
+        self._ready = self._columns_mapped = True
 
     def _search(self, terms: Mapping[str, str]) -> Iterator[ResultRecord]:
         if not self._exists():
             return
         filters = [{"term": {"kind": "run"}}]
         filters += [{"term": {name: value}} for name, value in terms.items()]
-        for hit in self._hits({"bool": {"filter": filters}}, ["record"]):
+        for hit in self._hits({"bool": {"filter": filters}}, ["record", "columns_id"]):
             source = hit.get("_source", {})
             if "record" not in source:
                 continue
-            yield load_record(_json(source["record"]), where=f"{self.url}, run {hit['_id']}")
+            yield self._record(source, hit["_id"])
 
     def _hits(self, query: Mapping[str, Any], fields: list[str]) -> Iterator[Mapping[str, Any]]:
         """Every matching document, newest saved first, page by page (search_after)."""
@@ -323,9 +459,24 @@ class ElasticsearchStore:
             after = hits[-1]["sort"]
 
 
-def _document(record: ResultRecord) -> dict[str, Any]:
-    import json
+class _ColumnReader:
+    """Fetches one stored run's outcome columns through its store, on first use."""
 
+    __slots__ = ("_columns_id", "_run_id", "_store")
+
+    def __init__(self, store: ElasticsearchStore, run_id: str, columns_id: str) -> None:
+        self._store, self._run_id, self._columns_id = store, run_id, columns_id
+
+    def __call__(self, name: str) -> bytes:
+        return self._store._column(self._run_id, self._columns_id, name)
+
+
+def _column_id(run_id: str, columns_id: str, name: str) -> str:
+    key = "\x1f".join((run_id, columns_id, name)).encode("utf-8")
+    return f"column-{hashlib.sha256(key).hexdigest()[:40]}"
+
+
+def _document(record: ResultRecord, summary: Mapping[str, Any], columns_id: str) -> dict[str, Any]:
     manifest = record.manifest
     return {
         "kind": "run",
@@ -347,13 +498,12 @@ def _document(record: ResultRecord) -> dict[str, Any]:
             for name, value in record.metrics.items()
             if value.mean is not None and "." not in name
         },
-        "record": json.loads(dump_record(record)),
+        "record": summary,
+        "columns_id": columns_id,
     }
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value)
 
 

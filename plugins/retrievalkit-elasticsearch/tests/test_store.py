@@ -9,13 +9,21 @@ from typing import Any
 
 import attrs
 import pytest
+from retrievalkit_elasticsearch import store as store_module
 from retrievalkit_elasticsearch.store import ElasticsearchStore
 from support import cli, write_config
 
+from retrievalkit.convert import to_json
 from retrievalkit.errors import InputError, StoreError
+from retrievalkit.history import build_history
 from retrievalkit.model import ResultRecord
+from retrievalkit.outcomes import Outcomes
 from retrievalkit.stores import open_store
+from retrievalkit.stores.serialization import load_record
 from retrievalkit.testing import check_store
+
+#: Runs of record schema 2 as retrievalkit 0.1 stored them: each a whole document.
+FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "schema_v2_runs.jsonl"
 
 
 def store_url(es_url: str, index: str, query: str = "") -> str:
@@ -45,7 +53,9 @@ def test_runs_are_chartable_documents(es: Any, keeper: ElasticsearchStore) -> No
     record = keeper.all_runs()[0]
     found = es.search(
         index=keeper.index,
-        query={"bool": {"filter": [{"term": {"run_id": record.run_id}}]}},
+        query={
+            "bool": {"filter": [{"term": {"kind": "run"}}, {"term": {"run_id": record.run_id}}]}
+        },
         aggs={"mean_pass_rate": {"avg": {"field": "pass_rate"}}},
     )
     source = found["hits"]["hits"][0]["_source"]
@@ -72,6 +82,92 @@ def test_pins_and_deletion(keeper: ElasticsearchStore) -> None:
     assert keeper.get(copy.run_id) is None
     with pytest.raises(StoreError, match="is not stored"):
         keeper.pin(copy)
+
+
+def test_outcomes_are_column_documents_loaded_only_when_read(
+    es: Any, es_url: str, index_names: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads: list[str] = []
+    original = Outcomes.from_columns.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Outcomes], header: Any, load: Any, **options: Any) -> Outcomes:
+        def counted(name: str) -> bytes:
+            loads.append(name)
+            return bytes(load(name))
+
+        return original(cls, header, counted, **options)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Outcomes, "from_columns", classmethod(counting))
+    name = index_names("column-store")
+    store = check_store(store_url(es_url, name))
+    loads.clear()  # the check compares whole runs
+    runs = store.all_runs()
+    newest, older = runs[:2]
+    history = build_history(
+        store.runs(*newest.key), set_name=newest.set, retriever=newest.model, store=store.url,
+        pinned=None, limit=10,
+    )  # fmt: skip
+    assert len(history.entries) == 3 and {entry.questions for entry in history.entries} == {4}
+    assert loads == []
+    source = es.get(index=name, id=newest.run_id)["_source"]
+    assert source["record"]["outcomes"] == newest.outcomes.header()
+    columns = es.search(
+        index=name,
+        query={
+            "bool": {"filter": [{"term": {"kind": "column"}}, {"term": {"run_id": older.run_id}}]}
+        },
+        size=100,
+    )["hits"]["hits"]
+    assert sorted(hit["_source"]["column"] for hit in columns) == sorted(
+        older.outcomes.header()["columns"]
+    )
+    assert [outcome.question_id for outcome in older.outcomes] == ["c1", "c2", "c3", "c4"]
+    assert sorted(loads) == sorted(set(loads)) and "question_ids" in loads
+    unread = store.get(older.run_id)
+    assert unread is not None
+    assert store.delete([older.run_id]) == 1  # type: ignore[attr-defined]
+    with pytest.raises(StoreError, match=f"run {older.run_id} is no longer in"):
+        unread.outcomes.values("rr")
+    left = es.count(index=name, query={"term": {"run_id": older.run_id}})["count"]
+    assert left == 0  # its column documents went with it
+
+
+def test_an_index_of_whole_documents_keeps_loading_and_takes_new_runs(
+    es: Any, es_url: str, index_names: Any
+) -> None:
+    """An index written before outcome columns: its mapping gains them on the next save."""
+    name = index_names("whole-documents")
+    old_mapping = {
+        **store_module.MAPPING,
+        "properties": {
+            field: value
+            for field, value in store_module.MAPPING["properties"].items()
+            if field not in store_module.COLUMN_FIELDS
+        },
+    }
+    es.indices.create(index=name, mappings=old_mapping)
+    whole = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
+    for number, record in enumerate(whole):
+        es.index(
+            index=name,
+            id=record["run_id"],
+            document={
+                "kind": "run", "run_id": record["run_id"], "set": record["set"],
+                "model": record["model"], "grader": record["grader"],
+                "saved_at_ns": number, "record": record,
+            },
+            refresh=True,
+        )  # fmt: skip
+    store = open_store(store_url(es_url, name))
+    expected = [to_json(load_record(json.dumps(record), where="fixture")) for record in whole]
+    assert [to_json(run) for run in reversed(store.all_runs())] == expected
+    newest = load_record(json.dumps(whole[-1]), where="fixture")
+    store.save(attrs.evolve(newest, run_id="after-columns"))
+    mapping = es.indices.get_mapping(index=name)[name]["mappings"]["properties"]
+    assert mapping["data"] == {"type": "binary"}
+    runs = store.runs(newest.set, newest.model)
+    assert [run.run_id for run in runs] == ["after-columns", *[r["run_id"] for r in whole][::-1]]
+    assert to_json(runs[0]) == to_json(attrs.evolve(newest, run_id="after-columns"))
 
 
 def test_a_new_store_reads_empty_and_creates_nothing(
