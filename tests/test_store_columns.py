@@ -469,3 +469,29 @@ def test_a_migration_killed_midway_leaves_the_old_store_or_the_new_one(tmp_path:
         outcomes.add(version)
         assert len(SQLiteStore(path).all_runs()) == len(many)  # and it migrates now
     assert LAYOUT in outcomes
+
+
+def test_processes_opening_an_old_sqlite_store_at_once_migrate_it_once(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    lines = old_lines()
+    old_store(path, lines)
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom retrievalkit.stores.sqlite import SQLiteStore\n"
+        "print(len(SQLiteStore(Path(sys.argv[1])).all_runs()))\n"
+    )
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    counts = [child.communicate(timeout=120)[0].strip() for child in children]
+    assert [child.returncode for child in children] == [0] * 4
+    assert counts == [str(len(lines))] * 4
+    with sqlite3.connect(path) as connection:
+        per_run = connection.execute("SELECT count(*) FROM run_columns GROUP BY run_seq").fetchall()
+    connection.close()
+    assert len(per_run) == len(lines)
+    assert {count for (count,) in per_run} == {
+        len(SQLiteStore(path).all_runs()[0].outcomes.header()["columns"])
+    }
