@@ -13,7 +13,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 import attrs
@@ -76,8 +77,63 @@ def _as_dict(value: Any) -> FrozenDict:
     return value if type(value) is FrozenDict else FrozenDict(value)
 
 
-def _as_nested(value: Any) -> FrozenDict:
+class LazySlices(Mapping[str, Mapping[str, Mapping[str, Any]]]):
+    """A stored record's slices, read from the store the first time anything looks at them.
+
+    History, listings and the choice of a baseline never do: a record read from a store
+    that keeps its slices apart (`retrievalkit.stores.sqlite`) costs its metric table
+    and manifest only. It reads and compares as the read-only mapping it stands for.
+    """
+
+    __slots__ = ("_load", "_lock", "_value")
+
+    def __init__(self, load: Callable[[], Mapping[str, Any]]) -> None:
+        self._load = load
+        self._value: FrozenDict | None = None
+        self._lock = threading.Lock()
+
+    def _slices(self) -> FrozenDict:
+        value = self._value
+        if value is None:
+            with self._lock:
+                value = self._value
+                if value is None:
+                    value = self._value = _nested(self._load())
+        return value
+
+    def __getitem__(self, key: str) -> Mapping[str, Mapping[str, Any]]:
+        found: Mapping[str, Mapping[str, Any]] = self._slices()[key]
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._slices())
+
+    def __len__(self) -> int:
+        return len(self._slices())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazySlices):
+            other = other._slices()
+        return self._slices() == other if isinstance(other, Mapping) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._slices())
+
+    def __repr__(self) -> str:
+        return f"LazySlices({dict.__repr__(self._value) if self._value is not None else '...'})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_as_nested, (dict(self._slices()),))
+
+
+def _as_nested(value: Any) -> FrozenDict | LazySlices:
     """Slices: field -> label -> metric -> value, read-only at every level."""
+    if isinstance(value, LazySlices):
+        return value
+    return _nested(value)
+
+
+def _nested(value: Any) -> FrozenDict:
     return FrozenDict(
         {
             field: FrozenDict({label: _as_dict(metrics) for label, metrics in labels.items()})

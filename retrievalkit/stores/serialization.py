@@ -22,15 +22,24 @@ or older (one JSON document each) migrates them by `load_record` and then writin
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from retrievalkit.convert import describe_structure_error, structure, to_json, unstructure_summary
+import attrs
+
+from retrievalkit.convert import (
+    converter,
+    describe_structure_error,
+    structure,
+    to_json,
+    unstructure_summary,
+)
 from retrievalkit.errors import StoreError
-from retrievalkit.model import SCHEMA_VERSION, ResultRecord
+from retrievalkit.model import SCHEMA_VERSION, LazySlices, MetricValue, ResultRecord
 from retrievalkit.outcomes import Outcomes
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
+_SLICES = Mapping[str, Mapping[str, Mapping[str, MetricValue]]]
 
 
 def _name_interval_methods(data: dict[str, Any]) -> dict[str, Any]:
@@ -134,13 +143,30 @@ def load_record(text: str, *, where: str) -> ResultRecord:
     return _structure(migrate(data, version, where=where), where)
 
 
+def _canonical(data: Any) -> str:
+    return json.dumps(
+        data, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    )
+
+
 def dump_summary(record: ResultRecord) -> str:
     """The record without outcomes and items, with the outcomes' header: canonical JSON."""
     data = unstructure_summary(record)
     data["outcomes"] = record.outcomes.header()
-    return json.dumps(
-        data, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-    )
+    return _canonical(data)
+
+
+def dump_summary_parts(record: ResultRecord) -> tuple[str, bytes]:
+    """`dump_summary` in two parts: the summary without ``slices``, and the slices' JSON.
+
+    A store that keeps the slices apart (they are most of a summary's bytes) reads them
+    back only when a record's slices are used: pass them to `load_summary` as
+    ``slices``.
+    """
+    data = unstructure_summary(record)
+    data["outcomes"] = record.outcomes.header()
+    slices = data.pop("slices")
+    return _canonical(data), _canonical(slices).encode("utf-8")
 
 
 def dump_columns(record: ResultRecord) -> dict[str, bytes]:
@@ -149,7 +175,11 @@ def dump_columns(record: ResultRecord) -> dict[str, bytes]:
 
 
 def load_summary(
-    text: str | bytes, load_column: Callable[[str], bytes], *, where: str
+    text: str | bytes,
+    load_column: Callable[[str], bytes],
+    *,
+    where: str,
+    slices: Callable[[], bytes] | None = None,
 ) -> ResultRecord:
     """A record from `dump_summary`'s text, its outcomes read through ``load_column``.
 
@@ -157,6 +187,10 @@ def load_summary(
     only when a column is first read (the question count and the errored count come
     from the summary). Errors name ``where``; a column that cannot be read raises
     `retrievalkit.errors.StoreError` when it is first used.
+
+    ``slices``: for a summary stored in the two parts of `dump_summary_parts` (one
+    without ``slices``), returns the second; it is called when the record's slices are
+    first used.
     """
     data: Any = _parse(text, where)
     version = _version(data, where)
@@ -166,6 +200,25 @@ def load_summary(
             f"{where}: stored summary has no outcomes header (a record of schema {version} "
             "is one JSON document: read it with load_record)"
         )
+    apart = slices is not None and "slices" not in data
+    if apart:
+        data["slices"] = {}
     data = migrate(data, version, where=where)
     data["outcomes"] = Outcomes.from_columns(data["outcomes"], load_column, where=where)
-    return _structure(data, where)
+    record = _structure(data, where)
+    if slices is None or not apart:
+        return record
+    return attrs.evolve(record, slices=LazySlices(lambda: _load_slices(slices, version, where)))
+
+
+def _load_slices(load: Callable[[], bytes], version: int, where: str) -> Any:
+    """Slices stored apart, upgraded as their record's would be, then checked."""
+    data = migrate(
+        {"schema_version": version, "slices": _parse(load(), where)}, version, where=where
+    )
+    try:
+        return converter.structure(data["slices"], _SLICES)  # type: ignore[type-abstract]
+    except Exception as error:
+        raise StoreError(
+            f"{where}: stored slices cannot be read: {describe_structure_error(error)}"
+        ) from None

@@ -4,15 +4,18 @@ Layout (``PRAGMA user_version`` 1):
 
 - ``runs``: one row per run: the key (``set_name``, ``model``, ``grader``), ``created_at``,
   the record's ``schema_version`` and, in ``record``, the run's summary JSON: everything
-  but the per-question outcomes, plus the outcomes' small header (question count, errored
-  count, metric and column names). ``seq`` is the save order; the index on
-  (set_name, model, grader, seq) answers "the runs of this key, newest first".
-- ``run_columns``: one row per (run, outcome column), the column's encoded bytes.
+  but the per-question outcomes and the slices, plus the outcomes' small header
+  (question count, errored count, metric and column names). ``seq`` is the save order;
+  the index on (set_name, model, grader, seq) answers "the runs of this key, newest
+  first".
+- ``run_columns``: one row per (run, outcome column), the column's encoded bytes, and
+  the row ``summary/slices``: the slices' JSON (most of a summary's bytes, which history
+  never reads).
 
 `runs`, `all_runs` and `get` read summaries only. The records they return load each
-outcome column when it is first read, through a connection of its own (so a record stays
-usable after its store is closed, from any thread); a column of a run deleted meanwhile
-is a `StoreError`, never another run's data (``seq`` is never reused).
+outcome column, and their slices, when first read, through a connection of its own (so
+a record stays usable after its store is closed, from any thread); a column of a run
+deleted meanwhile is a `StoreError`, never another run's data (``seq`` is never reused).
 
 Every write (save, pin, unpin, delete) is one ``BEGIN IMMEDIATE`` transaction: the
 write lock is taken before the checks are read, so a pin can never point at a run that
@@ -47,7 +50,7 @@ from retrievalkit.stores import (
 )
 from retrievalkit.stores.serialization import (
     dump_columns,
-    dump_summary,
+    dump_summary_parts,
     load_record,
     load_summary,
 )
@@ -59,6 +62,9 @@ log = logging.getLogger(__name__)
 LAYOUT = 1
 #: The first record schema whose stored form is a summary plus outcome columns.
 COLUMNAR_SCHEMA = 3
+#: The row of ``run_columns`` that holds a run's slices (outcome columns never have a '/'
+#: after a first word other than ``metric``).
+SLICES = "summary/slices"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -133,6 +139,14 @@ class _ColumnReader:
                 "outside retrievalkit)"
             )
         return bytes(row[0])
+
+
+def _stored_form(record: ResultRecord) -> tuple[str, dict[str, bytes]]:
+    """The summary row's JSON, and the blobs: the outcome columns and the slices."""
+    summary, slices = dump_summary_parts(record)
+    columns = dump_columns(record)
+    columns[SLICES] = slices
+    return summary, columns
 
 
 class SQLiteStore:
@@ -224,19 +238,20 @@ class SQLiteStore:
                 # Left as it is: reading it names the damage, as before the migration.
                 log.warning("%s row %s was not migrated: %s", self.url, seq, error)
                 continue
+            summary, columns = _stored_form(record)
             self._connection.execute(
                 "UPDATE runs SET record = ?, schema_version = ? WHERE seq = ?",
-                (dump_summary(record), record.schema_version, seq),
+                (summary, record.schema_version, seq),
             )
-            self._insert_columns(seq, record)
+            self._connection.execute("DELETE FROM run_columns WHERE run_seq = ?", (seq,))
+            self._insert_columns(seq, columns)
             migrated += 1
         return migrated
 
-    def _insert_columns(self, seq: int, record: ResultRecord) -> None:
-        self._connection.execute("DELETE FROM run_columns WHERE run_seq = ?", (seq,))
+    def _insert_columns(self, seq: int, columns: dict[str, bytes]) -> None:
         self._connection.executemany(
             "INSERT INTO run_columns (run_seq, name, data) VALUES (?, ?, ?)",
-            [(seq, name, data) for name, data in dump_columns(record).items()],
+            [(seq, name, data) for name, data in columns.items()],
         )
 
     def _busy(self, error: sqlite3.Error, action: str) -> None:
@@ -299,7 +314,7 @@ class SQLiteStore:
 
     def save(self, record: ResultRecord) -> None:
         self._refuse_if_read_only("save to")
-        summary, columns = dump_summary(record), dump_columns(record)
+        summary, columns = _stored_form(record)
         try:
             with self._transaction("save to"):
                 cursor = self._connection.execute(
@@ -315,11 +330,8 @@ class SQLiteStore:
                         summary,
                     ),
                 )
-                seq = cursor.lastrowid
-                self._connection.executemany(
-                    "INSERT INTO run_columns (run_seq, name, data) VALUES (?, ?, ?)",
-                    [(seq, name, data) for name, data in columns.items()],
-                )
+                assert cursor.lastrowid is not None
+                self._insert_columns(cursor.lastrowid, columns)
         except sqlite3.IntegrityError:
             raise StoreError(f"run {record.run_id} is already stored in {self.url}") from None
         except sqlite3.Error as error:
@@ -342,7 +354,8 @@ class SQLiteStore:
                 # Written whole: a file that could not be migrated (read-only), or a run
                 # saved by an older retrievalkit since.
                 return load_record(text, where=where)
-            return load_summary(text, _ColumnReader(self._uri, self.url, seq, run_id), where=where)
+            reader = _ColumnReader(self._uri, self.url, seq, run_id)
+            return load_summary(text, reader, where=where, slices=lambda: reader(SLICES))
         except json.JSONDecodeError as error:
             # Rows are written in one transaction, so this is damage from outside retrievalkit.
             raise StoreError(
