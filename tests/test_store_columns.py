@@ -504,3 +504,22 @@ def test_processes_opening_an_old_sqlite_store_at_once_migrate_it_once(tmp_path:
     assert {count - 1 for (count,) in per_run} == {  # the outcome columns and the slices
         len(SQLiteStore(path).all_runs()[0].outcomes.header()["columns"])
     }
+
+
+def test_sqlite_slices_are_read_on_first_use_and_read_as_the_saved_ones(
+    tmp_path: Path, record: ResultRecord, loads: list[str]
+) -> None:
+    import pickle
+
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    store.save(record)
+    [run] = store.runs(record.set, record.model)
+    assert run.metrics == record.metrics and loads == []
+    assert run.slices == record.slices and dict(run.slices) == dict(record.slices)
+    assert loads == ["slices"]
+    assert run == record and hash(run.slices) == hash(record.slices)
+    assert pickle.loads(pickle.dumps(run)).slices == record.slices
+    [again] = store.runs(record.set, record.model)
+    assert store.delete([record.run_id]) == 1
+    with pytest.raises(StoreError, match="column 'summary/slices' cannot be loaded"):
+        again.slices["form"]
