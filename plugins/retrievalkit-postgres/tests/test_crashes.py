@@ -92,12 +92,12 @@ def test_a_client_killed_mid_save_leaves_each_run_whole_or_absent(
         wait_until_gone(pg_url, application)
         stored = scalar(
             pg_url,
-            f"SELECT count(*) FROM {schema}.run_questions q JOIN {schema}.runs r"
-            " ON r.seq = q.run_seq WHERE r.run_id = %s",
+            f"SELECT count(*) FROM {schema}.run_columns c JOIN {schema}.runs r"
+            " ON r.seq = c.run_seq WHERE r.run_id = %s",
             (record.run_id,),
         )
         if stored:
-            assert stored == QUESTIONS
+            assert stored == len(record.outcomes.header()["columns"])
             whole += 1
         else:
             assert (
@@ -111,8 +111,8 @@ def test_a_client_killed_mid_save_leaves_each_run_whole_or_absent(
             absent += 1
     orphans = scalar(
         pg_url,
-        f"SELECT count(*) FROM {schema}.run_questions q LEFT JOIN {schema}.runs r"
-        " ON r.seq = q.run_seq WHERE r.seq IS NULL",
+        f"SELECT count(*) FROM {schema}.run_columns c LEFT JOIN {schema}.runs r"
+        " ON r.seq = c.run_seq WHERE r.seq IS NULL",
     )
     assert orphans == 0
     assert absent > 0  # the kills did land mid-save
@@ -164,7 +164,7 @@ def test_a_server_stopped_mid_save_exits_3_and_keeps_nothing(
     restarted = script("up", "--port", throwaway.rsplit(":", 1)[1].split("/")[0])
     assert restarted.returncode == 0, restarted.stderr
     assert scalar(throwaway, "SELECT count(*) FROM stopped.runs") == 0
-    assert scalar(throwaway, "SELECT count(*) FROM stopped.run_questions") == 0
+    assert scalar(throwaway, "SELECT count(*) FROM stopped.run_columns") == 0
 
 
 def test_a_server_stopped_mid_run_exits_3_and_saves_no_run(

@@ -11,6 +11,9 @@ import psycopg
 import pytest
 from support import cli
 
+from retrievalkit.convert import to_json
+from retrievalkit.stores import open_store
+
 
 def role_url(pg_url: str, user: str, schema: str, **extra: str) -> str:
     parts = urllib.parse.urlsplit(pg_url)
@@ -117,13 +120,15 @@ def test_a_team_owner_writer_and_reader_each_do_their_part(
     )
     assert denied.returncode == 2 and "permission denied" in denied.stderr, denied.stderr
     assert len(denied.stderr.strip().splitlines()) == 1
-    # No password went anywhere: not into a table, not into any output.
+    # No password went anywhere: not into a table, not into any output. The outcome
+    # columns are encoded, so they are read back decoded, whole, through the store.
     with psycopg.connect(pg_url) as connection:
         stored = connection.execute(
             f"SELECT concat_ws(' ', (SELECT string_agg(r::text, ' ') FROM {schema}.runs r),"
-            f" (SELECT string_agg(q::text, ' ') FROM {schema}.run_questions q),"
             f" (SELECT string_agg(m::text, ' ') FROM {schema}.run_metrics m))"
         ).fetchone()[0]  # type: ignore[index]
+    runs = open_store(role_url(pg_url, urllib.parse.urlsplit(pg_url).username or "", schema))
+    stored += " ".join(to_json(run) for run in runs.all_runs())
     assert "bm25-demo" in stored
     for role in ("owner", "writer", "reader"):
         for text in (
