@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import retrievalkit as rk
+from retrievalkit.convert import to_json
 from retrievalkit.errors import InputError
+from retrievalkit.stores.jsonl import JSONLStore
 
 if TYPE_CHECKING:
     from conftest import RunCli
@@ -36,9 +38,14 @@ url = "http://127.0.0.1:9"
 """
 
 
-def _comparable(line: str) -> dict[str, Any]:
+def _stored(path: Path) -> list[dict[str, Any]]:
+    """The runs of a JSON Lines store read back whole (summary and columns), oldest first."""
+    return [json.loads(to_json(run)) for run in reversed(JSONLStore(path).all_runs())]
+
+
+def _comparable(stored: dict[str, Any]) -> dict[str, Any]:
     """A stored run without what differs between two evaluations: id, time, latencies."""
-    record = json.loads(line)
+    record = json.loads(json.dumps(stored))
     record.pop("run_id")
     record["manifest"].pop("created_at")
     for outcome in record["outcomes"]:
@@ -80,15 +87,22 @@ def test_eval_and_compare_store_the_same_record_without_secrets(
     )
     assert done.returncode == 0, done.stderr
 
-    [from_eval] = (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines()
-    from_compare = (tmp_path / "c.jsonl").read_text(encoding="utf-8").splitlines()
+    [from_eval] = _stored(tmp_path / "e.jsonl")
+    from_compare = _stored(tmp_path / "c.jsonl")
     assert len(from_compare) == 2
-    for line in from_compare:
-        assert _comparable(line) == _comparable(from_eval)
+    for run in from_compare:
+        assert _comparable(run) == _comparable(from_eval)
     for stored in (from_eval, *from_compare):
-        leaked = [name for name, value in SECRETS.items() if value in stored]
+        text = json.dumps(stored, ensure_ascii=False)
+        leaked = [name for name, value in SECRETS.items() if value in text]
         assert leaked == [], f"secrets stored in clear: {leaked}"
-    record = json.loads(from_eval)
+    files = [path for path in tmp_path.rglob("[ec].jsonl*") if path.is_file()]
+    files += [path for path in tmp_path.rglob("*.rkc")]
+    assert len(files) == 2 + 3  # each store's lines, and a column file a run
+    for path in files:
+        leaked = [name for name, value in SECRETS.items() if value.encode() in path.read_bytes()]
+        assert leaked == [], f"secrets stored in clear in {path}: {leaked}"
+    record = from_eval
     [error] = [outcome["error"] for outcome in record["outcomes"] if outcome["error"]]
     assert error.startswith("PermissionError: login refused") and "password=***" in error
     assert record["manifest"]["retriever_options"]["password"] == "***"
