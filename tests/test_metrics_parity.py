@@ -182,18 +182,19 @@ def test_a_repeated_id_is_graded_at_every_rank_and_errors_score_nothing() -> Non
     # Scoring collapses repeated ids before this point; judge_rankings itself grades each
     # rank, as a lookup per rank would, and an errored question keeps no ranking at all.
     judged = judge_rankings(
-        [["a", "x", "a", "b", "a"], ["a", "b"], ["a"]],
+        [["a", "a", "x", "b", "a"], ["a", "b"], ["a"]],
         [{"a": 2, "b": 0}, {"a": 1}, {}],
         depth=4,
         errored=[False, True, False],
     )
-    assert judged.grades.tolist() == [[2, -1, 2, 0], [-2, -2, -2, -2], [-1, -2, -2, -2]]
+    assert judged.grades.tolist() == [[2, 2, -1, 0], [-2, -2, -2, -2], [-1, -2, -2, -2]]
     assert judged.grades.dtype == np.int64  # whole grades, as JudgedRankings declares
     assert judged.returned_any.tolist() == [True, False, True]
     assert judged.errored.tolist() == [False, True, False]
     assert judged.relevant_total.tolist() == [1.0, 1.0, 0.0]
     assert judged.ideal.tolist() == [[2, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]]
     values = compute_metrics(judged, (1, 3))
+    assert not [name for name in values if name.startswith("judged@")]  # only when asked
     # The errored question misses although its ranking held the relevant document; the
     # no-answer question returned something, so its hit@1 is 0 and the rest undefined.
     assert values["hit@1"].tolist() == [1.0, 0.0, 0.0]
