@@ -99,3 +99,20 @@ def test_headline_keeps_the_report_order_of_the_names_present() -> None:
     assert headline(["rr", "recall@3", "ndcg@10", "hit@1"]) == ["hit@1", "rr", "ndcg@10"]
     assert headline(iter(["hit@3", "hit@3"])) == ["hit@3"]
     assert headline([]) == []
+
+
+def test_judged_at_k_is_named_only_when_asked_for() -> None:
+    assert metric_names((1, 3)) == [
+        "hit@1",
+        "hit@3",
+        "recall@1",
+        "recall@3",
+        "precision@1",
+        "precision@3",
+        "ndcg@1",
+        "ndcg@3",
+        "ap@1",
+        "ap@3",
+        "rr",
+    ]
+    assert metric_names((5,), judged=True)[-2:] == ["rr", "judged@5"]
