@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from search_service import SearchService
+from stored_text import stored_text
 from test_command_retriever import CHILD, node, write_rankings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,10 +98,6 @@ doc_id_separator = "#"
     command = runs["node-ranker"]["report"]["manifest"]["extra"]["command"]
     assert command.endswith("--token '${RANKING_TOKEN}'")
     stored = (tmp_path / "runs.jsonl").read_text()
-    everything = stored + "".join(
-        path.read_text()
-        for path in tmp_path.rglob("*")
-        if path.suffix in (".json", ".md", ".jsonl")
-    )
+    everything = "".join(stored_text(tmp_path).values())
     assert "parity-s3cret" not in everything and "tok-parity-9876" not in everything
     assert stored.count('"retrieval_hit_rate"') == 3
