@@ -186,12 +186,46 @@ class GoldenQuestionSet:
 
     @property
     def content_hash(self) -> str:
-        """sha256 of the canonical JSON of the questions (the name is not part of it)."""
-        from retrievalkit.convert import converter
+        """sha256 of the canonical JSON of the questions (the name is not part of it).
 
-        payload = [converter.unstructure(question) for question in self.questions]
-        canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        The canonical JSON is the list of the questions' plain data (`retrievalkit.convert`)
+        with sorted keys and no spaces. It is hashed a slice of questions at a time, each
+        question's data written with its keys already in order, so a large set is never
+        held as one text.
+        """
+        digest = hashlib.sha256(b"[")
+        questions = self.questions
+        for start in range(0, len(questions), _HASHED_AT_ONCE):
+            chunk = [_canonical_data(q) for q in questions[start : start + _HASHED_AT_ONCE]]
+            text = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False)[1:-1]
+            digest.update((b"," if start else b"") + text.encode("utf-8"))
+        digest.update(b"]")
+        return digest.hexdigest()
+
+
+#: Questions whose canonical JSON `GoldenQuestionSet.content_hash` writes at once.
+_HASHED_AT_ONCE = 4096
+#: The fields of a question's plain data, in sorted order (`_canonical_data`).
+HASHED_FIELDS = ("expected", "form", "gist", "grades", "hard_class", "id", "meta", "question")
+
+
+def _sorted(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return mapping if len(mapping) < 2 else dict(sorted(mapping.items()))
+
+
+def _canonical_data(question: GoldenQuestion) -> dict[str, Any]:
+    """``converter.unstructure(question)`` with every mapping's keys sorted, as
+    ``json.dumps(..., sort_keys=True)`` would write it."""
+    return {
+        "expected": list(question.expected),
+        "form": None if question.form is None else question.form.value,
+        "gist": question.gist,
+        "grades": _sorted(question.grades),
+        "hard_class": question.hard_class,
+        "id": question.id,
+        "meta": _sorted(question.meta),
+        "question": question.question,
+    }
 
 
 @attrs.frozen

@@ -277,3 +277,40 @@ def test_the_chunk_id_warning_from_columns_is_the_one_question_by_question(seed:
     assert chunk_id_warning(Outcomes.from_outcomes(outcomes[:0])) is None
     if seed == 0:
         assert expected is not None
+
+
+def test_the_content_hash_is_the_sha256_of_the_sorted_json_of_every_question() -> None:
+    """Hashed a slice at a time with keys written in order: the digest of the one canonical
+    text, across slices, for every field, unicode, unsorted grades and meta."""
+    import hashlib
+    import json
+
+    from retrievalkit.convert import converter
+    from retrievalkit.model import HASHED_FIELDS
+
+    rng = np.random.default_rng(4)
+    questions = []
+    for index in range(4096 + 37):
+        names = [f"d{n}é" for n in rng.integers(0, 50, size=int(rng.integers(0, 4))).tolist()]
+        questions.append(
+            GoldenQuestion(
+                id=f"q{index}",
+                question=f"wie weit ist es — {index}?",
+                form=(QuestionForm.MATCH, QuestionForm.GAP, None)[index % 3],
+                expected=tuple(dict.fromkeys(names)),
+                grades={f"z{n}": int(n % 4) for n in rng.integers(0, 9, size=3).tolist()},
+                hard_class=None if index % 4 else "near-duplicate",
+                gist=None if index % 5 else "the gist",
+                meta={"zeta": "1", "alpha": "ü"} if index % 2 else {},
+            )
+        )
+    golden = GoldenQuestionSet("hashed", questions)
+    text = json.dumps(
+        [converter.unstructure(question) for question in questions],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    assert golden.content_hash == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert GoldenQuestionSet("none", ()).content_hash == hashlib.sha256(b"[]").hexdigest()
+    assert tuple(sorted(converter.unstructure(questions[0]))) == HASHED_FIELDS
