@@ -89,7 +89,10 @@ class PinningStore(Protocol):
     """A store that keeps one pinned baseline run per (set, model, grader) key."""
 
     def pin(self, record: ResultRecord) -> str | None:
-        """Pin a stored run as the baseline of its key; returns the run id it replaced."""
+        """Pin a stored run as the baseline of its key; returns the run id it replaced.
+
+        Raises StoreError (nothing pinned) when the store does not hold the run.
+        """
         ...
 
     def unpin(self, set_name: str, model: str, grader: str = GRADER) -> str | None:
