@@ -140,9 +140,14 @@ def test_a_server_stopped_mid_save_exits_3_and_keeps_nothing(
     with psycopg.connect(throwaway, autocommit=True) as connection:
         connection.execute("DROP SCHEMA IF EXISTS stopped CASCADE")
     open_store(url)
-    record = scored_run("stopped", "model-a", 30000, resamples=5)
+    record = scored_run("stopped", "model-a", 3000, resamples=5)
     record_file = tmp_path / "run.pickle"
     record_file.write_bytes(pickle.dumps(record))
+    # A save by columns takes milliseconds: rather than hoping to catch it mid-way, hold
+    # the columns table against writes, so the save stops after its run row, inside its
+    # transaction, until the server goes away under it.
+    holder = psycopg.connect(throwaway)
+    holder.execute("LOCK TABLE stopped.run_columns IN SHARE MODE")
     saver = start_saver(url, record_file, "rk-stopped")
     assert saver.stdout is not None
     assert saver.stdout.readline().strip() == "saving"
@@ -150,11 +155,18 @@ def test_a_server_stopped_mid_save_exits_3_and_keeps_nothing(
     while not scalar(
         throwaway,
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'rk-stopped'"
-        " AND state = 'active'",
+        " AND state = 'active' AND wait_event_type = 'Lock'",
     ):
         assert time.monotonic() < deadline and saver.poll() is None, "the save never started"
         time.sleep(0.01)
+    assert scalar(
+        throwaway,
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+        " WHERE a.application_name = 'rk-stopped' AND l.relation = 'stopped.runs'::regclass"
+        " AND l.granted",
+    ), "the save holds its run row"
     stopped = script("down", "--port", throwaway.rsplit(":", 1)[1].split("/")[0])
+    holder.close()
     assert stopped.returncode == 0, stopped.stderr
     _, stderr = saver.communicate(timeout=120)
     assert saver.returncode == 3, stderr
