@@ -22,9 +22,10 @@ approximation of the test, with the floor of the exact test (at least
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 import numpy as np
@@ -100,6 +101,44 @@ def power_at(drop: float, n: int, spread: Spread, alpha: float) -> float:
     return float(ndtr(drop * math.sqrt(n) / sd + ndtri(alpha / 2.0)))
 
 
+def _reaches(drop: float, n: int, spread: Spread, alpha: float, power: float) -> bool:
+    """Whether ``power_at(drop, n, spread, alpha) >= power``, the same answer to the last
+    bit, usually from a fraction of the sign test's terms.
+
+    The exact power sums P(M = m) P(detect | m) over the counts m whose chance is a
+    float at all. Summed over a narrower window of counts instead (those within
+    n KL(m/n || p) <= K of the centre), the sum falls short of the exact one by the
+    chance of the counts left out, which Chernoff's bound puts below 2 e^-K (twice that
+    is allowed, for the rounding of the bound itself), and by rounding (the same terms,
+    summed in another grouping: far below 1e-12). When the
+    partial sum clears ``power`` by more than that, the exact sum falls on the same side;
+    otherwise a wider window is tried, and at last the exact power itself. Detection
+    searches (`detectable_drop`, `questions_needed`) only ever ask this question, and
+    most of their probes are far from the power asked.
+    """
+    if n < min_discordant(alpha) or drop <= 0.0 or not spread.binary:
+        return power_at(drop, n, spread, alpha) >= power
+    discordance = min(1.0, max(spread.discordance, drop))
+    every = _binomial_window(n, discordance)
+    for exponent in _QUICK_EXPONENTS:
+        low, high = _binomial_window(n, discordance, exponent)
+        if (low, high) == every:
+            break
+        partial = _sign_test_sum(drop, n, discordance, alpha, low, high)
+        if partial > power + _ROUNDING:
+            return True
+        if partial + 4.0 * math.exp(-exponent) + _ROUNDING < power:
+            return False
+    return _sign_test_power(drop, n, discordance, alpha) >= power
+
+
+#: The windows `_reaches` tries before the exact power: counts within n KL <= 12 (all
+#: but a chance of 1.2e-5 left out), then within 36 (4.6e-16).
+_QUICK_EXPONENTS = (12.0, 36.0)
+#: Far above the rounding of a float sum of at most 10 million terms below 1.
+_ROUNDING = 1e-12
+
+
 def _sign_test_power(drop: float, n: int, discordance: float, alpha: float) -> float:
     """Exact power of the two-sided sign test: M ~ Bin(n, discordance) questions differ,
     each a loss with chance (discordance + drop) / (2 discordance).
@@ -109,19 +148,111 @@ def _sign_test_power(drop: float, n: int, discordance: float, alpha: float) -> f
     term is exactly 0, as the full sum over 0..n gives it. The sum itself still runs
     over all n + 1 terms, in the same order, so the power is the same to the last bit.
     """
-    from scipy.stats import binom
-
     discordance = min(1.0, discordance)
-    lose = min(1.0, (discordance + drop) / (2.0 * discordance))
     low, high = _binomial_window(n, discordance)
+    return _sign_test_sum(drop, n, discordance, alpha, low, high, whole=True)
+
+
+def _sign_test_sum(
+    drop: float,
+    n: int,
+    discordance: float,
+    alpha: float,
+    low: int,
+    high: int,
+    *,
+    whole: bool = False,
+) -> float:
+    """The terms of the sign test's power for the counts ``low..high``, summed (``whole``:
+    laid out among the n + 1 terms of every count, the others 0, as the exact power)."""
+    binomial = _binomial()
+    lose = min(1.0, (discordance + drop) / (2.0 * discordance))
     counts = np.arange(low, high + 1)
     critical = _critical_losses(n, alpha)(low, high)
     reachable = critical <= counts
-    chance_of_m = binom.pmf(counts, n, discordance)
-    detect = np.where(reachable, binom.sf(critical - 1.0, counts, lose), 0.0)
+    chance_of_m = _chances(n, discordance, low, high)
+    detect = np.where(reachable, binomial.sf(critical - 1.0, counts, lose), 0.0)
+    if not whole:
+        return float(np.sum(chance_of_m * detect))
     terms = np.zeros(n + 1)
     terms[low : high + 1] = chance_of_m * detect
     return float(np.sum(terms))
+
+
+_CHANCES: dict[tuple[int, float, int, int], npt.NDArray[np.float64]] = {}
+
+
+def _chances(n: int, p: float, low: int, high: int) -> npt.NDArray[np.float64]:
+    """P(M = m) for m = low..high, M ~ Bin(n, p); the last few asked are kept (a search
+    over the drop asks the same ones again while the drop is below the discordance)."""
+    key = (n, p, low, high)
+    found = _CHANCES.pop(key, None)
+    if found is None:
+        found = _binomial().pmf(np.arange(low, high + 1), n, p)
+    _CHANCES[key] = found
+    while len(_CHANCES) > _CRITICAL_KEPT:
+        del _CHANCES[next(iter(_CHANCES))]
+    return found
+
+
+class _Binomial(NamedTuple):
+    """``scipy.stats.binom``'s pmf, sf and isf, or the same functions without it."""
+
+    pmf: Callable[..., npt.NDArray[np.float64]]
+    sf: Callable[..., npt.NDArray[np.float64]]
+    isf: Callable[..., npt.NDArray[np.float64]]
+
+
+@functools.cache
+def _binomial() -> _Binomial:
+    """The binomial distribution's functions, computing what ``scipy.stats.binom`` does.
+
+    ``scipy.stats`` takes longer to import than the whole evaluation of a small set
+    spends on power; its binomial calls the ufuncs of ``scipy.special`` (already
+    imported for the intervals), so those are called here directly, with the argument
+    handling of ``scipy.stats`` for the arguments this module passes (integer counts,
+    chances in [0, 1], tail probabilities strictly between 0 and 1). A SciPy without
+    them gets ``scipy.stats.binom`` itself.
+    """
+    try:
+        from scipy.special._ufuncs import (
+            _binom_isf,
+            _binom_pmf,
+            _binom_sf,
+        )
+    except ImportError:
+        return _stats_binomial()
+
+    def pmf(k: npt.ArrayLike, n: npt.ArrayLike, p: float) -> npt.NDArray[np.float64]:
+        k, n = np.broadcast_arrays(np.asarray(k, dtype=np.float64), np.asarray(n))
+        inside = (k >= 0) & (k <= n) & (np.floor(k) == k)
+        output = np.zeros(k.shape)
+        output[np.isnan(k)] = np.nan
+        output[inside] = np.clip(_binom_pmf(k[inside], n[inside], p), 0.0, 1.0)
+        return output
+
+    def sf(k: npt.ArrayLike, n: npt.ArrayLike, p: float) -> npt.NDArray[np.float64]:
+        k, n = np.broadcast_arrays(np.asarray(k, dtype=np.float64), np.asarray(n))
+        inside = (k >= 0) & (k < n) & np.isfinite(k)
+        output = np.zeros(k.shape)
+        output[np.isnan(k)] = np.nan
+        output[k < 0] = 1.0
+        output[inside] = np.clip(_binom_sf(np.floor(k[inside]), n[inside], p), 0.0, 1.0)
+        return output
+
+    def isf(q: float, n: npt.ArrayLike, p: float) -> npt.NDArray[np.float64]:
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"a tail probability strictly between 0 and 1, not {q}")
+        result: npt.NDArray[np.float64] = np.asarray(_binom_isf(q, np.asarray(n), p) + 0.0)
+        return result
+
+    return _Binomial(pmf, sf, isf)
+
+
+def _stats_binomial() -> _Binomial:
+    from scipy.stats import binom
+
+    return _Binomial(binom.pmf, binom.sf, binom.isf)
 
 
 #: n * KL(m/n || p) past which Chernoff's bound puts P(M = m) below e^-800 (about
@@ -129,19 +260,20 @@ def _sign_test_power(drop: float, n: int, discordance: float, alpha: float) -> f
 _NEGLIGIBLE_EXPONENT = 800.0
 
 
-def _binomial_window(n: int, p: float) -> tuple[int, int]:
-    """A range of counts m outside which P(M = m), M ~ Bin(n, p), is 0 in floats.
+def _binomial_window(n: int, p: float, exponent: float = _NEGLIGIBLE_EXPONENT) -> tuple[int, int]:
+    """A range of counts m outside which P(M = m), M ~ Bin(n, p), is 0 in floats (with
+    a smaller ``exponent``: outside which all of them together are at most 2 e^-exponent).
 
-    Chernoff: P(M = m) <= exp(-n KL(m/n || p)), and KL falls towards p from either
-    side, so each end is found by bisection.
+    Chernoff: P(M <= m) <= exp(-n KL(m/n || p)) below the mean (and P(M >= m) above),
+    and KL falls towards p from either side, so each end is found by bisection.
     """
     from scipy.special import rel_entr
 
     def negligible(m: int) -> bool:
         share = m / n
         with np.errstate(all="ignore"):
-            exponent = n * (float(rel_entr(share, p)) + float(rel_entr(1.0 - share, 1.0 - p)))
-        return exponent > _NEGLIGIBLE_EXPONENT
+            divergence = n * (float(rel_entr(share, p)) + float(rel_entr(1.0 - share, 1.0 - p)))
+        return divergence > exponent
 
     centre = min(n, max(0, round(n * p)))
     low, high = 0, centre  # the first count that is not negligible lies in [low, high]
@@ -172,16 +304,14 @@ class _CriticalLosses:
         self.known = np.zeros(n + 1, dtype=bool)
 
     def __call__(self, low: int, high: int) -> npt.NDArray[np.float64]:
-        from scipy.stats import binom
-
         window: npt.NDArray[np.float64] = self.values[low : high + 1]
         missing = np.flatnonzero(~self.known[low : high + 1])
         if missing.size:
             counts = (missing + low).astype(np.int64)
             # isf gives the smallest c with P(X > c) <= alpha/2; step up while
             # P(X >= c) >= alpha/2.
-            critical = binom.isf(self.alpha / 2.0, counts, 0.5) + 1.0
-            too_likely = binom.sf(critical - 1.0, counts, 0.5) * 2.0 >= self.alpha
+            critical = _binomial().isf(self.alpha / 2.0, counts, 0.5) + 1.0
+            too_likely = _binomial().sf(critical - 1.0, counts, 0.5) * 2.0 >= self.alpha
             window[missing] = np.where(too_likely, critical + 1, critical)
             self.known[missing + low] = True
         return np.array(window)
@@ -204,12 +334,12 @@ def detectable_drop(
     n: int, spread: Spread, alpha: float, power: float = DEFAULT_POWER
 ) -> float | None:
     """The smallest drop found with ``power`` (bisection to 1e-4); None when none can be."""
-    if n < min_discordant(alpha) or power_at(1.0, n, spread, alpha) < power:
+    if n < min_discordant(alpha) or not _reaches(1.0, n, spread, alpha, power):
         return None
     low, high = 0.0, 1.0
     while high - low > 1e-4:
         middle = (low + high) / 2.0
-        if power_at(middle, n, spread, alpha) >= power:
+        if _reaches(middle, n, spread, alpha, power):
             high = middle
         else:
             low = middle
@@ -225,14 +355,14 @@ def questions_needed(
     between powers of two, not a guarantee for every larger n.
     """
     high = min_discordant(alpha)
-    while power_at(drop, high, spread, alpha) < power:
+    while not _reaches(drop, high, spread, alpha, power):
         high *= 2
         if high > _MAX_QUESTIONS:
             return None
     low = high // 2
     while high - low > 1:
         middle = (low + high) // 2
-        if power_at(drop, middle, spread, alpha) >= power:
+        if _reaches(drop, middle, spread, alpha, power):
             high = middle
         else:
             low = middle

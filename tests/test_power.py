@@ -190,3 +190,102 @@ def test_sign_test_power_is_the_sum_over_every_count_to_the_last_bit(
         expected = _sign_test_power_over_every_count(drop, n, max(discordance, drop), alpha)
         assert power_at(drop, n, spread, alpha) == expected
     assert power_at(drops[2], n, Spread(True, discordance, 0.0, "test"), alpha) > 0.0
+
+
+def _binomial_grid() -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """Counts (whole, fractional, negative, past n, NaN, infinite) against sizes and chances."""
+    cases = []
+    for n in (0, 1, 7, 100, 12_345):
+        counts = np.concatenate(
+            [np.arange(-2, n + 3), [0.5, n - 0.5, np.nan, np.inf, -np.inf]]
+        ).astype(np.float64)
+        for p in (0.0, 1e-3, 0.3, 0.5, 0.999, 1.0):
+            cases.append((counts, np.full(counts.shape, n, dtype=np.int64), p))
+    return cases
+
+
+def test_the_binomial_without_scipy_stats_is_scipy_stats_to_the_last_bit() -> None:
+    """Power calls scipy.special's binomial ufuncs directly (scipy.stats takes a second to
+    import); every value must be the bits scipy.stats.binom gives."""
+    from retrievalkit.power import _binomial, _stats_binomial
+
+    direct, stats = _binomial(), _stats_binomial()
+    assert direct is not stats
+    for counts, sizes, p in _binomial_grid():
+        for name in ("pmf", "sf"):
+            got = getattr(direct, name)(counts, sizes, p)
+            want = getattr(stats, name)(counts, sizes, p)
+            assert got.tobytes() == want.tobytes(), (name, sizes[0], p)
+        for q in (1e-4, 0.025, 0.5, 0.975):
+            got = direct.isf(q, np.arange(0, sizes[0] + 1), p)
+            want = stats.isf(q, np.arange(0, sizes[0] + 1), p)
+            assert np.asarray(got).tobytes() == np.asarray(want).tobytes(), (q, sizes[0], p)
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        direct.isf(1.0, np.arange(5), 0.5)
+
+
+def _detectable_over_exact_power(n: int, spread: Spread, alpha: float) -> float | None:
+    """detectable_drop's bisection, every probe decided by the exact power."""
+    if n < min_discordant(alpha) or power_at(1.0, n, spread, alpha) < 0.8:
+        return None
+    low, high = 0.0, 1.0
+    while high - low > 1e-4:
+        middle = (low + high) / 2.0
+        if power_at(middle, n, spread, alpha) >= 0.8:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _needed_over_exact_power(drop: float, spread: Spread) -> int:
+    """questions_needed's search, every probe decided by the exact power."""
+    high = min_discordant(0.05)
+    while power_at(drop, high, spread, 0.05) < 0.8:
+        high *= 2
+    low = high // 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if power_at(drop, middle, spread, 0.05) >= 0.8:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+@pytest.mark.parametrize("n", [7, 75, 2_000, 40_000])
+def test_detection_searches_find_what_the_exact_power_finds(n: int) -> None:
+    """The searches settle most probes from a window of the sign test's terms; the
+    drops and sizes they find are the ones the exact power finds, bit for bit."""
+    for discordance, alpha in itertools.product((0.0, 0.03, 0.5, 1.0), (0.05, 0.01)):
+        spread = Spread(True, discordance, 0.0, "test")
+        expected = _detectable_over_exact_power(n, spread, alpha)
+        assert detectable_drop(n, spread, alpha) == expected, (discordance, alpha)
+    for drop, discordance in ((0.02, 0.1), (0.2, 1.0), (0.01, 0.0)):
+        spread = Spread(True, discordance, 0.0, "test")
+        assert questions_needed(drop, spread, 0.05) == _needed_over_exact_power(drop, spread)
+
+
+@pytest.mark.parametrize(
+    ("n", "discordance"), [(60, 0.3), (5_000, 0.1), (200_000, 0.02), (200_000, 0.0)]
+)
+def test_a_power_asked_at_the_exact_power_is_reached_and_one_float_more_is_not(
+    n: int, discordance: float
+) -> None:
+    """Probes far from the power asked are settled from a narrow window, those within
+    1e-5 from a wider one, and a tie to the last bit by the exact power itself."""
+    from retrievalkit.power import _reaches
+
+    spread = Spread(True, discordance, 0.0, "test")
+    detectable = detectable_drop(n, spread, 0.05)
+    assert detectable is not None
+    for factor in (0.8, 1.0, 1.25):
+        drop = detectable * factor
+        exact = power_at(drop, n, spread, 0.05)
+        assert 0.05 < exact < 0.9999, (drop, exact)
+        assert _reaches(drop, n, spread, 0.05, exact)
+        assert not _reaches(drop, n, spread, 0.05, float(np.nextafter(exact, 2.0)))
+        assert _reaches(drop, n, spread, 0.05, exact - 1e-6)
+        assert not _reaches(drop, n, spread, 0.05, exact + 1e-6)
+        assert _reaches(drop, n, spread, 0.05, exact - 0.1)
+        assert not _reaches(drop, n, spread, 0.05, exact + 0.05)

@@ -256,3 +256,21 @@ def test_the_listing_still_shows_what_a_configuration_file_adds(
     assert sets["mine"] == f"config: {config.parent / 'mine.jsonl'}"
     assert retrievers["kb"] == "config: plugin bm25-demo"
     assert "retrievalkit.config" in modules, "a configuration file is read when there is one"
+
+
+def test_eval_and_its_regression_gate_never_import_scipy_stats(tmp_path: Path) -> None:
+    """scipy.stats takes longer to import than a small set takes to evaluate: an eval, and
+    one gated against a baseline whose threshold is below what the set can detect (the
+    sign test's power is computed), use scipy.special only."""
+    args = ("eval", "--set", "demo", "--retriever", "bm25-demo", "--format", "json")
+    args += ("--max-top1-drop", "0.05", "--store", f"sqlite:///{tmp_path / 'runs.sqlite3'}")
+    first, modules = run(tmp_path, [], *args)
+    assert first.returncode == 0, first.stderr
+    assert "retrievalkit.scoring" in modules and "scipy.special" in modules
+    assert not [module for module in modules if module.startswith("scipy.stats")]
+    gated, modules = run(tmp_path, [], *args)
+    assert gated.returncode == 0, gated.stderr
+    warnings = json.loads(gated.stdout)["regression"]["warnings"]
+    assert any("below what this set can detect" in warning for warning in warnings), warnings
+    assert "retrievalkit.power" in modules
+    assert not [module for module in modules if module.startswith("scipy.stats")]
