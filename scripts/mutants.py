@@ -11,6 +11,7 @@ non-equivalent mutants killed.
     python scripts/mutants.py                 # every module
     python scripts/mutants.py metrics stores  # some of them
     python scripts/mutants.py --report-only   # read the last run's results again
+    python scripts/mutants.py --recheck stores  # the last run's survivors against new tests
 
 Exit status: 0 when every module reached the goal (90 % of non-equivalent mutants
 killed) and no triage entry is stale, 1 otherwise.
@@ -69,6 +70,7 @@ TARGETS: dict[str, Target] = {
             "tests/test_scoring_protocol.py",
             "tests/test_metrics_parity.py",
             "tests/test_compare.py",
+            "tests/test_streaming.py",
         ),
     ),
     "comparison": Target(
@@ -81,6 +83,9 @@ TARGETS: dict[str, Target] = {
             "tests/test_regression_gate.py",
             "tests/test_baselines.py",
             "tests/test_regression_unchecked.py",
+            "tests/test_sequential.py",
+            "tests/test_columns_comparison.py",
+            "tests/test_compare.py",
         ),
     ),
     # Only the mapping of [regression] settings onto thresholds, not all of config.py.
@@ -100,6 +105,7 @@ TARGETS: dict[str, Target] = {
             "tests/test_redaction.py",
             "tests/test_redaction_names.py",
             "tests/test_reliability_secrets.py",
+            "tests/test_hardening_secrets.py",
         ),
     ),
     "stores": Target(
@@ -116,6 +122,18 @@ TARGETS: dict[str, Target] = {
             "tests/test_store_concurrency.py",
             "tests/test_reliability_schema.py",
             "tests/test_baselines.py",
+            "tests/test_store_columns.py",
+            "tests/test_hardening_stores.py",
+            "tests/test_testing_kit.py",
+        ),
+    ),
+    # The stored form of a run's per-question values: columns, their codes and compression.
+    "outcomes": Target(
+        ("retrievalkit/outcomes.py",),
+        (
+            "tests/test_outcomes.py",
+            "tests/test_store_columns.py",
+            "tests/test_columns_comparison.py",
         ),
     ),
 }
@@ -146,6 +164,28 @@ NOT_MUTATED = (r"^\s*raise ", r"^\s*log\.(debug|info|warning|error|exception)\("
 
 KILLED = {"killed", "timeout", "caught by type check", "segfault"}
 
+#: (function, change) -> why the change is equivalent; see tests/mutants-triage.toml.
+Triage = dict[tuple[str, str], str]
+
+
+def load_triage(path: Path = TRIAGE) -> Triage:
+    entries = tomllib.loads(path.read_text(encoding="utf-8")).get("equivalent", [])
+    triage: Triage = {}
+    for number, entry in enumerate(entries, 1):
+        missing = {"function", "change", "why"} - set(entry)
+        if missing:
+            raise SystemExit(f"{path}: entry {number} has no {', '.join(sorted(missing))}")
+        key = (entry["function"], entry["change"])
+        if key in triage:
+            raise SystemExit(f"{path}: entry {number} repeats an earlier one: {' '.join(key)}")
+        triage[key] = entry["why"]
+    return triage
+
+
+def function_of(mutant: str) -> str:
+    """mutmut's mutant name without its number: ``pkg.mod.x_f__mutmut_3`` -> ``pkg.mod.x_f``."""
+    return mutant.rpartition("__mutmut_")[0]
+
 
 @dataclass
 class Tally:
@@ -168,11 +208,9 @@ def _mutmut() -> str:
     return found
 
 
-def _prepare(name: str, target: Target) -> Path:
-    workdir = SCRATCH / name
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
-    shutil.copytree(REPO / "retrievalkit", workdir / "retrievalkit")
+def _copy_tests(workdir: Path, target: Target) -> None:
+    """The tests as they are now, and the configuration that picks the module's own."""
+    shutil.rmtree(workdir / "tests", ignore_errors=True)
     shutil.copytree(REPO / "tests", workdir / "tests")
     config = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     config += "\n[tool.mutmut]\n"
@@ -188,6 +226,14 @@ def _prepare(name: str, target: Target) -> Path:
     # would only multiply the mutants (each a full test run) without finding silent bugs.
     config += f"do_not_mutate_patterns = {json.dumps(list(NOT_MUTATED))}\n"
     (workdir / "pyproject.toml").write_text(config, encoding="utf-8")
+
+
+def _prepare(name: str, target: Target) -> Path:
+    workdir = SCRATCH / name
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    shutil.copytree(REPO / "retrievalkit", workdir / "retrievalkit")
+    _copy_tests(workdir, target)
     # mutmut runs the tests from workdir/mutants: the IR collections must sit beside it.
     data = next(
         (
@@ -212,6 +258,32 @@ def run(name: str, target: Target, children: int) -> None:
     print(f"== {name}: {' '.join(target.files)} against {' '.join(tests)}", flush=True)
     with open(workdir / "mutmut.log", "w", encoding="utf-8") as log:
         done = subprocess.run(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        tail = (workdir / "mutmut.log").read_text(encoding="utf-8", errors="replace")[-2000:]
+        raise SystemExit(f"mutmut failed for {name} (exit {done.returncode}):\n{tail}")
+
+
+def recheck(name: str, target: Target, triage: Triage, children: int) -> None:
+    """Run the last run's untriaged survivors of ``name`` again against the tests as they
+    are now: after a test is written for a survivor, without mutating everything again."""
+    workdir = SCRATCH / name
+    if not (workdir / "mutants").is_dir():
+        raise SystemExit(f"{name}: no earlier run to recheck; run it first")
+    survivors = [
+        mutant
+        for mutant, status in sorted(_results(name, target).items())
+        if status == "no tests"
+        or (status == "survived" and (function_of(mutant), _diff(name, mutant)) not in triage)
+    ]
+    print(f"== {name}: {len(survivors)} survivors again", flush=True)
+    if not survivors:
+        return
+    _copy_tests(workdir, target)
+    command = ["nice", "-n", "10", _mutmut(), "run", "--max-children", str(children)]
+    with open(workdir / "mutmut.log", "a", encoding="utf-8") as log:
+        done = subprocess.run(
+            [*command, *survivors], cwd=workdir, stdout=log, stderr=subprocess.STDOUT
+        )
     if done.returncode != 0:
         tail = (workdir / "mutmut.log").read_text(encoding="utf-8", errors="replace")[-2000:]
         raise SystemExit(f"mutmut failed for {name} (exit {done.returncode}):\n{tail}")
@@ -252,12 +324,12 @@ def _diff(name: str, mutant: str) -> str:
         for line in shown.splitlines()
         if line[:1] in "+-" and not line.startswith(("+++", "---"))
     ]
-    return " | ".join(changed)
+    return " | ".join(f"{line[0]} {line[1:].strip()}" for line in changed)
 
 
-def report(names: list[str], triage: dict[str, str]) -> bool:
+def report(names: list[str], triage: Triage) -> bool:
     ok = True
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     rows = []
     for name in names:
         target = TARGETS[name]
@@ -266,25 +338,30 @@ def report(names: list[str], triage: dict[str, str]) -> bool:
             ok = False
             continue
         tally = Tally()
+        changes = {}
         for mutant, status in sorted(_results(name, target).items()):
-            seen.add(mutant)
             if status in KILLED:
                 tally.killed += 1
-            elif status == "survived" and mutant in triage:
-                tally.equivalent.append(mutant)
-            elif status == "survived":
-                tally.survived.append(mutant)
-            else:
+                continue
+            if status != "survived":
                 tally.other[status] = tally.other.get(status, 0) + 1
+                continue
+            key = (function_of(mutant), _diff(name, mutant))
+            if key in triage:
+                seen.add(key)
+                tally.equivalent.append(mutant)
+            else:
+                changes[mutant] = key[1]
+                tally.survived.append(mutant)
         rows.append((name, tally))
         for mutant in tally.survived:
-            print(f"SURVIVED {mutant}: {_diff(name, mutant)}")
+            print(f"SURVIVED {mutant}: {changes[mutant]}")
         if tally.score < GOAL:
             ok = False
-    prefixes = tuple(f"{module}." for module in _modules(names))
-    stale = sorted(m for m in triage if m.startswith(prefixes) and m not in seen)
-    for mutant in stale:
-        print(f"STALE triage entry (no such surviving mutant now): {mutant}")
+    prefixes = tuple(f"{module}.x" for module in _modules(names))
+    stale = sorted(key for key in triage if key[0].startswith(prefixes) and key not in seen)
+    for function, change in stale:
+        print(f"STALE triage entry (no such surviving mutant now): {function}: {change}")
     print()
     print(f"{'module':<18} {'killed':>7} {'survived':>9} {'equivalent':>11} {'other':>6}  score")
     for name, tally in rows:
@@ -313,14 +390,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", metavar="MODULE", help=", ".join(TARGETS))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="run only the last run's untriaged survivors again, against the current tests",
+    )
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args()
     names = list(args.modules) or list(TARGETS)
     unknown = sorted(set(names) - set(TARGETS))
     if unknown:
         parser.error(f"unknown module {', '.join(unknown)}; known: {', '.join(TARGETS)}")
-    triage = tomllib.loads(TRIAGE.read_text(encoding="utf-8")).get("equivalent", {})
-    if not args.report_only:
+    triage = load_triage()
+    if args.recheck:
+        for name in names:
+            recheck(name, TARGETS[name], triage, args.max_children)
+    elif not args.report_only:
         for name in names:
             run(name, TARGETS[name], args.max_children)
     return 0 if report(names, triage) else 1

@@ -11,14 +11,24 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
+import numpy as np
 import pytest
 
 from retrievalkit.errors import InputError
 from retrievalkit.evaluator import Retrieval
 from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
+from retrievalkit.paired import paired_test
+from retrievalkit.power import power_row, spread_of_pair, undetectable_warning
 from retrievalkit.record import build_record
-from retrievalkit.regression import Verdict, check_slices, compare_runs, split_slice
+from retrievalkit.regression import (
+    Verdict,
+    check_slices,
+    compare_runs,
+    settle_sequentially,
+    split_slice,
+)
 from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.sequential import FAIL, PASS, UNDECIDED, GateSequence, SequentialResult
 
 QUESTIONS = tuple(
     GoldenQuestion(
@@ -251,3 +261,115 @@ def test_the_reason_a_metric_could_not_be_checked_says_what_to_look_at() -> None
         "hit@7: no question has a value in both runs (is the metric missing from the "
         "baseline, e.g. a deeper k?)"
     )
+
+
+def test_each_comparison_carries_its_whole_paired_test() -> None:
+    # Six questions lost, all one way: 6 discordant of 20, and the exact two-sided
+    # sign-flip p-value is P(|sum of 6 signs| >= 6) = 2 / 2**6, which is also the floor.
+    verdict = gate(record(missed=range(6)), record(), {"hit@1": 0.5, "hit@3": 0.5})
+    before, after = np.ones(20), np.array([0.0] * 6 + [1.0] * 14)
+    test = paired_test(before, after, **STATS)
+    assert [item.metric for item in verdict.checked] == ["hit@1", "hit@3"]
+    for item in verdict.checked:
+        assert (item.n, item.discordant, item.threshold) == (20, 6, 0.5)
+        assert item.p_value == pytest.approx(2 / 2**6)
+        assert item.p_floor == pytest.approx(2 / 2**6)
+        assert (item.verdict, item.significant, item.regressed) == ("significant", True, False)
+        assert (item.p_method, item.p_error, item.ci_method) == (
+            test.p_method,
+            test.p_error,
+            test.interval_method,
+        )
+        assert item.p_method is not None and item.ci_method is not None
+        assert item.ci == (test.low, test.high)
+
+
+def test_one_discordant_question_is_unresolvable_not_insignificant() -> None:
+    (item,) = gate(record(missed=[7]), record(), {"hit@1": 0.0}).checked
+    # One question cannot give a two-sided p-value below 1: no outcome could be significant.
+    assert (item.discordant, item.p_floor) == (1, 1.0)
+    assert (item.verdict, item.significant) == ("unresolvable", False)
+
+
+def _warning(metric: str, slice_name: str | None, before: Any, after: Any, threshold: float) -> str:
+    row = power_row(
+        metric, slice_name, len(before), spread_of_pair(before, after), alpha=0.05,
+        threshold=threshold,
+    )  # fmt: skip
+    assert row.below_detectable
+    return undetectable_warning(row)
+
+
+def test_a_threshold_below_what_the_set_can_detect_is_warned_about_with_its_slice() -> None:
+    baseline, candidate = record(), record(missed=[0, 1])
+    slices = {"hard_class=normal": {"hit@1": 0.0}}
+    verdict = gate(candidate, baseline, {"hit@1": 0.0}, slice_thresholds=slices)
+    everyone = (np.ones(20), np.array([0.0, 0.0] + [1.0] * 18))
+    normal = (np.ones(10), np.array([0.0] + [1.0] * 9))  # q00 lost; q01 is near-duplicate
+    assert verdict.warnings == (
+        _warning("hit@1", None, *everyone, 0.0),
+        _warning("hit@1", "hard_class=normal", *normal, 0.0),
+    )
+    first, second = verdict.warnings
+    assert first.startswith("hit@1: the allowed drop 0.000 is below what this set can detect")
+    assert "with 20 questions" in first
+    assert second.startswith("hit@1 [hard_class=normal]: the allowed drop 0.000")
+    assert "with 10 questions" in second
+
+
+def test_a_threshold_the_set_can_detect_is_not_warned_about() -> None:
+    # Dropping all 20 questions is detectable with 20 of them at 80% power.
+    verdict = gate(record(missed=[0]), record(), {"hit@1": 1.0})
+    assert verdict.checked and verdict.warnings == ()
+
+
+def test_a_meta_slice_is_not_read_from_the_hard_class_its_value_happens_to_equal() -> None:
+    # Without the questions, a meta slice has no labels, even when its value is one of the
+    # hard classes the outcomes do carry.
+    slices = {"topic=normal": {"hit@1": 0.0}}
+    verdict = gate(record(missed=[0]), record(), {}, slice_thresholds=slices)
+    assert verdict.checked == ()
+    assert verdict.unchecked == ("hit@1 [topic=normal]: no question of the slice is in both runs",)
+
+
+def _sequential(decision: str, *gates: tuple[str, str | None, str]) -> SequentialResult:
+    return SequentialResult(
+        decision=decision, asked=12, total=20, alpha=0.05, seed=5,
+        gates=tuple(
+            GateSequence(metric=metric, slice=where, threshold=0.0, population=20, asked=12,
+                         low=None, high=None, decision=said)
+            for metric, where, said in gates
+        ),
+    )  # fmt: skip
+
+
+def test_a_sequential_decision_replaces_the_fixed_sample_verdict_gate_by_gate() -> None:
+    slices = {"hard_class=normal": {"hit@1": 0.0}}
+    fixed = gate(record(), record(), {"hit@1": 0.0, "hit@3": 0.0}, slice_thresholds=slices)
+    assert not fixed.regressed and len(fixed.checked) == 3
+    result = _sequential(
+        FAIL,
+        ("hit@1", None, PASS),
+        ("hit@3", None, UNDECIDED),
+        ("hit@1", "hard_class=normal", FAIL),
+    )
+    settled = settle_sequentially(fixed, result)
+    assert settled.regressed and settled.sequential is result
+    assert [(item.metric, item.slice) for item in settled.failures] == [
+        ("hit@3", None),
+        ("hit@1", "hard_class=normal"),
+    ]
+    assert settled.checked == fixed.checked and settled.baseline_run_id == fixed.baseline_run_id
+
+
+def test_a_sequential_pass_clears_a_fixed_sample_failure_and_an_unlisted_gate_fails() -> None:
+    fixed = gate(record(missed=[0, 1]), record(), {"hit@1": 0.0, "hit@3": 0.0})
+    assert fixed.regressed
+    passed = settle_sequentially(
+        fixed, _sequential(PASS, ("hit@1", None, PASS), ("hit@3", None, PASS))
+    )
+    assert not passed.regressed and passed.failures == ()
+    # A gate the sequential run did not decide on counts as failed, never as passed.
+    partial = settle_sequentially(fixed, _sequential(FAIL, ("hit@1", None, PASS)))
+    assert partial.regressed
+    assert [item.metric for item in partial.failures] == ["hit@3"]

@@ -261,6 +261,16 @@ def test_a_metric_is_keyed_by_its_canonical_name(tmp_path: Path, written: str, n
             "regression.metrics.Hit@3",
             "hit@3",
         ),
+        (  # a rate's own setting after the metric it names: the setting is the repeat
+            '[regression]\nmetrics = { "hit@1" = 0.2 }\nmax_top1_drop = 0.1\n',
+            "regression.max_top1_drop",
+            "hit@1",
+        ),
+        (
+            '[regression]\nmetrics = { "HIT@3" = 0.2 }\nmax_top3_drop = 0.1\n',
+            "regression.max_top3_drop",
+            "hit@3",
+        ),
         (
             '[regression.slices."form=GAP"]\n"rr" = 0.1\n"RR" = 0.2\n',
             'regression.slices."form=GAP".RR',
