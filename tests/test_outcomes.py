@@ -453,3 +453,114 @@ def test_a_summary_is_small_and_refuses_an_inline_record() -> None:
         load_summary(FIXTURE.read_text("utf-8").splitlines()[0], load, where="w")
     with pytest.raises(StoreError, match="has no outcomes header"):
         load_summary(dump_record(record), load, where="w")
+
+
+def _utf8(name: str) -> bytes:
+    return name.encode("utf-8", "surrogatepass")
+
+
+def reference_document_columns(outcomes: Outcomes) -> dict[str, bytes]:
+    """The documents, rankings and judgments columns as the module documentation
+    describes them, written out plainly: the ids used, each once, sorted by their UTF-8
+    bytes, each as the prefix it shares with the one before (none when any id is longer
+    than 128 bytes) and the rest; codes into that list."""
+    from retrievalkit.outcomes import _narrowest, _pack, _pack_bytes
+
+    ranked, labels, documents = outcomes.rankings, outcomes.judgments, outcomes.documents
+    used_codes = [*ranked.codes.tolist(), *labels.codes.tolist()]
+    used = sorted({documents[code] for code in used_codes}, key=_utf8)
+    encoded = [_utf8(name) for name in used]
+    front = all(len(name) <= 128 for name in encoded)
+    shared, suffixes, previous = [], [], b""
+    for name in encoded:
+        common = 0
+        while front and common < min(len(name), len(previous)):
+            if name[common] != previous[common]:
+                break
+            common += 1
+        shared.append(common)
+        suffixes.append(name[common:])
+        previous = name
+    new_code = {name: index for index, name in enumerate(used)}
+
+    def codes(old: list[int]) -> np.ndarray:
+        return _narrowest(np.array([new_code[documents[c]] for c in old], dtype=np.int64))
+
+    return {
+        DOCUMENTS: _pack(
+            {
+                "shared": _narrowest(np.array(shared, dtype=np.int64)),
+                **_pack_bytes("suffix.", suffixes),
+            },
+            {"count": len(used)},
+            level=6,
+        ),
+        RANKINGS: _pack(
+            {"lengths": _narrowest(np.diff(ranked.offsets)), "codes": codes(ranked.codes.tolist())}
+        ),
+        JUDGMENTS: _pack(
+            {
+                "lengths": _narrowest(np.diff(labels.offsets)),
+                "codes": codes(labels.codes.tolist()),
+                "grades": _narrowest(labels.grades),
+            }
+        ),
+    }
+
+
+ALPHABETS = {
+    "ascii ids": ["doc-", "a", "b", "7", "-", "_", "z"],
+    "unicode ids": ["é", "中文", "𝄞", "\ud800", "a", "ÿ", "\x7f", "doc"],
+    "ids holding NUL": ["\x00", "a", "é", "b\x00"],
+    "one id past front coding": ["x", "é", "y"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ALPHABETS))
+def test_document_columns_are_the_plain_front_coding_bit_for_bit(kind: str) -> None:
+    """Generated runs (empty rankings, ids repeated in a ranking, in the vocabulary and
+    across questions, ids that prefix others, unused ids) encode to exactly the bytes of
+    the plainly written front coding, and read back to every ranking and label."""
+    rng = np.random.default_rng(sorted(ALPHABETS).index(kind))
+    alphabet = ALPHABETS[kind]
+    # Pieces picked by index: a numpy array of strings would drop their trailing NULs.
+    vocabulary = [
+        "".join(alphabet[i] for i in rng.integers(0, len(alphabet), rng.integers(0, 9)))
+        for _ in range(600)
+    ]
+    # Ids that prefix others, and ids that differ only in their last byte at a multiple
+    # of 8 bytes, listed out of order.
+    edges = ["", "doc", "doc-", "doc-1", "a" * 7 + "c", "a" * 7 + "b", "a" * 8]
+    edges += ["a" * 15 + "c", "a" * 15 + "b", "a" * 16, "a" * 15]
+    vocabulary += vocabulary[:50] + edges
+    if kind == "one id past front coding":
+        vocabulary.append("é" * 80)
+    count = 400
+    ranking_lengths = rng.integers(0, 13, count) * (rng.random(count) > 0.1)
+    label_lengths = rng.integers(0, 5, count)
+    ranking_codes = rng.integers(0, len(vocabulary), int(ranking_lengths.sum()))
+    ranking_codes[::7] = len(vocabulary) - 1  # the long id (or another) in many rankings
+    ranking_codes[1 : 1 + len(edges)] = [vocabulary.index(edge) for edge in edges]
+    label_codes = rng.integers(0, len(vocabulary) - 100, int(label_lengths.sum()))
+    built = Outcomes.from_arrays(
+        [f"q{i}" for i in range(count)],
+        {"hit@1": rng.integers(0, 2, count).astype(float)},
+        documents=vocabulary,
+        rankings=(np.concatenate([[0], np.cumsum(ranking_lengths)]), ranking_codes),
+        judgments=(
+            np.concatenate([[0], np.cumsum(label_lengths)]),
+            label_codes,
+            rng.integers(-1, 4, len(label_codes)),
+        ),
+    )
+    columns = built.to_columns()
+    expected = reference_document_columns(built)
+    for name in (DOCUMENTS, RANKINGS, JUDGMENTS):
+        assert columns[name] == expected[name], name
+    back, _ = stored(built)
+    assert [o.ranking for o in back] == [o.ranking for o in built]
+    assert [o.judgments for o in back] == [o.judgments for o in built]
+    assert back.documents == tuple(sorted(set(back.documents), key=_utf8))
+    assert set(back.documents) < set(vocabulary)
+    if kind == "ids holding NUL":
+        assert {"a", "a\x00", "\x00", ""} <= set(back.documents)
