@@ -41,6 +41,25 @@ def chunk_like(returned: str, expected: str) -> bool:
 _MAYBE_CHUNK = re.compile(
     r"[#:|/@~].|[-_.](?:chunk|part|passage|para|seg|segment|c|p)-?\d+\Z", re.IGNORECASE
 )
+#: What every `_MAYBE_CHUNK` match holds: a strong joiner, or a weak one before the
+#: first letter of a chunk suffix (c, p, s, in any case).
+_JOINER_SIGNS = (re.compile(r"[#:|/@~]"), re.compile(r"[-_.][cps]", re.IGNORECASE))
+
+
+def maybe_chunks(ids: Sequence[str]) -> list[int]:
+    """The positions of the ids that `_MAYBE_CHUNK` matches, in order.
+
+    Only the ids that hold what every match holds (`_JOINER_SIGNS`, found in one search
+    of all the ids joined by newlines, which those signs never hold) are searched one by
+    one: most document ids hold none, and a search per id costs more than the others.
+    """
+    text = "\n".join(ids)
+    starts = [match.start() for sign in _JOINER_SIGNS for match in sign.finditer(text)]
+    if not starts:
+        return []
+    ends = np.cumsum(np.fromiter(map(len, ids), np.int64, len(ids)) + 1)
+    signed = np.unique(np.searchsorted(ends, starts, side="right")).tolist()
+    return [i for i in signed if _MAYBE_CHUNK.search(ids[i]) is not None]
 
 
 def chunk_id_warning(outcomes: Sequence[QuestionOutcome]) -> str | None:
@@ -65,14 +84,17 @@ def chunk_id_warning(outcomes: Sequence[QuestionOutcome]) -> str | None:
     is_labelled[labels.codes] = True
     is_returned = np.zeros(len(documents), dtype=bool)
     is_returned[ranked.codes] = True
+    returned_only = np.flatnonzero(is_returned & ~is_labelled)
+    names = [documents[code] for code in returned_only.tolist()]
+    maybe = maybe_chunks(names)
+    if not maybe:
+        return None
     code_of = {documents[code]: code for code in np.flatnonzero(is_labelled).tolist()}
     # (returned document, labelled document it looks like a chunk of), by code.
     chunks: list[int] = []
     wholes: list[int] = []
-    for code in np.flatnonzero(is_returned & ~is_labelled).tolist():
-        returned = documents[code]
-        if _MAYBE_CHUNK.search(returned) is None:
-            continue
+    for position in maybe:
+        code, returned = int(returned_only[position]), names[position]
         for cut in range(len(returned) - 1):
             whole = code_of.get(returned[:cut])
             if whole is not None and chunk_like(returned, returned[:cut]):

@@ -279,6 +279,29 @@ def test_the_chunk_id_warning_from_columns_is_the_one_question_by_question(seed:
         assert expected is not None
 
 
+@pytest.mark.parametrize("newline", [False, True])
+def test_ids_that_may_be_chunks_are_found_in_one_search_as_id_by_id(newline: bool) -> None:
+    """The chunk-id warning searches one by one only the ids a search of all of them
+    picks: the ids it ends with are those the pattern finds in each id alone (ends of
+    ids, case, a long s that matches s, unicode digits, empty ids, newlines)."""
+    from retrievalkit.diagnostics import _MAYBE_CHUNK, maybe_chunks
+
+    rng = np.random.default_rng(int(newline))
+    pieces = ["doc", "#", "-", "_", ".", "chunk", "CHUNK", "p", "c", "3", "١٢", "é", ":", "x", ""]
+    pieces += ["ſ", "eg", "ſeg", "art", "~"]
+    if newline:
+        pieces.append("\n")
+    ids = [
+        "".join(pieces[i] for i in rng.integers(0, len(pieces), rng.integers(0, 6)))
+        for _ in range(3_000)
+    ]
+    ids += ["doc#", "#", "doc-p2", "doc-p2x", "doc.C-7", "doc_seg12", "doc-2019", ""]
+    found = maybe_chunks(ids)
+    assert found == [i for i, name in enumerate(ids) if _MAYBE_CHUNK.search(name) is not None]
+    assert len(found) > 100 and len(ids) - len(found) > 100
+    assert maybe_chunks([]) == [] and maybe_chunks(["doc-2019", "doc"]) == []
+
+
 def test_the_content_hash_is_the_sha256_of_the_sorted_json_of_every_question() -> None:
     """Hashed a slice at a time with keys written in order: the digest of the one canonical
     text, across slices, for every field, unicode, unsorted grades and meta."""
