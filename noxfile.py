@@ -209,27 +209,34 @@ def _es_up(session: nox.Session) -> list[str]:
 
     Each entry is the first HTTP port of what this call started (one node, or the cluster).
     """
-    started = []
-    for port, version, nodes in (
-        (ES_PORT, None, "1"),
-        (RANK_EVAL_PORT, RANK_EVAL_VERSION, "1"),
-        (CLUSTER_PORT, None, CLUSTER_NODES),
-    ):
-        if _es_healthy(port, nodes):
-            continue
-        extra = ["--version", version] if version else []
-        session.run(
-            "python3",
-            "scripts/elasticsearch.py",
-            "up",
-            "--port",
-            port,
-            "--nodes",
-            nodes,
-            *extra,
-            external=True,
-        )
-        started.append(port)
+    started: list[str] = []
+    try:
+        for port, version, nodes in (
+            (ES_PORT, None, "1"),
+            (RANK_EVAL_PORT, RANK_EVAL_VERSION, "1"),
+            (CLUSTER_PORT, None, CLUSTER_NODES),
+        ):
+            if _es_healthy(port, nodes):
+                continue
+            # Listed before it starts: a cluster whose third node fails has two running.
+            started.append(port)
+            extra = ["--version", version] if version else []
+            session.run(
+                "python3",
+                "scripts/elasticsearch.py",
+                "up",
+                "--port",
+                port,
+                "--nodes",
+                nodes,
+                *extra,
+                external=True,
+            )
+    except BaseException:
+        # Whatever did start is stopped before the failure is reported, so a session
+        # that could not start Elasticsearch leaves no node behind.
+        _es_down(session, started)
+        raise
     return started
 
 
@@ -253,7 +260,11 @@ def _es_healthy(port: str, nodes: str = "1") -> bool:
 def _es_down(session: nox.Session, ports: list[str]) -> None:
     # `down` on a cluster's first port stops every node of it.
     for port in ports:
-        session.run("python3", "scripts/elasticsearch.py", "down", "--port", port, external=True)
+        nodes = CLUSTER_NODES if port == CLUSTER_PORT else "1"
+        session.run(
+            "python3", "scripts/elasticsearch.py", "down", "--port", port, "--nodes", nodes,
+            external=True,
+        )  # fmt: skip
 
 
 @nox.session(name="es-up", python=False)
