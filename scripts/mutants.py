@@ -106,6 +106,7 @@ TARGETS: dict[str, Target] = {
             "tests/test_redaction_names.py",
             "tests/test_reliability_secrets.py",
             "tests/test_hardening_secrets.py",
+            "tests/test_redaction_urls.py",
         ),
     ),
     "stores": Target(
