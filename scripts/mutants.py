@@ -8,7 +8,8 @@ tell it apart, for the reason written next to it); any other survivor is a gap i
 tests. The report gives, per module, killed / survived / equivalent and the share of
 non-equivalent mutants killed.
 
-    python scripts/mutants.py                 # every module
+    python scripts/mutants.py                 # every module (what changed since the last run)
+    python scripts/mutants.py --fresh         # every module, every mutant
     python scripts/mutants.py metrics stores  # some of them
     python scripts/mutants.py --report-only   # read the last run's results again
     python scripts/mutants.py --recheck stores  # the last run's survivors against new tests
@@ -229,8 +230,18 @@ def _copy_tests(workdir: Path, target: Target) -> None:
     (workdir / "pyproject.toml").write_text(config, encoding="utf-8")
 
 
-def _prepare(name: str, target: Target) -> Path:
+def _prepare(name: str, target: Target, *, fresh: bool) -> tuple[Path, bool]:
+    """The module's scratch copy, and whether it is new.
+
+    An earlier copy is brought up to date instead of made anew: a source file whose
+    content changed is copied (so mutmut mutates it again and runs only the mutants of
+    the functions whose code changed), the others keep their mutants and results.
+    """
     workdir = SCRATCH / name
+    if not fresh and (workdir / "mutants").is_dir():
+        _sync(REPO / "retrievalkit", workdir / "retrievalkit")
+        _copy_tests(workdir, target)
+        return workdir, False
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     shutil.copytree(REPO / "retrievalkit", workdir / "retrievalkit")
@@ -248,20 +259,41 @@ def _prepare(name: str, target: Target) -> Path:
         raise SystemExit("shared/data with the IR test collections is missing")
     (workdir / "shared").mkdir()
     (workdir / "shared" / "data").symlink_to(data)
-    return workdir
+    return workdir, True
 
 
-def run(name: str, target: Target, children: int) -> None:
-    workdir = _prepare(name, target)
+def _sync(source: Path, copy: Path) -> None:
+    """Make ``copy`` hold what ``source`` holds, touching only the files that differ."""
+    wanted = {path.relative_to(source) for path in source.rglob("*") if path.is_file()}
+    for relative in sorted(wanted):
+        if "__pycache__" in relative.parts:
+            continue
+        target = copy / relative
+        content = (source / relative).read_bytes()
+        if not target.is_file() or target.read_bytes() != content:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)  # a new mtime: mutmut sees the file changed
+    for path in sorted(copy.rglob("*"), reverse=True):
+        if path.is_file() and path.relative_to(copy) not in wanted:
+            path.unlink()
+
+
+def run(name: str, target: Target, triage: Triage, children: int, *, fresh: bool) -> None:
+    workdir, new = _prepare(name, target, fresh=fresh)
     command = ["nice", "-n", "10", _mutmut(), "run", "--max-children", str(children)]
     command += list(target.functions)
     tests = [test for test in target.tests if (REPO / test).is_file()]
-    print(f"== {name}: {' '.join(target.files)} against {' '.join(tests)}", flush=True)
+    how = "all mutants" if new else "mutants of changed functions, then earlier survivors"
+    print(f"== {name}: {' '.join(target.files)} against {' '.join(tests)} ({how})", flush=True)
     with open(workdir / "mutmut.log", "w", encoding="utf-8") as log:
         done = subprocess.run(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         tail = (workdir / "mutmut.log").read_text(encoding="utf-8", errors="replace")[-2000:]
         raise SystemExit(f"mutmut failed for {name} (exit {done.returncode}):\n{tail}")
+    if not new:
+        # mutmut keeps a survivor's verdict while its function is unchanged; a test
+        # written since may kill it now.
+        recheck(name, target, triage, children)
 
 
 def recheck(name: str, target: Target, triage: Triage, children: int) -> None:
@@ -392,6 +424,11 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", metavar="MODULE", help=", ".join(TARGETS))
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="mutate and test everything again, instead of only what changed since the last run",
+    )
+    parser.add_argument(
         "--recheck",
         action="store_true",
         help="run only the last run's untriaged survivors again, against the current tests",
@@ -408,7 +445,7 @@ def main() -> int:
             recheck(name, TARGETS[name], triage, args.max_children)
     elif not args.report_only:
         for name in names:
-            run(name, TARGETS[name], args.max_children)
+            run(name, TARGETS[name], triage, args.max_children, fresh=args.fresh)
     return 0 if report(names, triage) else 1
 
 
