@@ -261,7 +261,8 @@ def test_the_listing_still_shows_what_a_configuration_file_adds(
 def test_eval_and_its_regression_gate_never_import_scipy_stats(tmp_path: Path) -> None:
     """scipy.stats takes longer to import than a small set takes to evaluate: an eval, and
     one gated against a baseline whose threshold is below what the set can detect (the
-    sign test's power is computed), use scipy.special only."""
+    sign test's power is computed), use scipy.special only. A JSON report shows no
+    progress bar, so rich is not imported either."""
     args = ("eval", "--set", "demo", "--retriever", "bm25-demo", "--format", "json")
     args += ("--max-top1-drop", "0.05", "--store", f"sqlite:///{tmp_path / 'runs.sqlite3'}")
     first, modules = run(tmp_path, [], *args)
@@ -274,3 +275,4 @@ def test_eval_and_its_regression_gate_never_import_scipy_stats(tmp_path: Path) -
     assert any("below what this set can detect" in warning for warning in warnings), warnings
     assert "retrievalkit.power" in modules
     assert not [module for module in modules if module.startswith("scipy.stats")]
+    assert not [module for module in modules if module.split(".")[0] == "rich"]

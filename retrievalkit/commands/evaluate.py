@@ -296,10 +296,10 @@ def run(args: argparse.Namespace) -> int:
     check_before_running(args, store, config, inputs)
     if args.sequential:
         return _run_sequential(args, golden, store, gated, settings)
-    status = console(args, stderr=True)
-    show_progress = status.is_terminal and not args.quiet and args.format == "table"
+    # Only a table on a terminal shows progress: other runs never import rich for it.
+    status = console(args, stderr=True) if not args.quiet and args.format == "table" else None
     try:
-        if show_progress:
+        if status is not None and status.is_terminal:
             from rich.progress import Progress
 
             with Progress(console=status, transient=True) as bar:
