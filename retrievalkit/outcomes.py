@@ -319,12 +319,23 @@ _SUFFIX = "suffix."
 
 def _byte_order(matrix: npt.NDArray[np.uint8], lengths: IntArray) -> IntArray:
     """The order that sorts the rows of ``matrix`` (names NUL-padded to one width) as
-    bytes, shorter first between equal padded bytes (so equal names sit side by side).
+    bytes, shorter first between equal padded bytes (so equal names sit side by side);
+    equal names keep their order.
 
-    Each row is read as big-endian 64-bit words, the last of which ends in the name's
-    length (the padding leaves that byte free): sorting integers is several times
-    faster than sorting byte strings, in the same order.
+    Sorting integers is several times faster than sorting byte strings: each row is
+    read as big-endian 64-bit words (`_word_keys`), sorted by one sort of integers when
+    they fit in one (`_packed_order`), else by a sort per word.
     """
+    keys = _word_keys(matrix, lengths)
+    order = _packed_order(keys)
+    if order is None:
+        order = np.lexsort(keys[::-1]).astype(np.int64)
+    return order
+
+
+def _word_keys(matrix: npt.NDArray[np.uint8], lengths: IntArray) -> list[npt.NDArray[np.uint64]]:
+    """Each row of ``matrix`` as big-endian 64-bit words, most significant first; the last
+    word ends in the row's length (the padding leaves that byte free)."""
     count, width = matrix.shape
     words = width // 8 + 1
     keys = []
@@ -335,7 +346,27 @@ def _byte_order(matrix: npt.NDArray[np.uint8], lengths: IntArray) -> IntArray:
         if word == words - 1:
             chunk[:, 7] = lengths
         keys.append(chunk.view(">u8").reshape(count).astype(np.uint64))
-    order: IntArray = np.lexsort(keys[::-1]).astype(np.int64)
+    return keys
+
+
+def _packed_order(keys: list[npt.NDArray[np.uint64]]) -> IntArray | None:
+    """The stable order of the rows by ``keys`` (most significant first), from one sort of
+    integers: each key's rank among its distinct values, the ranks as the digits of one
+    number, and the row number below it. None when those do not fit in 64 bits."""
+    count = len(keys[0])
+    bits = max(1, (count - 1).bit_length())
+    room = 1 << (64 - bits)
+    combined = np.zeros(count, dtype=np.uint64)
+    size = 1
+    for key in keys:
+        distinct, rank = np.unique(key, return_inverse=True)
+        size *= len(distinct)
+        if size > room:
+            return None
+        combined = combined * np.uint64(len(distinct)) + rank.reshape(count).astype(np.uint64)
+    packed = (combined << np.uint64(bits)) | np.arange(count, dtype=np.uint64)
+    packed.sort()
+    order: IntArray = (packed & np.uint64((1 << bits) - 1)).astype(np.int64)
     return order
 
 

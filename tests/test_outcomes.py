@@ -564,3 +564,26 @@ def test_document_columns_are_the_plain_front_coding_bit_for_bit(kind: str) -> N
     assert set(back.documents) < set(vocabulary)
     if kind == "ids holding NUL":
         assert {"a", "a\x00", "\x00", ""} <= set(back.documents)
+
+
+@pytest.mark.parametrize(("shortest", "longest"), [(0, 12), (40, 120)])
+def test_ids_sort_as_python_sorts_bytes_by_one_sort_or_word_by_word(
+    shortest: int, longest: int
+) -> None:
+    """Short ids sort by one sort of packed integers; long random ones, whose words take
+    too many distinct values for that, by a sort per word: both in Python's order of
+    the bytes, equal ids in the order given."""
+    from retrievalkit.outcomes import _byte_order, _packed_order, _word_keys
+
+    rng = np.random.default_rng(longest)
+    names = [
+        rng.integers(0, 256, rng.integers(shortest, longest), dtype=np.uint8).tobytes()
+        for _ in range(2_000)
+    ]
+    names += [*names[:100], b"", b"\x00", b"a", b"a\x00", b"a\x00\x00", b"\xff" * 8]
+    lengths = np.array([len(name) for name in names], dtype=np.int64)
+    width = int(lengths.max())
+    matrix = np.array(names, dtype=f"S{width}").view(np.uint8).reshape(len(names), width)
+    assert (_packed_order(_word_keys(matrix, lengths)) is None) == (shortest > 0)
+    expected = sorted(range(len(names)), key=names.__getitem__)
+    assert _byte_order(matrix, lengths).tolist() == expected
