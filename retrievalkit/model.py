@@ -13,8 +13,12 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import operator
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain, repeat
+from json.encoder import encode_basestring as _encode_string
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
 import attrs
@@ -174,6 +178,39 @@ class GoldenQuestion:
         return bool(self.expected) or any(grade >= 1 for grade in self.grades.values())
 
 
+#: The fields of `GoldenQuestion`, in their order (`questions_from_columns` fills them).
+QUESTION_FIELDS = ("id", "question", "form", "expected", "grades", "hard_class", "gist", "meta")
+
+
+def questions_from_columns(
+    ids: Sequence[str],
+    texts: Sequence[str],
+    forms: Sequence[QuestionForm | None],
+    expected: Sequence[tuple[str, ...]],
+    grades: Sequence[FrozenDict],
+    hard_classes: Sequence[str | None],
+    gists: Sequence[str | None],
+    meta: Sequence[FrozenDict],
+) -> list[GoldenQuestion]:
+    """``GoldenQuestion(id, question, form, expected, grades, hard_class, gist, meta)`` of
+    each row, built a field at a time with no Python run per question.
+
+    The columns must hold what the converters would make: ``expected`` tuples, ``grades``
+    and ``meta`` as `FrozenDict`. The loaders use it for large sets whose values they have
+    already checked; everything else builds questions the usual way.
+    """
+    count = len(ids)
+    questions: list[GoldenQuestion] = list(map(object.__new__, repeat(GoldenQuestion, count)))
+    slots = GoldenQuestion.__dict__
+    columns = (ids, texts, forms, expected, grades, hard_classes, gists, meta)
+    for name, column in zip(QUESTION_FIELDS, columns, strict=True):
+        if len(column) != count:
+            raise ValueError(f"{len(column)} values of {name} for {count} questions")
+        # A slot's own setter: the frozen class refuses setattr, not its slots.
+        deque(map(slots[name].__set__, questions, column), maxlen=0)
+    return questions
+
+
 @attrs.frozen
 class GoldenQuestionSet:
     """A named golden set; its content hash identifies the exact questions and labels."""
@@ -196,8 +233,11 @@ class GoldenQuestionSet:
         digest = hashlib.sha256(b"[")
         questions = self.questions
         for start in range(0, len(questions), _HASHED_AT_ONCE):
-            chunk = [_canonical_data(q) for q in questions[start : start + _HASHED_AT_ONCE]]
-            text = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False)[1:-1]
+            chunk = questions[start : start + _HASHED_AT_ONCE]
+            text = _canonical_texts(chunk)
+            if text is None:
+                data = [_canonical_data(q) for q in chunk]
+                text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)[1:-1]
             digest.update((b"," if start else b"") + text.encode("utf-8"))
         digest.update(b"]")
         return digest.hexdigest()
@@ -226,6 +266,83 @@ def _canonical_data(question: GoldenQuestion) -> dict[str, Any]:
         "meta": _sorted(question.meta),
         "question": question.question,
     }
+
+
+_CANONICAL_QUESTION = (
+    '{{"expected":[{}],"form":{},"gist":{},"grades":{},"hard_class":{},"id":{},"meta":{},'
+    '"question":{}}}'
+).format
+_FORM_JSON: dict[QuestionForm | None, str] = {None: "null"}
+_FORM_JSON.update((form, f'"{form.value}"') for form in QuestionForm)
+_INTS: frozenset[type] = frozenset((int,))
+_FORMS_OR_NONE: frozenset[type] = frozenset((QuestionForm, type(None)))
+
+
+def _canonical_texts(questions: Sequence[GoldenQuestion]) -> str | None:
+    """What ``json.dumps([_canonical_data(q) ...], separators=(",", ":"),
+    ensure_ascii=False)[1:-1]`` writes, assembled a field at a time from strings the JSON
+    encoder's own string encoder writes, with no dict built per question.
+
+    None unless every value is of the types a loaded set holds (strings, forms, grades
+    that are ints); then the caller writes the JSON the general way.
+    """
+    ids = list(map(_ID_OF, questions))
+    texts = list(map(_TEXT_OF, questions))
+    forms = list(map(_FORM_OF, questions))
+    expected = list(map(_EXPECTED_OF, questions))
+    grades = list(map(_GRADES_OF, questions))
+    hard_classes = list(map(_HARD_CLASS_OF, questions))
+    gists = list(map(_GIST_OF, questions))
+    meta = list(map(_META_OF, questions))
+    encode = _encode_string
+    try:
+        # The string encoder refuses anything but a string; a grade must be an int (not a
+        # bool, which JSON writes as true) and a form a form.
+        if not (
+            _FORMS_OR_NONE.issuperset(map(type, forms))
+            and _INTS.issuperset(map(type, chain.from_iterable(map(dict.values, grades))))
+        ):
+            return None
+        classes = {value: encode(value) for value in set(hard_classes) if value is not None}
+        classes[None] = "null"
+        return ",".join(
+            map(
+                _CANONICAL_QUESTION,
+                map(",".join, map(map, repeat(encode), expected)),
+                map(_FORM_JSON.__getitem__, forms),
+                ["null" if gist is None else encode(gist) for gist in gists],
+                [_object_json(labels, strings=False) if labels else "{}" for labels in grades],
+                map(classes.__getitem__, hard_classes),
+                map(encode, ids),
+                [_object_json(labels, strings=True) if labels else "{}" for labels in meta],
+                map(encode, texts),
+            )
+        )
+    except TypeError:
+        return None
+
+
+def _object_json(mapping: Mapping[str, Any], *, strings: bool) -> str:
+    """A non-empty mapping of strings to whole numbers (to strings) as compact JSON with
+    its keys sorted, as the JSON encoder writes it."""
+    keys = sorted(mapping)
+    values = map(mapping.__getitem__, keys)
+    pairs = map(
+        _PAIR, map(_encode_string, keys), map(_encode_string, values) if strings else values
+    )
+    return "{" + ",".join(pairs) + "}"
+
+
+#: A key and its value; ``{}`` writes an int as ``repr`` (and ``json``) does.
+_PAIR = "{}:{}".format
+_ID_OF = operator.attrgetter("id")
+_TEXT_OF = operator.attrgetter("question")
+_FORM_OF = operator.attrgetter("form")
+_EXPECTED_OF = operator.attrgetter("expected")
+_GRADES_OF = operator.attrgetter("grades")
+_HARD_CLASS_OF = operator.attrgetter("hard_class")
+_GIST_OF = operator.attrgetter("gist")
+_META_OF = operator.attrgetter("meta")
 
 
 @attrs.frozen
