@@ -17,7 +17,8 @@ import operator
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import chain, repeat
+from itertools import repeat
+from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 from json.encoder import encode_basestring as _encode_string
 from typing import TYPE_CHECKING, Any, NoReturn, overload
 
@@ -274,18 +275,33 @@ _CANONICAL_QUESTION = (
 ).format
 _FORM_JSON: dict[QuestionForm | None, str] = {None: "null"}
 _FORM_JSON.update((form, f'"{form.value}"') for form in QuestionForm)
-_INTS: frozenset[type] = frozenset((int,))
 _FORMS_OR_NONE: frozenset[type] = frozenset((QuestionForm, type(None)))
+
+
+def _refuse_value(value: object) -> NoReturn:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+#: The C encoder ``json.dumps`` runs, with the canonical separators, keys sorted as
+#: `_sorted` sorts them (by item) and no check for cycles: one mapping, one call.
+_MAPPING_JSON: Callable[[Mapping[str, Any], int], list[str]] | None = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, _refuse_value, _encode_string, None, ":", ",", True, False, True)
+)
 
 
 def _canonical_texts(questions: Sequence[GoldenQuestion]) -> str | None:
     """What ``json.dumps([_canonical_data(q) ...], separators=(",", ":"),
     ensure_ascii=False)[1:-1]`` writes, assembled a field at a time from strings the JSON
-    encoder's own string encoder writes, with no dict built per question.
+    encoder's own string and mapping encoders write, with no dict built per question.
 
-    None unless every value is of the types a loaded set holds (strings, forms, grades
-    that are ints); then the caller writes the JSON the general way.
+    None unless every text field holds a string (or None) and every form is a form; then
+    the caller writes the JSON the general way.
     """
+    encode_mapping = _MAPPING_JSON
+    if encode_mapping is None:  # pragma: no cover - CPython always has the C encoder
+        return None
     ids = list(map(_ID_OF, questions))
     texts = list(map(_TEXT_OF, questions))
     forms = list(map(_FORM_OF, questions))
@@ -294,15 +310,11 @@ def _canonical_texts(questions: Sequence[GoldenQuestion]) -> str | None:
     hard_classes = list(map(_HARD_CLASS_OF, questions))
     gists = list(map(_GIST_OF, questions))
     meta = list(map(_META_OF, questions))
+    if not _FORMS_OR_NONE.issuperset(map(type, forms)):
+        return None
     encode = _encode_string
     try:
-        # The string encoder refuses anything but a string; a grade must be an int (not a
-        # bool, which JSON writes as true) and a form a form.
-        if not (
-            _FORMS_OR_NONE.issuperset(map(type, forms))
-            and _INTS.issuperset(map(type, chain.from_iterable(map(dict.values, grades))))
-        ):
-            return None
+        # The string encoder refuses anything but a string.
         classes = {value: encode(value) for value in set(hard_classes) if value is not None}
         classes[None] = "null"
         return ",".join(
@@ -311,10 +323,10 @@ def _canonical_texts(questions: Sequence[GoldenQuestion]) -> str | None:
                 map(",".join, map(map, repeat(encode), expected)),
                 map(_FORM_JSON.__getitem__, forms),
                 ["null" if gist is None else encode(gist) for gist in gists],
-                [_object_json(labels, strings=False) if labels else "{}" for labels in grades],
+                ["".join(encode_mapping(labels, 0)) if labels else "{}" for labels in grades],
                 map(classes.__getitem__, hard_classes),
                 map(encode, ids),
-                [_object_json(labels, strings=True) if labels else "{}" for labels in meta],
+                ["".join(encode_mapping(labels, 0)) if labels else "{}" for labels in meta],
                 map(encode, texts),
             )
         )
@@ -322,19 +334,6 @@ def _canonical_texts(questions: Sequence[GoldenQuestion]) -> str | None:
         return None
 
 
-def _object_json(mapping: Mapping[str, Any], *, strings: bool) -> str:
-    """A non-empty mapping of strings to whole numbers (to strings) as compact JSON with
-    its keys sorted, as the JSON encoder writes it."""
-    keys = sorted(mapping)
-    values = map(mapping.__getitem__, keys)
-    pairs = map(
-        _PAIR, map(_encode_string, keys), map(_encode_string, values) if strings else values
-    )
-    return "{" + ",".join(pairs) + "}"
-
-
-#: A key and its value; ``{}`` writes an int as ``repr`` (and ``json``) does.
-_PAIR = "{}:{}".format
 _ID_OF = operator.attrgetter("id")
 _TEXT_OF = operator.attrgetter("question")
 _FORM_OF = operator.attrgetter("form")

@@ -311,8 +311,9 @@ def test_questions_from_columns_equal_the_constructed_questions() -> None:
 
 
 def test_the_content_hash_of_odd_values_built_in_code_is_the_canonical_json_one() -> None:
-    """Strings needing escapes are written by the fast writer; values of other types (a
-    bool or float grade, a number as id) by the general one: both give the canonical digest."""
+    """Strings needing escapes, and grades or meta of any JSON type, are written by the
+    fast writer; a text field holding a number by the general one: both give the digest
+    of the canonical JSON."""
     rng = random.Random(23)
     escapes = ['a "quoted" \\ text', "nul \x00 and \x1f and \x7f", "sep \u2028 \u00e9"]
     usual = [
@@ -328,18 +329,27 @@ def test_the_content_hash_of_odd_values_built_in_code_is_the_canonical_json_one(
         )
         for index in range(300)
     ]
-    odd = [
-        GoldenQuestion("odd-bool", "q", grades={"d": True}),
-        GoldenQuestion("odd-float", "q", grades={"d": 2.5}),
+    unusual_values = [
+        GoldenQuestion("bool", "q", grades={"d": True, "c": False}),
+        GoldenQuestion("float", "q", grades={"d": 2.5, "a": float("nan")}),
+        GoldenQuestion("meta", "q", meta={"b": 1, "a": None}),  # type: ignore[dict-item]
+    ]
+    unusual_fields = [
         GoldenQuestion(7, "q"),  # type: ignore[arg-type]
-        GoldenQuestion("odd-meta", "q", meta={"a": 1}),  # type: ignore[dict-item]
+        GoldenQuestion("gist", "q", gist=3),  # type: ignore[arg-type]
+        GoldenQuestion("class", "q", hard_class=5),  # type: ignore[arg-type]
+        GoldenQuestion("expected", "q", expected=(1,)),  # type: ignore[arg-type]
     ]
     from retrievalkit.model import _canonical_texts
 
-    assert _canonical_texts(usual) is not None
-    for question in odd:
+    assert _canonical_texts(usual + unusual_values) is not None
+    for question in unusual_fields:
         assert _canonical_texts([question]) is None
-    for questions in (usual, usual[:5] + odd + usual[5:], odd):
+    for questions in (
+        usual,
+        usual[:5] + unusual_values + unusual_fields[:3] + usual[5:],
+        unusual_values,
+    ):
         golden = GoldenQuestionSet("odd", questions)
         assert golden.content_hash == reference_hash(golden.questions)
 
