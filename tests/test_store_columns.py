@@ -422,6 +422,9 @@ def test_a_read_only_old_sqlite_store_is_read_without_migrating(
         assert isinstance(store, SQLiteStore) and store.read_only is not None
         runs = store.all_runs()
         assert [to_json(run) for run in reversed(runs)] == expected
+        with ThreadPoolExecutor(1) as pool:  # its one connection serves any thread
+            elsewhere = pool.submit(store.all_runs).result()
+        assert [to_json(run) for run in reversed(elsewhere)] == expected
         with pytest.raises(StoreError, match="read-only; nothing was changed"):
             store.save(record)
         with pytest.raises(StoreError, match="read-only"):

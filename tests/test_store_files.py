@@ -2,25 +2,39 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
+import locale
 import os
+import re
+import resource
+import signal
+import socket
+import sqlite3
 import stat
+import struct
+import subprocess
 import tempfile
+import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
 
 from retrievalkit.config import Config
 from retrievalkit.demo import DemoSetProvider
-from retrievalkit.errors import StoreError
+from retrievalkit.errors import InputError, StoreBusyError, StoreError
 from retrievalkit.evaluator import evaluate_questions
 from retrievalkit.model import ResultRecord
 from retrievalkit.record import build_record
 from retrievalkit.resolve import resolve_retriever
 from retrievalkit.scoring import ScoringOptions, score_run
-from retrievalkit.stores import open_store
+from retrievalkit.stores import check_parent, jsonl, not_a_regular_file, open_store, pinned_run_id
 from retrievalkit.stores.jsonl import JSONLStore, column_file_name
 from retrievalkit.stores.memory import MemoryStore
 from retrievalkit.stores.serialization import dump_record, dump_summary, load_record
@@ -90,7 +104,7 @@ def test_blank_lines_and_broken_bytes_are_skipped_not_fatal(
 
 def test_a_prune_keeps_lines_that_are_not_runs(tmp_path: Path, record: ResultRecord) -> None:
     path = tmp_path / "runs.jsonl"
-    foreign = [b"[1, 2]", b'{"run_id": 5}', b'"text"']
+    foreign = [b"[1, 2]", b'{"run_id": 5}', b'"text"', b'{"run_id": ["a", "list"]}']
     path.write_bytes(b"\n".join([line(record, "gone"), *foreign, line(record, "kept")]) + b"\n")
     assert JSONLStore(path).delete(["gone"]) == 1
     assert path.read_bytes() == b"\n".join([*foreign, line(record, "kept")]) + b"\n"
@@ -185,3 +199,482 @@ def test_a_record_without_a_schema_version_is_read_as_version_1(record: ResultRe
     )
     assert len(old_methods) == len(new_methods) > 0
     assert {method for method in old_methods if method is not None} == {"percentile"}
+
+
+# --- what each store does at its edges: odd files, locks, failed writes, damaged files ----
+
+
+@contextmanager
+def immutable(*paths: Path) -> Iterator[None]:
+    """Files even root cannot change (``chattr +i``), undone afterwards."""
+    done: list[Path] = []
+    try:
+        for path in paths:
+            subprocess.run(["chattr", "+i", str(path)], check=True, capture_output=True)
+            done.append(path)
+        yield
+    finally:
+        for path in reversed(done):
+            subprocess.run(["chattr", "-i", str(path)], check=True, capture_output=True)
+
+
+@contextmanager
+def unix_socket(path: Path) -> Iterator[None]:
+    """A Unix socket file at ``path`` (bound by a name relative to its folder: short)."""
+    listener = socket.socket(socket.AF_UNIX)
+    here = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        listener.bind(path.name)
+    finally:
+        os.chdir(here)
+    try:
+        yield
+    finally:
+        listener.close()
+
+
+def test_not_a_regular_file_says_what_the_path_is(tmp_path: Path) -> None:
+    regular = tmp_path / "runs.jsonl"
+    regular.write_bytes(b"")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert not_a_regular_file(regular) is None
+    assert not_a_regular_file(tmp_path / "absent") is None
+    assert not_a_regular_file(regular / "below-a-file") is None
+    assert not_a_regular_file(tmp_path) == "a folder"
+    assert not_a_regular_file(fifo) == "a FIFO (named pipe), not a regular file"
+    with unix_socket(tmp_path / "s.sock"):
+        assert not_a_regular_file(tmp_path / "s.sock") == "a device or socket, not a regular file"
+
+
+@pytest.mark.parametrize("scheme", ["jsonl", "sqlite"])
+def test_a_store_url_naming_a_socket_is_refused_when_opened(tmp_path: Path, scheme: str) -> None:
+    with (
+        unix_socket(tmp_path / "s.sock"),
+        pytest.raises(InputError, match="names a device or socket, not a regular file"),
+    ):
+        open_store(f"{scheme}:///{tmp_path / 's.sock'}")
+
+
+def test_the_default_store_folder_is_created_with_its_parents(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "runs.sqlite3"
+    check_parent(path, "sqlite:///x", create=True)
+    check_parent(path, "sqlite:///x", create=True)  # already there: fine
+    assert path.parent.is_dir()
+
+
+@pytest.mark.parametrize("scheme", ["jsonl", "sqlite"])
+def test_a_file_in_the_way_of_the_store_folder_is_named(tmp_path: Path, scheme: str) -> None:
+    (tmp_path / "blocker").write_bytes(b"")
+    url = f"{scheme}:///{tmp_path / 'blocker' / 'sub' / 'runs.db'}"
+    with pytest.raises(InputError, match=rf"blocker in store '{re.escape(url)}' is a file, not"):
+        open_store(url)
+
+
+@pytest.mark.parametrize("scheme", ["jsonl", "sqlite"])
+def test_a_missing_store_folder_names_the_url(tmp_path: Path, scheme: str) -> None:
+    url = f"{scheme}:///{tmp_path / 'absent' / 'runs.db'}"
+    with pytest.raises(InputError, match=rf"of store '{re.escape(url)}' does not exist"):
+        open_store(url)
+
+
+@pytest.mark.parametrize("scheme", ["jsonl", "sqlite"])
+def test_a_store_keeps_its_url_as_written(tmp_path: Path, scheme: str) -> None:
+    url = f"{scheme}:///{tmp_path}//runs.{scheme}"  # a path written with a doubled slash
+    store = open_store(url)
+    assert store.url == url
+    assert store.path == tmp_path / f"runs.{scheme}"  # type: ignore[attr-defined]
+
+
+def test_a_colon_in_a_store_path_is_part_of_the_path(tmp_path: Path) -> None:
+    store = open_store(f"jsonl:///{tmp_path / 'a:b.jsonl'}")
+    assert isinstance(store, JSONLStore) and store.path == tmp_path / "a:b.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("runs.sqlite3", "has no scheme"),
+        (":runs.sqlite3", "has no scheme"),
+        ("sqlite:///a\x00b", "holds a NUL byte"),
+        ("nosuch:///x", r"unknown store scheme 'nosuch' .*\(installed: jsonl, memory, sqlite\)"),
+        ("sqlite:///", "is not of the form sqlite:///PATH"),
+        ("sqlite:/runs.sqlite3", "is not of the form sqlite:///PATH"),
+        ("jsonl:///" + "n" * 300 + ".jsonl", "names are limited to"),
+    ],
+)
+def test_a_bad_store_url_says_what_is_wrong_with_it(url: str, problem: str) -> None:
+    with pytest.raises(InputError, match=problem) as raised:
+        open_store(url)
+    assert raised.value.field == "--store"
+
+
+def test_the_pinned_run_of_a_key_is_found_by_its_grader(record: ResultRecord) -> None:
+    store = MemoryStore(f"memory:{uuid.uuid4().hex}")
+    other = attrs.evolve(record, run_id="other-grader", grader="another_grader")
+    store.save(other)
+    store.pin(other)
+    assert pinned_run_id(store, other.set, other.model, "another_grader") == "other-grader"
+    assert pinned_run_id(store, other.set, other.model) is None
+
+
+def test_a_short_write_is_continued_until_all_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A write may take fewer bytes than asked (a signal, a pipe, a network file system).
+    real_write = os.write
+    data = bytes(range(256)) * 5
+    target = tmp_path / "runs.jsonl"
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        monkeypatch.setattr(os, "write", lambda fd, view: real_write(fd, bytes(view[:7])))
+        jsonl._append(descriptor, data)
+    finally:
+        monkeypatch.undo()
+        os.close(descriptor)
+    assert target.read_bytes() == data
+
+
+def test_a_column_file_index_is_canonical_json(tmp_path: Path, record: ResultRecord) -> None:
+    store = JSONLStore(tmp_path / "runs.jsonl")
+    store.save(attrs.evolve(record, run_id="r1"))
+    content = store.column_path("r1").read_bytes()
+    magic = b"RKJC1\n"
+    assert content.startswith(magic)
+    (size,) = struct.unpack(">I", content[len(magic) : len(magic) + 4])
+    head = content[len(magic) + 4 : len(magic) + 4 + size]
+    index = json.loads(head)
+    assert head == json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
+    assert list(index) == ["columns", "run_id", "summary_sha256"] and index["run_id"] == "r1"
+
+
+def test_column_file_names_are_the_safe_id_and_a_digest_of_it() -> None:
+    # The names are part of the stored form: a store committed by one version is read
+    # by the next, so they must not change.
+    def digest(run_id: str) -> str:
+        return hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:12]
+
+    run_id = "20261130T120000Z-0a1b2c3d"
+    assert column_file_name(run_id) == f"{run_id}-{digest(run_id)}.rkc"
+    assert column_file_name("../../etc/passwd") == f"run-{digest('../../etc/passwd')}.rkc"
+    assert column_file_name("Run-1").lower() != column_file_name("run-1").lower()
+
+
+def test_runs_and_get_read_past_a_run_this_version_cannot_read(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    # A newer retrievalkit saved another model's run in the same (committed) file: this
+    # one still answers for its own runs, and reads no line of another key.
+    path = tmp_path / "runs.jsonl"
+    store = JSONLStore(path)
+    store.save(attrs.evolve(record, run_id="mine"))
+    newer = json.loads(line(record, "theirs"))
+    newer.update(schema_version=99, model="their-retriever")
+    with path.open("ab") as handle:
+        handle.write(json.dumps(newer, sort_keys=True).encode() + b"\n")
+    store.save(attrs.evolve(record, run_id="mine-too"))
+    assert [run.run_id for run in store.runs(record.set, record.model)] == ["mine-too", "mine"]
+    found = store.get("mine")
+    assert found is not None and found.run_id == "mine"
+    assert store.get("absent") is None
+    with pytest.raises(StoreError, match=r"line 2: record schema 99 is newer"):
+        store.all_runs()
+
+
+def test_a_line_whose_key_cannot_be_read_is_reported_not_skipped(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    damaged = json.loads(line(record, "damaged"))
+    del damaged["grader"]
+    path.write_bytes(json.dumps(damaged).encode() + b"\n")
+    with pytest.raises(StoreError, match=r"runs\.jsonl, line 1: stored record cannot be read"):
+        JSONLStore(path).runs(record.set, record.model)
+
+
+def test_get_names_a_line_that_is_not_a_run(tmp_path: Path, record: ResultRecord) -> None:
+    path = tmp_path / "runs.jsonl"
+    path.write_bytes(line(record, "first") + b"\n[1, 2]\n")
+    with pytest.raises(StoreError, match=r"runs\.jsonl, line 2: stored record has no valid"):
+        JSONLStore(path).get("absent")
+
+
+def test_a_waiting_writer_backs_off_from_10_ms_up_to_a_quarter_second(
+    tmp_path: Path, record: ResultRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    store = JSONLStore(path)
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setenv("RETRIEVALKIT_STORE_TIMEOUT", "0.7")
+    with path.open("a+b") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        monkeypatch.setattr(time, "sleep", sleep)
+        with pytest.raises(StoreBusyError, match=r"held its lock for more than 0\.7 s"):
+            store.save(record)
+        monkeypatch.setattr(time, "sleep", real_sleep)
+    assert pauses[:6] == pytest.approx([0.01, 0.02, 0.04, 0.08, 0.16, 0.25])
+    assert max(pauses) == 0.25
+    assert store.all_runs() == []
+
+
+def _operations(record: ResultRecord) -> dict[str, Callable[[Any], object]]:
+    return {
+        "save to": lambda store: store.save(attrs.evolve(record, run_id="new")),
+        "pin in": lambda store: store.pin(record),
+        "unpin in": lambda store: store.unpin(record.set, record.model, record.grader),
+        "delete from": lambda store: store.delete([record.run_id]),
+        "write to": lambda store: store.check_can_write(),
+    }
+
+
+ACTIONS = ["save to", "pin in", "unpin in", "delete from", "write to"]
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+@pytest.mark.parametrize("scheme", ["jsonl", "sqlite"])
+def test_a_locked_store_names_what_could_not_be_done(
+    tmp_path: Path, record: ResultRecord, monkeypatch: pytest.MonkeyPatch, scheme: str, action: str
+) -> None:
+    monkeypatch.setenv("RETRIEVALKIT_STORE_TIMEOUT", "0")
+    path = tmp_path / f"runs.{scheme}"
+    url = f"{scheme}:///{path}"
+    store = open_store(url)
+    store.save(record)
+    store.pin(record)  # type: ignore[attr-defined]
+    expected = rf"cannot {action} {re.escape(url)}: another process held its lock"
+    if scheme == "jsonl":
+        with path.open("a+b") as holder:
+            fcntl.flock(holder, fcntl.LOCK_EX)
+            with pytest.raises(StoreBusyError, match=expected):
+                _operations(record)[action](store)
+    else:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreBusyError, match=expected):
+                _operations(record)[action](store)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+    assert [run.run_id for run in store.all_runs()] == [record.run_id]
+    assert store.pinned(record.set, record.model, record.grader) == record.run_id  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_a_read_only_sqlite_store_names_what_could_not_be_done(
+    tmp_path: Path, record: ResultRecord, action: str
+) -> None:
+    path = tmp_path / "runs.sqlite3"
+    url = f"sqlite:///{path}"
+    writer = SQLiteStore(path, url=url)
+    writer.save(record)
+    writer.pin(record)
+    writer.close()
+    with immutable(path):
+        store = open_store(url)
+        with pytest.raises(
+            StoreError, match=rf"cannot {action} {re.escape(url)}: the file .* is read-only"
+        ):
+            _operations(record)[action](store)
+        assert [run.run_id for run in store.all_runs()] == [record.run_id]
+        store.close()  # type: ignore[attr-defined]
+
+
+def test_an_unreadable_read_only_sqlite_file_is_refused_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite3"
+    path.write_bytes(b"not a database, " * 512)
+    with (
+        immutable(path),
+        pytest.raises(StoreError, match=r"cannot open store .*not a database.*read-only"),
+    ):
+        SQLiteStore(path)
+
+
+def test_a_read_only_jsonl_store_refuses_a_save_and_says_why(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    store = JSONLStore(path)
+    store.save(record)
+    before = path.read_bytes()
+    with (
+        immutable(path),
+        pytest.raises(
+            StoreBusyError, match=rf"\(the file {re.escape(str(path))} is read-only\); nothing was"
+        ),
+    ):
+        store.save(attrs.evolve(record, run_id="refused"))
+    assert path.read_bytes() == before
+    assert [p.name for p in store.columns_path.iterdir()] == [column_file_name(record.run_id)]
+
+
+def test_a_column_file_that_cannot_be_written_stops_the_save(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    store = JSONLStore(path)
+    store.save(record)
+    before = path.read_bytes()
+    store.column_path("blocked").mkdir()  # something in the way of the run's column file
+    with pytest.raises(StoreBusyError, match=r"cannot write jsonl:.*; nothing was saved"):
+        store.save(attrs.evolve(record, run_id="blocked"))
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in store.columns_path.iterdir()) == sorted(
+        [column_file_name(record.run_id), column_file_name("blocked")]
+    )
+
+
+def test_a_pins_file_that_cannot_be_replaced_is_a_store_error_and_leaves_nothing(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    store = JSONLStore(tmp_path / "runs.jsonl")
+    store.save(record)
+    store.pin(record)
+    before = store.pins_path.read_bytes()
+    with (
+        immutable(store.pins_path),
+        pytest.raises(StoreError, match=r"cannot write .*pins\.json: .*; nothing changed"),
+    ):
+        store.unpin(record.set, record.model, record.grader)
+    assert store.pins_path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "runs.jsonl",
+        "runs.jsonl.columns",
+        "runs.jsonl.pins.json",
+    ]
+
+
+def test_a_temporary_file_is_hidden_and_named_after_what_it_replaces(
+    tmp_path: Path, record: ResultRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A crash mid-write leaves a dot file that says what it was for, beside its target.
+    store = JSONLStore(tmp_path / "runs.jsonl")
+    store.save(record)
+    seen: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        seen.extend(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store.pin(record)
+    monkeypatch.undo()
+    assert seen and all(name.startswith(".runs.jsonl.pins.json.") for name in seen)
+
+
+def test_a_failed_append_is_cut_back_in_process(tmp_path: Path, record: ResultRecord) -> None:
+    path = tmp_path / "runs.jsonl"
+    store = JSONLStore(path)
+    for run_id in ("a", "b", "c"):
+        store.save(attrs.evolve(record, run_id=run_id))
+    before = path.read_bytes()
+    grown = len(line(record, "cut")) // 2
+    assert store.column_path("a").stat().st_size < len(before) + grown
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + grown, hard))
+    try:
+        with pytest.raises(StoreBusyError, match="nothing was saved"):
+            store.save(attrs.evolve(record, run_id="cut"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert path.read_bytes() == before
+    assert not store.column_path("cut").exists()
+    store.save(attrs.evolve(record, run_id="after"))
+    assert [run.run_id for run in store.all_runs()] == ["after", "c", "b", "a"]
+
+
+def _rewrite_column_file(store: JSONLStore, run_id: str, change: Callable[[dict], None]) -> None:
+    content = store.column_path(run_id).read_bytes()
+    (size,) = struct.unpack(">I", content[6:10])
+    index = json.loads(content[10 : 10 + size])
+    change(index)
+    head = json.dumps(index).encode()
+    rest = content[10 + size :]
+    store.column_path(run_id).write_bytes(content[:6] + struct.pack(">I", len(head)) + head + rest)
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ("short", "it is not a retrievalkit column file"),
+        ("magic", "it is not a retrievalkit column file"),
+        ("no columns", "it holds no column 'metric/rr'"),
+        ("cut", "it is cut short"),
+    ],
+)
+def test_a_damaged_column_file_says_what_is_wrong(
+    tmp_path: Path, record: ResultRecord, damage: str, why: str
+) -> None:
+    store = JSONLStore(tmp_path / "runs.jsonl")
+    store.save(attrs.evolve(record, run_id="damaged"))
+    run = store.get("damaged")
+    assert run is not None
+    target = store.column_path("damaged")
+    if damage == "short":
+        target.write_bytes(target.read_bytes()[:8])
+    elif damage == "magic":
+        target.write_bytes(b"XKJC1\n" + target.read_bytes()[6:])
+    elif damage == "no columns":
+        _rewrite_column_file(store, "damaged", lambda index: index.pop("columns"))
+    else:
+        target.write_bytes(target.read_bytes()[:-1])
+        with pytest.raises(StoreError, match=rf"of run damaged cannot be read: {why} \(the file"):
+            run.outcomes.to_columns()  # reads every column, the last one cut short
+        return
+    with pytest.raises(
+        StoreError,
+        match=rf"column 'metric/rr' of run damaged cannot be read: {re.escape(why)} "
+        r"\(the file was changed outside retrievalkit\)",
+    ):
+        run.outcomes.values("rr")
+
+
+def test_a_run_gone_from_a_jsonl_store_names_the_store(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    url = f"jsonl:///{tmp_path / 'runs.jsonl'}"
+    store = open_store(url)
+    store.save(attrs.evolve(record, run_id="doomed"))
+    run = store.get("doomed")
+    assert run is not None
+    store.delete(["doomed"])  # type: ignore[attr-defined]
+    with pytest.raises(StoreError, match=rf"run doomed is no longer in {re.escape(url)} \("):
+        run.outcomes.values("rr")
+
+
+def test_damaged_sqlite_slices_name_the_row(tmp_path: Path, record: ResultRecord) -> None:
+    path = tmp_path / "runs.sqlite3"
+    store = SQLiteStore(path)
+    store.save(record)
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE run_columns SET data = x'7b' WHERE name = 'summary/slices'")
+    connection.close()
+    run = store.get(record.run_id)
+    assert run is not None
+    with pytest.raises(StoreError, match=r"runs\.sqlite3 row 1: stored record is not JSON"):
+        dict(run.slices)
+
+
+def test_the_pins_file_is_read_as_utf8_whatever_the_locale(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    store = JSONLStore(tmp_path / "runs.jsonl")
+    pinned = attrs.evolve(record, run_id="r1", set="démo-ü")
+    store.save(pinned)
+    store.pin(pinned)
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # an ASCII locale, as on a bare server
+    try:
+        assert store.pinned("démo-ü", record.model, record.grader) == "r1"
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
