@@ -149,7 +149,7 @@ def test_a_missing_migration_step_is_named(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(serialization, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     monkeypatch.setitem(serialization.MIGRATIONS, 1, lambda data: data)
     missing = f"no migration from record schema {SCHEMA_VERSION} to {SCHEMA_VERSION + 1}"
-    with pytest.raises(StoreError, match=missing):
+    with pytest.raises(StoreError, match=f"^fixture, line 1: {missing}"):
         load_record(fixture_lines()[0], where="fixture, line 1")
 
 

@@ -10,9 +10,11 @@ was closed, the run pruned, or another run saved under its id.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -352,12 +354,19 @@ def snapshot(path: Path) -> tuple[int, list[tuple[Any, ...]], list[str]]:
     return version, rows, tables
 
 
-def test_an_old_sqlite_store_is_migrated_on_open(tmp_path: Path, loads: list[str]) -> None:
+def test_an_old_sqlite_store_is_migrated_on_open(
+    tmp_path: Path, loads: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "runs.sqlite3"
     lines = old_lines()
     old_store(path, lines)
     expected = [to_json(load_record(line, where="fixture")) for line in lines]
-    store = SQLiteStore(path)
+    with caplog.at_level(logging.INFO, logger="retrievalkit.stores.sqlite"):
+        store = SQLiteStore(path)
+    assert caplog.messages == [f"migrated 4 runs of sqlite:///{path} to summaries and columns"]
+    with sqlite3.connect(path) as connection:  # the inline outcomes' space was given back
+        assert connection.execute("PRAGMA freelist_count").fetchone() == (0,)
+    connection.close()
     version, rows, tables = snapshot(path)
     assert version == LAYOUT and "run_columns" in tables
     assert {row[6] for row in rows} == {SCHEMA_VERSION}
@@ -384,7 +393,7 @@ def test_an_old_sqlite_store_held_by_another_writer_is_busy_and_left_unchanged(
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        with pytest.raises(StoreBusyError, match="another process held its lock"):
+        with pytest.raises(StoreBusyError, match=rf"^cannot open sqlite:///{path}: another"):
             SQLiteStore(path)
     finally:
         holder.execute("ROLLBACK")
@@ -432,14 +441,20 @@ def test_a_read_only_old_sqlite_store_is_read_without_migrating(
     assert snapshot(path) == before
 
 
-def test_a_run_that_cannot_be_read_is_left_as_it_was_and_names_itself(tmp_path: Path) -> None:
+def test_a_run_that_cannot_be_read_is_left_as_it_was_and_names_itself(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "runs.sqlite3"
     lines = old_lines()
     broken = json.loads(lines[1])
     broken["pass_rate"] = "high"
     lines[1] = json.dumps(broken, sort_keys=True)
     old_store(path, lines)
-    store = SQLiteStore(path)
+    with caplog.at_level(logging.INFO, logger="retrievalkit.stores.sqlite"):
+        store = SQLiteStore(path)
+    url = f"sqlite:///{path}"
+    assert f"{url} row 2 was not migrated: {url} row 2: stored record cannot be read" in caplog.text
+    assert f"migrated 3 runs of {url} to summaries and columns" in caplog.messages
     version, rows, _ = snapshot(path)
     assert version == LAYOUT
     assert [row[6] for row in rows] == [3, 1, 3, 3]  # the broken row kept its schema and text
@@ -526,3 +541,33 @@ def test_sqlite_slices_are_read_on_first_use_and_read_as_the_saved_ones(
     assert store.delete([record.run_id]) == 1
     with pytest.raises(StoreError, match="column 'summary/slices' cannot be loaded"):
         again.slices["form"]
+
+
+def test_a_store_another_process_migrated_while_this_one_waited_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "runs.sqlite3"
+    old_store(path, old_lines())
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    waiting = threading.Event()
+    real_transaction = SQLiteStore._transaction
+
+    def transaction(self: SQLiteStore, action: str) -> Any:
+        waiting.set()
+        return real_transaction(self, action)
+
+    monkeypatch.setattr(SQLiteStore, "_transaction", transaction)
+    opened: list[SQLiteStore] = []
+    with caplog.at_level(logging.INFO, logger="retrievalkit.stores.sqlite"):
+        opener = threading.Thread(target=lambda: opened.append(SQLiteStore(path)))
+        opener.start()
+        try:
+            assert waiting.wait(30)
+            holder.execute(f"PRAGMA user_version = {LAYOUT}")  # as if it had migrated
+        finally:
+            holder.execute("COMMIT")
+            holder.close()
+        opener.join(60)
+    assert opened and not opener.is_alive()
+    assert not any("migrated" in message for message in caplog.messages)

@@ -16,6 +16,7 @@ import stat
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -678,3 +679,76 @@ def test_the_pins_file_is_read_as_utf8_whatever_the_locale(
         assert store.pinned("démo-ü", record.model, record.grader) == "r1"
     finally:
         locale.setlocale(locale.LC_CTYPE, before)
+
+
+def test_a_save_waiting_while_the_runs_file_is_removed_writes_a_new_file(
+    tmp_path: Path, record: ResultRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file is removed (by hand, or a prune's rename) while a writer waits for its
+    # lock: the run goes into the file now at the path, never into the unlinked one.
+    path = tmp_path / "runs.jsonl"
+    store = JSONLStore(path)
+    store.save(attrs.evolve(record, run_id="first"))
+    waiting = threading.Event()
+    real_lock = jsonl._lock
+
+    def lock(handle: Any, url: str, action: str) -> None:
+        waiting.set()
+        real_lock(handle, url, action)
+
+    monkeypatch.setattr(jsonl, "_lock", lock)
+    with path.open("a+b") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        saver = threading.Thread(target=store.save, args=(attrs.evolve(record, run_id="later"),))
+        saver.start()
+        assert waiting.wait(30)
+        path.unlink()
+    saver.join(60)
+    assert not saver.is_alive()
+    assert [run.run_id for run in store.all_runs()] == ["later"]
+
+
+def test_a_stored_summary_keeps_non_ascii_text_as_written(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    path = tmp_path / "runs.jsonl"
+    JSONLStore(path).save(attrs.evolve(record, run_id="r1", set="démo-ü"))
+    assert '"set":"démo-ü"' in path.read_text(encoding="utf-8")
+
+
+def _schema_1(record: ResultRecord) -> dict[str, Any]:
+    data = json.loads(dump_record(record))
+    data["schema_version"] = 1
+    for value in data["metrics"].values():
+        value.pop("method", None)
+    return data
+
+
+def test_a_schema_1_interval_method_is_percentile_only_where_there_was_an_interval(
+    record: ResultRecord,
+) -> None:
+    data = _schema_1(record)
+    name = next(iter(data["metrics"]))
+    data["metrics"][name]["ci"] = None
+    loaded = json.loads(dump_record(load_record(json.dumps(data), where="old, line 1")))
+    assert loaded["metrics"][name]["method"] is None
+    others = [value["method"] for key, value in loaded["metrics"].items() if key != name]
+    assert others and set(others) == {"percentile"}
+
+
+@pytest.mark.parametrize("slices", [{"difficulty": 5}, {"difficulty": {"hard": 5}}])
+def test_damaged_slices_of_a_schema_1_record_are_a_store_error(
+    record: ResultRecord, slices: dict[str, Any]
+) -> None:
+    data = _schema_1(record)
+    data["slices"] = slices
+    with pytest.raises(StoreError, match=r"^old, line 1: stored record cannot be read"):
+        load_record(json.dumps(data), where="old, line 1")
+
+
+def test_a_schema_2_record_without_items_loads(record: ResultRecord) -> None:
+    data = json.loads(dump_record(record))
+    data["schema_version"] = 2
+    data.pop("items", None)
+    loaded = load_record(json.dumps(data), where="old, line 1")
+    assert loaded.run_id == record.run_id and loaded.outcomes == record.outcomes
