@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,10 +36,25 @@ from retrievalkit.model import ResultRecord
 from retrievalkit.record import build_record
 from retrievalkit.resolve import resolve_retriever
 from retrievalkit.scoring import ScoringOptions, score_run
-from retrievalkit.stores import check_parent, jsonl, not_a_regular_file, open_store, pinned_run_id
+from retrievalkit.stores import (
+    check_parent,
+    jsonl,
+    lock_timeout,
+    not_a_regular_file,
+    open_store,
+    pinned_run_id,
+    read_only_reason,
+    serialization,
+)
 from retrievalkit.stores.jsonl import JSONLStore, column_file_name
 from retrievalkit.stores.memory import MemoryStore
-from retrievalkit.stores.serialization import dump_record, dump_summary, load_record
+from retrievalkit.stores.serialization import (
+    dump_columns,
+    dump_record,
+    dump_summary,
+    load_record,
+    load_summary,
+)
 from retrievalkit.stores.sqlite import SQLiteStore
 
 
@@ -752,3 +768,148 @@ def test_a_schema_2_record_without_items_loads(record: ResultRecord) -> None:
     data.pop("items", None)
     loaded = load_record(json.dumps(data), where="old, line 1")
     assert loaded.run_id == record.run_id and loaded.outcomes == record.outcomes
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("", 60.0), ("5", 5.0), ("0", 0.0), ("2.5", 2.5), ("-1", 60.0), ("1e9", 60.0), ("x", 60.0)],
+)
+def test_the_lock_timeout_comes_from_the_environment_within_bounds(
+    monkeypatch: pytest.MonkeyPatch, text: str, seconds: float
+) -> None:
+    monkeypatch.setenv("RETRIEVALKIT_STORE_TIMEOUT", text)
+    assert lock_timeout() == seconds
+
+
+def test_read_only_reason_names_the_file_or_the_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    existing = folder / "runs.jsonl"
+    existing.write_bytes(b"")
+    absent = folder / "absent.jsonl"
+    assert read_only_reason(existing) is None
+    assert read_only_reason(absent) is None
+    assert read_only_reason(tmp_path / "no-folder" / "runs.jsonl") is None
+    with immutable(existing, folder):
+        assert read_only_reason(existing) == f"the file {existing} is read-only"
+        assert read_only_reason(absent) == f"the folder {folder} is read-only"
+
+
+def test_a_stored_summary_is_strict_json_without_nan() -> None:
+    with pytest.raises(ValueError, match="JSON compliant"):
+        serialization._canonical({"mean": float("nan")})
+
+
+@pytest.mark.parametrize(
+    ("summary", "problem"),
+    [
+        ({"schema_version": 3}, "has no outcomes header"),
+        ({"schema_version": 2, "outcomes": {}}, "has no outcomes header"),
+    ],
+)
+def test_a_summary_without_an_outcomes_header_is_refused(
+    summary: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(StoreError, match=rf"^here: stored summary {problem}"):
+        load_summary(json.dumps(summary), lambda name: b"", where="here")
+
+
+def test_a_summary_without_its_slices_is_refused_not_read_as_none(record: ResultRecord) -> None:
+    data = json.loads(dump_summary(record))
+    del data["slices"]
+    with pytest.raises(StoreError, match=r"^here: stored record cannot be read"):
+        load_summary(json.dumps(data), dump_columns(record).__getitem__, where="here")
+
+
+def test_slices_kept_in_a_summary_are_read_from_it(record: ResultRecord) -> None:
+    def elsewhere() -> bytes:
+        raise AssertionError("slices kept in the summary are read from it")
+
+    columns = dump_columns(record)
+    loaded = load_summary(dump_summary(record), columns.__getitem__, where="x", slices=elsewhere)
+    assert loaded == record and dict(loaded.slices) == dict(record.slices)
+
+
+def test_a_sqlite_store_serves_any_thread(tmp_path: Path, record: ResultRecord) -> None:
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(store.save, attrs.evolve(record, run_id="elsewhere")).result()
+        assert pool.submit(store.get, "elsewhere").result() is not None
+    assert [run.run_id for run in store.all_runs()] == ["elsewhere"]
+
+
+def test_a_record_of_a_removed_sqlite_store_does_not_create_it_again(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    path = tmp_path / "runs.sqlite3"
+    store = SQLiteStore(path)
+    store.save(record)
+    run = store.get(record.run_id)
+    assert run is not None
+    store.close()
+    for leftover in tmp_path.iterdir():
+        leftover.unlink()
+    with pytest.raises(StoreError, match="cannot read the column"):
+        run.outcomes.values("rr")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sqlite_store_locked_while_opening_is_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file in rollback-journal mode (written by another SQLite program) held by an
+    # exclusive lock: even reading its layout waits, then gives up with exit code 3.
+    path = tmp_path / "runs.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("INSERT INTO t VALUES (1)")
+    monkeypatch.setenv("RETRIEVALKIT_STORE_TIMEOUT", "0")
+    try:
+        with pytest.raises(StoreBusyError, match=rf"^cannot open sqlite:///{path}: another"):
+            SQLiteStore(path)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_a_run_gone_from_a_sqlite_store_names_the_store(
+    tmp_path: Path, record: ResultRecord
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+    store = open_store(url)
+    store.save(attrs.evolve(record, run_id="doomed"))
+    run = store.get("doomed")
+    assert run is not None
+    store.delete(["doomed"])  # type: ignore[attr-defined]
+    with pytest.raises(StoreError, match=rf"run doomed is no longer in {re.escape(url)} \("):
+        run.outcomes.values("rr")
+
+
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [
+        ("UPDATE runs SET record = '{'", "stored record is not JSON"),
+        (
+            "UPDATE runs SET record = json_set(record, '$.pass_rate', 'high')",
+            "stored record cannot be read",
+        ),
+        (
+            "UPDATE run_columns SET data = x'00' WHERE name = 'metric/rr'",
+            "outcome column 'metric/rr' cannot be read",
+        ),
+    ],
+)
+def test_a_damaged_sqlite_row_names_the_store_and_row(
+    tmp_path: Path, record: ResultRecord, sql: str, problem: str
+) -> None:
+    path = tmp_path / "runs.sqlite3"
+    store = SQLiteStore(path)
+    store.save(record)
+    with sqlite3.connect(path) as connection:
+        connection.execute(sql)
+    connection.close()
+    with pytest.raises(StoreError, match=rf"^sqlite:///{re.escape(str(path))} row 1: {problem}"):
+        run = store.get(record.run_id)
+        assert run is not None
+        run.outcomes.values("rr")
