@@ -38,6 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCRATCH = REPO / ".mutants"
 TRIAGE = REPO / "tests" / "mutants-triage.toml"
 GOAL = 0.90
+#: mutmut runs under nice, so that a run at the desk leaves the machine usable.
+NICENESS = 10
 
 
 @dataclass(frozen=True)
@@ -280,7 +282,7 @@ def _sync(source: Path, copy: Path) -> None:
 
 def run(name: str, target: Target, triage: Triage, children: int, *, fresh: bool) -> None:
     workdir, new = _prepare(name, target, fresh=fresh)
-    command = ["nice", "-n", "10", _mutmut(), "run", "--max-children", str(children)]
+    command = ["nice", "-n", str(NICENESS), _mutmut(), "run", "--max-children", str(children)]
     command += list(target.functions)
     tests = [test for test in target.tests if (REPO / test).is_file()]
     how = "all mutants" if new else "mutants of changed functions, then earlier survivors"
@@ -312,7 +314,7 @@ def recheck(name: str, target: Target, triage: Triage, children: int) -> None:
     if not survivors:
         return
     _copy_tests(workdir, target)
-    command = ["nice", "-n", "10", _mutmut(), "run", "--max-children", str(children)]
+    command = ["nice", "-n", str(NICENESS), _mutmut(), "run", "--max-children", str(children)]
     with open(workdir / "mutmut.log", "a", encoding="utf-8") as log:
         done = subprocess.run(
             [*command, *survivors], cwd=workdir, stdout=log, stderr=subprocess.STDOUT
@@ -419,6 +421,11 @@ def _modules(names: list[str]) -> set[str]:
     return modules
 
 
+def _set_niceness(value: int) -> None:
+    global NICENESS
+    NICENESS = value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", metavar="MODULE", help=", ".join(TARGETS))
@@ -434,7 +441,11 @@ def main() -> int:
         help="run only the last run's untriaged survivors again, against the current tests",
     )
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    parser.add_argument(
+        "--nice", type=int, default=NICENESS, help=f"niceness of mutmut (default {NICENESS})"
+    )
     args = parser.parse_args()
+    _set_niceness(args.nice)
     names = list(args.modules) or list(TARGETS)
     unknown = sorted(set(names) - set(TARGETS))
     if unknown:
