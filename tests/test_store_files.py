@@ -314,7 +314,7 @@ def test_a_colon_in_a_store_path_is_part_of_the_path(tmp_path: Path) -> None:
     [
         ("runs.sqlite3", "has no scheme"),
         (":runs.sqlite3", "has no scheme"),
-        ("sqlite:///a\x00b", "holds a NUL byte"),
+        ("sqlite:///a\x00b", r"^field '--store': store URL .* holds a NUL byte"),
         ("nosuch:///x", r"unknown store scheme 'nosuch' .*\(installed: jsonl, memory, sqlite\)"),
         ("sqlite:///", "is not of the form sqlite:///PATH"),
         ("sqlite:/runs.sqlite3", "is not of the form sqlite:///PATH"),
@@ -772,7 +772,17 @@ def test_a_schema_2_record_without_items_loads(record: ResultRecord) -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("", 60.0), ("5", 5.0), ("0", 0.0), ("2.5", 2.5), ("-1", 60.0), ("1e9", 60.0), ("x", 60.0)],
+    [
+        ("", 60.0),
+        ("5", 5.0),
+        ("0", 0.0),
+        ("2.5", 2.5),
+        ("86399.5", 86399.5),
+        ("86400", 60.0),
+        ("-1", 60.0),
+        ("1e9", 60.0),
+        ("x", 60.0),
+    ],
 )
 def test_the_lock_timeout_comes_from_the_environment_within_bounds(
     monkeypatch: pytest.MonkeyPatch, text: str, seconds: float
@@ -913,3 +923,11 @@ def test_a_damaged_sqlite_row_names_the_store_and_row(
         run = store.get(record.run_id)
         assert run is not None
         run.outcomes.values("rr")
+
+
+def test_a_sqlite_store_waits_for_a_lock_as_long_as_it_is_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RETRIEVALKIT_STORE_TIMEOUT", "7")
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    assert store._connection.execute("PRAGMA busy_timeout").fetchone() == (7000,)
