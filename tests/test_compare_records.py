@@ -388,3 +388,31 @@ def test_a_question_undefined_on_one_side_is_not_a_change() -> None:
     pair = compare_records([Side("base", BASE), Side("worse", undefined)], **STATS).pairs[0]
     assert [change.question_id for change in pair.changed] == [f"q{i:02d}" for i in range(1, 10)]
     assert deltas(pair)["rr"].n == COUNT - 1
+
+
+def test_each_candidate_lists_its_own_changed_questions() -> None:
+    sides = [Side("base", BASE), Side("worse", WORSE), Side("slightly", SLIGHTLY)]
+    worse, slightly = compare_records(sides, **STATS).pairs
+    assert (worse.candidate, slightly.candidate) == ("worse", "slightly")
+    assert [change.question_id for change in worse.changed] == [f"q{i:02d}" for i in range(10)]
+    assert [change.question_id for change in slightly.changed] == ["q10", "q11", "q12", "q13"]
+    assert {change.candidate for change in worse.changed + slightly.changed} == {0.5}
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_changed_limit_keeps_the_largest_moves(limit: int) -> None:
+    # rr moves by -1 on the errored q05 and q06, by -0.5 on q00..q02: largest first, by id.
+    failing = run(range(3), "failing", errored=(5, 6))
+    pair = compare_records(
+        [Side("base", BASE), Side("failing", failing)], changed_limit=limit, **STATS
+    ).pairs[0]
+    expected = ["q05", "q06", "q00"][:limit]
+    assert [change.question_id for change in pair.changed] == expected
+
+
+def test_the_set_name_is_the_first_systems() -> None:
+    renamed = attrs.evolve(WORSE, set="renamed")
+    comparison = compare_records([Side("base", BASE), Side("worse", renamed)], **STATS)
+    assert comparison.set_name == "thirty"
+    backwards = compare_records([Side("worse", renamed), Side("base", BASE)], **STATS)
+    assert backwards.set_name == "renamed"

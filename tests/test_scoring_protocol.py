@@ -6,14 +6,24 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from retrievalkit.convert import to_json
 from retrievalkit.evaluator import Retrieval, evaluate_questions
 from retrievalkit.model import GRADER, GoldenQuestion, GoldenQuestionSet, MetricValue, QuestionForm
+from retrievalkit.outcomes import Outcomes
 from retrievalkit.record import build_record
 from retrievalkit.retrievers.contract import document_id_of
-from retrievalkit.scoring import Scores, ScoringOptions, score_run
+from retrievalkit.scoring import (
+    Scores,
+    ScoringOptions,
+    metric_column,
+    outcome_values,
+    pair_questions,
+    positions_of,
+    score_run,
+)
 
 KS = (1, 3, 5, 10)
 OPTIONS = ScoringOptions(ks=KS, resamples=500)
@@ -419,3 +429,105 @@ def test_the_record_maps_top1_and_top3() -> None:
     assert record.manifest.set_hash == golden.content_hash
     assert record.manifest.retriever_options == {"api_key": "***", "api_key_env": "KEY"}
     assert "hunter2" not in to_json(record)
+
+
+def test_a_slice_field_no_question_has_does_not_hide_the_fields_after_it() -> None:
+    questions = [
+        GoldenQuestion(id="a", question="text of a", expected=["d1"], meta={"topic": "x"}),
+        GoldenQuestion(id="b", question="text of b", expected=["d2"], meta={"topic": "y"}),
+    ]
+    options = ScoringOptions(ks=KS, resamples=100, slices=("absent", "topic"))
+    _, scores = run(scripted(a=["d1"], b=["d1"]), questions, options=options)
+    assert scores.slices["absent"] == {}
+    assert scores.slices["topic"]["x"]["hit@1"].mean == 1.0
+    assert scores.slices["topic"]["y"]["hit@1"].mean == 0.0
+
+
+def test_the_seed_reaches_the_bootstrap() -> None:
+    # The relevant document at rank 1, 2 or 3: rr takes three values, so its interval is
+    # a bootstrap one, whose resamples the seed draws.
+    questions = [question(f"q{i}", ["d"]) for i in range(30)]
+    answers = {f"q{i}": [*("x", "y")[: i % 3], "d"] for i in range(30)}
+
+    def interval(seed: int) -> tuple[float, float] | None:
+        _, scores = run(scripted(**answers), questions, options=ScoringOptions(ks=KS, seed=seed))
+        assert scores.metrics["rr"].method == "bca"
+        return scores.metrics["rr"].ci
+
+    assert interval(1) == interval(1)
+    assert interval(1) != interval(2)
+
+
+def test_a_set_without_questions_scores_to_empty_outcomes() -> None:
+    scores = score_run([], [], ScoringOptions(ks=(1, 3), resamples=50))
+    assert len(scores.outcomes) == 0 and scores.outcomes.question_ids == ()
+    assert scores.metrics["hit@1"] == MetricValue(None, None, 0)
+    assert list(scores.outcomes) == []
+
+
+def columns(question_ids: Sequence[str], rr: Sequence[float]) -> Outcomes:
+    return Outcomes.from_arrays(question_ids, {"rr": np.array(rr, dtype=np.float64)})
+
+
+def test_outcome_values_map_each_question_to_its_value() -> None:
+    _, scores = run(
+        scripted(a=["d1"], b=["x", "d2"], c=["x"]),
+        [
+            question("a", ["d1"]),
+            question("b", ["d2"]),
+            question("c", ["d3"]),
+            question("n", []),
+        ],
+    )
+    found = outcome_values(scores.outcomes, "rr")
+    assert list(found) == ["a", "b", "c", "n"]
+    assert [found[key] for key in "abc"] == [1.0, 0.5, 0.0] and math.isnan(found["n"])
+    # From plain QuestionOutcome values too, and a metric the run lacks is NaN throughout.
+    assert outcome_values(list(scores.outcomes), "rr") == pytest.approx(found, nan_ok=True)
+    deeper = outcome_values(scores.outcomes, "hit@100")
+    assert list(deeper) == ["a", "b", "c", "n"]
+    assert all(math.isnan(value) for value in deeper.values())
+
+
+def test_a_metric_the_run_lacks_is_a_float_column_of_undefined_values() -> None:
+    held = columns(["a", "b", "c"], [1.0, 0.5, 0.0])
+    missing = metric_column(held, "ndcg@10")
+    assert missing.dtype == np.float64 and missing.shape == (3,)
+    assert np.isnan(missing).all()
+    assert metric_column(held, "rr").tolist() == [1.0, 0.5, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "shared", "at_before", "at_after"),
+    [
+        # The same questions in the same order: each at its own place.
+        (["a", "b", "c"], ["a", "b", "c"], ("a", "b", "c"), [0, 1, 2], [0, 1, 2]),
+        # Another order, and questions only one run has: the candidate's order, shared only.
+        (["a", "b", "c", "d"], ["x", "c", "a", "y"], ("c", "a"), [2, 0], [1, 2]),
+        # An id held twice matches its last occurrence, even where the ids are identical.
+        (["a", "b", "a"], ["a", "b", "a"], ("a", "b", "a"), [2, 1, 2], [2, 1, 2]),
+        (["a", "b", "a"], ["b", "a"], ("b", "a"), [1, 2], [0, 1]),
+        # No question in common.
+        (["a"], ["b"], (), [], []),
+    ],
+)
+def test_pairing_matches_questions_by_id(
+    before: list[str],
+    after: list[str],
+    shared: tuple[str, ...],
+    at_before: list[int],
+    at_after: list[int],
+) -> None:
+    baseline = columns(before, [float(index) for index in range(len(before))])
+    candidate = columns(after, [10.0 + index for index in range(len(after))])
+    pairing = pair_questions(baseline, candidate)
+    assert pairing.question_ids == shared
+    assert pairing.baseline.tolist() == at_before and pairing.candidate.tolist() == at_after
+    assert positions_of(candidate, shared).tolist() == at_after
+    old, new = pairing.values(baseline, candidate, "rr")
+    # Each run's value is its position: the positions are read back through the values.
+    assert old.tolist() == [float(index) for index in at_before]
+    assert new.tolist() == [10.0 + index for index in at_after]
+    missing_old, missing_new = pairing.values(baseline, candidate, "hit@1")
+    assert missing_old.shape == missing_new.shape == (len(shared),)
+    assert np.isnan(missing_old).all() and np.isnan(missing_new).all()
