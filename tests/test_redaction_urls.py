@@ -61,6 +61,11 @@ def test_keys_in_the_query_are_hidden_and_everything_else_is_kept() -> None:
         ("http://h/?auth=abc&author=me", "http://h/?auth=***&author=me"),
         ("http://h/search?q=password", "http://h/search?q=password"),  # a value, not a name
         ("http://u:p@h/", "http://u:***@h/"),  # no query at all
+        # A stray separator does not disguise a key's name.
+        ("http://h/?_key=abc&q=x", "http://h/?_key=***&q=x"),
+        ("http://h/?sig_=abc", "http://h/?sig_=***"),
+        ("http://h/?-code=abc", "http://h/?-code=***"),
+        ("http://h/?key-=abc", "http://h/?key-=***"),
     ],
 )
 def test_each_secret_query_name_is_hidden(url: str, hidden: str) -> None:
@@ -72,3 +77,8 @@ def test_the_secrets_of_a_url_option_are_its_password_and_keys_decoded_too() -> 
     assert secret_values(options) == sorted(
         {"p%40ss", "p@ss", "a+b", "a b"}, key=lambda text: (-len(text), text)
     )
+
+
+def test_a_placeholder_in_the_query_is_no_secret() -> None:
+    # "{key}" is filled in later from elsewhere: it is no value to scrub from any text.
+    assert secret_values({"url": "https://h/?key={key}&sig={sig}&code=c0de"}) == ["c0de"]
