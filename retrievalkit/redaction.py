@@ -109,10 +109,11 @@ def _is_secret_query_name(name: str) -> bool:
 
 
 def _query_secrets(url: str) -> list[str]:
-    """Values of the secret-named query parameters of ``url`` (placeholders excluded)."""
+    """Values of the secret-named query parameters of ``url`` (placeholders excluded),
+    after the ``#`` too: `redact_url` hides those, so text must be scrubbed of them."""
     return [
         match["value"]
-        for match in _QUERY_PARAMETER.finditer(url.partition("#")[0])
+        for match in _QUERY_PARAMETER.finditer(url)
         if _is_secret_query_name(match["name"])
         and match["value"]
         and not match["value"].startswith("{")

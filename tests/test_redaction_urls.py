@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from retrievalkit.redaction import redact_url, secret_values, split_url_password
+from retrievalkit.redaction import (
+    redact_options,
+    redact_url,
+    scrub,
+    secret_values,
+    split_url_password,
+)
 
 
 @pytest.mark.parametrize(
@@ -82,3 +88,15 @@ def test_the_secrets_of_a_url_option_are_its_password_and_keys_decoded_too() -> 
 def test_a_placeholder_in_the_query_is_no_secret() -> None:
     # "{key}" is filled in later from elsewhere: it is no value to scrub from any text.
     assert secret_values({"url": "https://h/?key={key}&sig={sig}&code=c0de"}) == ["c0de"]
+
+
+def test_a_key_after_the_fragment_mark_is_a_secret_as_it_is_hidden() -> None:
+    # redact_url hides it in the options kept; error text and logs must lose it too.
+    options = {"url": "https://h/x?page=2#state?key=fragment-key&sig=s1g"}
+    assert redact_options(options) == {"url": "https://h/x?page=2#state?key=***&sig=***"}
+    assert secret_values(options) == ["fragment-key", "s1g"]
+    error = "GET https://h/x?page=2#state?key=fragment-key&sig=s1g failed"
+    assert (
+        scrub(error, secret_values(options))
+        == "GET https://h/x?page=2#state?key=***&sig=*** failed"
+    )
