@@ -55,9 +55,10 @@ _URL_PASSWORD_ANYWHERE = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:'\"]*:)[^\s'\"]+@"
 )
 #: Query-string parameters whose values are keys: secret option names, and the short
-#: names services use (``key``, ``sig``, Azure Functions' ``code``).
+#: names services use (``key``, ``sig``, Azure Functions' ``code``). A parameter may
+#: also follow the ``#``: OAuth's implicit flow returns ``#access_token=...``.
 _SECRET_QUERY_NAMES = frozenset({"key", "apikey", "sig", "signature", "code", "auth", "accesskey"})
-_QUERY_PARAMETER = re.compile(r"(?P<head>[?&;](?P<name>[^=&;#?\s]+)=)(?P<value>[^&;#\s]*)")
+_QUERY_PARAMETER = re.compile(r"(?P<head>[?&;#](?P<name>[^=&;#?\s]+)=)(?P<value>[^&;#\s]*)")
 #: Every secret value this process has read from a configuration, for the last line of
 #: defence: log records, warnings, output streams and the final error message are
 #: scrubbed of them too.
@@ -125,7 +126,7 @@ def redact_url(url: str) -> str:
     parts = split_url_password(url)
     if parts is not None:
         url = f"{parts[0]}{REDACTED}{parts[2]}"
-    if "?" not in url:
+    if "?" not in url and "#" not in url:
         return url
 
     def hide(match: re.Match[str]) -> str:

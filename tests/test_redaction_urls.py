@@ -100,3 +100,13 @@ def test_a_key_after_the_fragment_mark_is_a_secret_as_it_is_hidden() -> None:
         scrub(error, secret_values(options))
         == "GET https://h/x?page=2#state?key=***&sig=*** failed"
     )
+
+
+def test_a_token_right_after_the_fragment_mark_is_hidden_and_scrubbed() -> None:
+    # OAuth's implicit flow returns its token as the fragment's first parameter;
+    # token_type holds the word "token", so it goes too: too much, never too little.
+    url = "https://app/cb#access_token=tok3n-value&token_type=bearer&state=xyz"
+    hidden = "https://app/cb#access_token=***&token_type=***&state=xyz"
+    assert redact_url(url) == hidden
+    assert secret_values({"url": url}) == ["tok3n-value", "bearer"]
+    assert scrub(f"GET {url} failed", secret_values({"url": url})) == f"GET {hidden} failed"
