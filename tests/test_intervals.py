@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -314,3 +316,46 @@ def test_a_slice_of_one_repeated_value_is_constant_within_a_varied_run() -> None
         assert other.method == intervals.BCA and other.low is not None and other.high is not None
         assert np.nanmin(values[~first, metric]) <= other.low < other.high
         assert other.high <= np.nanmax(values[~first, metric])
+
+
+def test_without_resamples_a_continuous_mean_has_no_interval_and_a_rate_keeps_its_own() -> None:
+    values = _values(5, 200)
+    groups = np.vstack([np.ones(200, dtype=bool), np.arange(200) < 80])
+    rows = bootstrap_means(values, groups, resamples=0)
+    for row, mask in zip(rows, groups, strict=True):
+        assert len(row) == 3
+        hits = int(values[mask, 0].sum())
+        exact = stats.binomtest(hits, int(mask.sum())).proportion_ci(0.95, method="exact")
+        assert row[0].method == intervals.CLOPPER_PEARSON
+        assert (row[0].low, row[0].high) == pytest.approx((exact.low, exact.high), rel=1e-9)
+        for column in (1, 2):
+            estimate = row[column]
+            assert estimate.mean == pytest.approx(values[mask, column].mean(), abs=1e-15)
+            assert (estimate.low, estimate.high, estimate.method) == (None, None, None)
+            assert estimate.n == int(mask.sum())
+
+
+def test_intervals_follow_the_confidence_level_asked_for() -> None:
+    rng = np.random.default_rng(21)
+    size = 50
+    rows = np.vstack([(rng.random(size) < 0.4).astype(float), rng.beta(2.0, 5.0, size)])
+    low, high, _ = intervals.sample_intervals(rows, resamples=2000, seed=4, confidence=0.8)
+    hits = int(rows[0].sum())
+    exact = stats.binomtest(hits, size).proportion_ci(0.8, method="exact")
+    assert (low[0], high[0]) == pytest.approx((exact.low, exact.high), rel=1e-9)
+    counts = intervals._draw_counts(size, 2000, 4, 0, None).astype(np.float64)
+    expected = _bca_by_definition(rows[1], np.ones(size, dtype=bool), counts, 0.8)
+    assert (low[1], high[1]) == pytest.approx(expected, abs=1e-9)
+    estimate = bootstrap_means(rows[0][:, None], np.ones((1, size), dtype=bool), confidence=0.8)
+    assert (estimate[0][0].low, estimate[0][0].high) == pytest.approx(
+        (exact.low, exact.high), rel=1e-9
+    )
+
+
+def test_the_acceleration_of_values_without_spread_is_zero_and_silent() -> None:
+    # sum((x - m)^3) / (6 * sum((x - m)^2)^1.5): 6 / (6 * 1) = 1; no spread at all is 0/0,
+    # which means no skew to correct for, not NaN (and no warning).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = intervals.mean_acceleration(np.array([6.0, 0.0, -2.0]), np.array([1.0, 0.0, 4.0]))
+    assert result.tolist() == pytest.approx([1.0, 0.0, -2.0 / 48.0])
