@@ -359,3 +359,26 @@ def test_the_acceleration_of_values_without_spread_is_zero_and_silent() -> None:
         warnings.simplefilter("error")
         result = intervals.mean_acceleration(np.array([6.0, 0.0, -2.0]), np.array([1.0, 0.0, 4.0]))
     assert result.tolist() == pytest.approx([1.0, 0.0, -2.0 / 48.0])
+
+
+def test_resamples_drawn_in_two_batches_all_count() -> None:
+    # Enough questions that the resamples are drawn in two batches (each seeded with its
+    # number): the bounds are BCa written out on both batches' resamples together.
+    rng = np.random.default_rng(34)
+    count, resamples, seed = 600, 2000, 17
+    values = rng.beta(2.0, 5.0, count)
+    batch = max(intervals._MIN_BATCH_ROWS, intervals._BATCH_CELLS // count)
+    assert batch < resamples <= 2 * batch
+    counts = np.vstack(
+        [
+            intervals._draw_counts(count, batch, seed, 0, None),
+            intervals._draw_counts(count, resamples - batch, seed, 1, None),
+        ]
+    ).astype(np.float64)
+    everyone = np.ones(count, dtype=bool)
+    (estimate,) = bootstrap_means(
+        values[:, None], everyone[None, :], resamples=resamples, seed=seed
+    )[0]
+    low, high = _bca_by_definition(values, everyone, counts, 0.95)
+    assert estimate.method == intervals.BCA
+    assert (estimate.low, estimate.high) == pytest.approx((low, high), abs=1e-6)
