@@ -382,3 +382,23 @@ def test_resamples_drawn_in_two_batches_all_count() -> None:
     low, high = _bca_by_definition(values, everyone, counts, 0.95)
     assert estimate.method == intervals.BCA
     assert (estimate.low, estimate.high) == pytest.approx((low, high), abs=1e-6)
+
+
+def test_a_metric_undefined_on_a_whole_slice_keeps_its_interval_in_the_run() -> None:
+    # The first 20 questions (a slice of their own) have no value of the first metric:
+    # the run's interval of it comes from the other questions alone, BCa as written out.
+    rng = np.random.default_rng(40)
+    count, resamples, seed = 45, 3000, 17
+    partial = rng.beta(2.0, 5.0, count)
+    partial[:20] = np.nan
+    values = np.column_stack([partial, rng.beta(2.0, 5.0, count)])
+    first = np.arange(count) < 20
+    groups = np.array([np.ones(count, dtype=bool), first])
+    estimates = bootstrap_means(values, groups, resamples=resamples, seed=seed)
+    counts = intervals._draw_counts(count, resamples, seed, 0, None).astype(np.float64)
+    assert estimates[1][0] == Estimate(None, None, None, 0)
+    for group, metric in ((0, 0), (0, 1), (1, 1)):
+        low, high = _bca_by_definition(values[:, metric], groups[group], counts, 0.95)
+        estimate = estimates[group][metric]
+        assert estimate.method == intervals.BCA
+        assert (estimate.low, estimate.high) == pytest.approx((low, high), abs=1e-6)
