@@ -402,3 +402,18 @@ def test_a_metric_undefined_on_a_whole_slice_keeps_its_interval_in_the_run() -> 
         estimate = estimates[group][metric]
         assert estimate.method == intervals.BCA
         assert (estimate.low, estimate.high) == pytest.approx((low, high), abs=1e-6)
+
+
+def test_every_question_can_be_drawn_including_the_first() -> None:
+    # One outlier among 20 equal values, first in line: it is drawn k ~ Binomial(20, 1/20)
+    # times, so the upper bound is near 0.2 + 3 * 0.3 / 20 = 0.245, far above the mean.
+    row = np.full((1, 20), 0.2)
+    row[0, 0] = 0.5
+    counts = intervals._draw_counts(20, 2000, 5, 0, None)
+    assert counts.sum(axis=1).tolist() == [20.0] * 2000
+    assert counts.min(axis=0).tolist() == [0.0] * 20
+    assert 1900 < counts[:, 0].sum() < 2100
+    low, high, methods = intervals.sample_intervals(row, resamples=2000, seed=5)
+    assert methods[0] == intervals.BCA
+    assert low[0] == pytest.approx(0.2)
+    assert high[0] > 0.23
