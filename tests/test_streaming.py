@@ -4,6 +4,7 @@ very values, outcomes and warnings that judging and scoring the whole run at onc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -88,12 +89,54 @@ def test_judging_codes_gives_the_matrices_of_judging_ids(seed: int) -> None:
         errored=errored,
     )
     found = judge_codes(*codes_of(questions, retrievals), 10, np.array(errored))
-    for field in ("grades", "ideal", "relevant_total", "returned_any", "errored"):
-        assert np.array_equal(getattr(found, field), getattr(expected, field)), field
+    _same_judgments(found, expected)
     # The case holds what it is meant to: repeats, rankings past the depth, grade 0, errors.
     assert any(len(set(r.ranking)) < len(r.ranking) for r in retrievals)
     assert any(len(r.ranking) > 10 for r in retrievals)
     assert (expected.grades == 0).any() and any(errored)
+
+
+def _same_judgments(found: Any, expected: Any) -> None:
+    for field in ("grades", "ideal", "relevant_total", "returned_any", "errored"):
+        value, wanted = getattr(found, field), getattr(expected, field)
+        assert value.dtype == wanted.dtype and value.shape == wanted.shape, field
+        assert np.array_equal(value, wanted), field
+
+
+@pytest.mark.parametrize(
+    ("labelled", "ranked"),
+    [(False, True), (True, False), (False, False)],
+    ids=["nothing-labelled", "nothing-returned", "neither"],
+)
+def test_judging_codes_when_no_question_has_labels_or_no_ranking_has_ids(
+    labelled: bool, ranked: bool
+) -> None:
+    # A set of no-answer questions only (every label list empty), a retriever that
+    # returned nothing at all, or both: the code path without any key to look up.
+    questions = [
+        GoldenQuestion(
+            id=f"q{i}", question=f"question {i}", expected=(f"d{i}",) if labelled else ()
+        )
+        for i in range(4)
+    ]
+    retrievals = [
+        Retrieval((f"d{i}", "x", f"d{i}") if ranked else (), 1.0, returned=3 if ranked else 0)
+        for i in range(4)
+    ]
+    errored = [False, False, True, False]
+    expected = judge_rankings(
+        [retrieval.ranking for retrieval in retrievals],
+        [question.judgments() for question in questions],
+        5,
+        errored=errored,
+    )
+    found = judge_codes(*codes_of(questions, retrievals), 5, np.array(errored))
+    _same_judgments(found, expected)
+    # By hand: a question whose first ranked document is labelled has grade 1 there
+    # (-1: ranked but unjudged; -2: nothing ranked there)
+    assert found.grades[0, 0] == (1 if labelled and ranked else (-1 if ranked else -2))
+    assert found.returned_any.tolist() == [ranked, ranked, False, ranked]
+    assert found.relevant_total.tolist() == [float(labelled)] * 4
 
 
 def test_scores_in_batches_equal_the_whole_run_judged_at_once() -> None:
