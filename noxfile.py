@@ -440,7 +440,9 @@ def bench(session: nox.Session) -> None:
 def mutants(session: nox.Session) -> None:
     """Mutation testing (mutmut), module by module against its own tests, under nice.
 
-    Not a default session: it takes about 20 minutes. ``nox -s mutants -- metrics`` runs
+    Not a default session: a first run of every module takes over an hour on two cores;
+    later runs keep .mutants/ and test only the functions that changed, then the last
+    survivors again (``-- --fresh`` for everything). ``nox -s mutants -- metrics`` runs
     one module; the report lists killed / survived / equivalent per module, and every
     survivor not triaged in tests/mutants-triage.toml, with its change.
     """
