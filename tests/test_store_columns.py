@@ -16,15 +16,14 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 import pytest
+from immutable_files import immutable
 
 from retrievalkit.baselines import RunBrief, baseline_status, choose_baseline
 from retrievalkit.cli import main
@@ -399,20 +398,6 @@ def test_an_old_sqlite_store_held_by_another_writer_is_busy_and_left_unchanged(
         holder.execute("ROLLBACK")
         holder.close()
     assert snapshot(path) == before
-
-
-@contextmanager
-def immutable(*paths: Path) -> Iterator[None]:
-    """Files and folders even root cannot change (``chattr +i``), undone afterwards."""
-    done: list[Path] = []
-    try:
-        for path in paths:
-            subprocess.run(["chattr", "+i", str(path)], check=True, capture_output=True)
-            done.append(path)
-        yield
-    finally:
-        for path in reversed(done):
-            subprocess.run(["chattr", "-i", str(path)], check=True, capture_output=True)
 
 
 @pytest.mark.parametrize("folder_too", [False, True], ids=["file", "file-and-folder"])
