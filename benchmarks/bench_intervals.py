@@ -3,12 +3,14 @@
 The per-question values of 10 metrics come from the seeded synthetic run (10,000
 questions, depth 100), and 6 slices from seeded labels (3 forms, 3 hard classes).
 retrievalkit computes 95 % intervals for all 10 metrics overall and in every slice
-(70 intervals): Clopper-Pearson for the 0/1 metrics, BCa with 10,000 resamples (one
-shared set of resamples) for the others. scipy does the 10 overall intervals, one call
-per metric: ``binomtest(...).proportion_ci(method="exact")`` for the 0/1 metrics and
+(70 intervals): Clopper-Pearson for the 0/1 metrics; for the others, in the 10,000
+questions overall, the ABC interval (the analytic limit of BCa, which a run this large
+gets), and in the slices BCa from 10,000 shared resamples of the whole run. scipy does
+the 10 overall intervals, one call per metric:
+``binomtest(...).proportion_ci(method="exact")`` for the 0/1 metrics and
 ``scipy.stats.bootstrap(method="BCa")`` for the others. Each is timed in a fresh process
-(first call, and retrievalkit's second call);
-the overall intervals must agree within Monte Carlo error before times are compared.
+(first call, and retrievalkit's second call); the overall intervals must agree within
+Monte Carlo error before times are compared.
 
     python benchmarks/bench_intervals.py [--repeats 3]
 """
@@ -157,7 +159,8 @@ def main() -> int:
 
     print(
         f"## Intervals: {len(METRICS)} metrics x {QUESTIONS:,} questions x {RESAMPLES:,} "
-        f"resamples, {CONFIDENCE:.0%} (exact binomial for 0/1 metrics, BCa for the others)"
+        f"resamples, {CONFIDENCE:.0%} (exact binomial for 0/1 metrics; for the others ABC "
+        "overall, BCa in the slices)"
     )
     print(f"best of {args.repeats} fresh processes (scipy: {args.scipy_repeats})\n")
     reference = scipy_run["cold"]

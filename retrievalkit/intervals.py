@@ -23,6 +23,13 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from retrievalkit.large_intervals import (
+    LARGE_SAMPLE,
+    abc_bounds,
+    cell_resampled_means,
+    centred_sums,
+)
+
 FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_RESAMPLES = 2000
@@ -59,7 +66,10 @@ CONSTANT = "constant"
 this size could hide, at the confidence level (see `constant_bounds`)."""
 PERCENTILE = "percentile"
 """Records written before intervals were chosen by kind carry percentile bootstrap intervals."""
-INTERVAL_METHODS = (CLOPPER_PEARSON, BCA, CONSTANT, PERCENTILE)
+ABC = "abc"
+"""Bounded continuous values in a cell of at least `LARGE_SAMPLE` questions: the analytic
+limit of BCa (ABC, DiCiccio & Efron 1992), with no resampling (see `large_intervals`)."""
+INTERVAL_METHODS = (CLOPPER_PEARSON, BCA, ABC, CONSTANT, PERCENTILE)
 
 
 @attrs.frozen
@@ -245,7 +255,19 @@ def bootstrap_means(
     low = np.full_like(means, np.nan)
     high = np.full_like(means, np.nan)
     bootstrapped = (kinds == BCA) & (sizes > 0)
-    if count and resamples > 0 and bootstrapped.any():
+    if count >= LARGE_SAMPLE and resamples > 0:
+        _large_run_bounds(
+            filled,
+            defined,
+            groups,
+            bootstrapped,
+            kinds,
+            (means, sizes, low, high),
+            resamples,
+            confidence,
+            seed,
+        )
+    elif count and resamples > 0 and bootstrapped.any():
         # Only metrics that need the bootstrap in some group are resampled (hit@k never).
         wanted = np.flatnonzero(bootstrapped.reshape(group_count, metrics).any(axis=0))
         samples = _resampled_means(filled[:, wanted], defined[:, wanted], groups, resamples, seed)
@@ -260,6 +282,9 @@ def bootstrap_means(
     low[flat], high[flat] = constant_bounds(means[flat], sizes[flat], confidence, value_range)
     # A bootstrap that could not run (no resamples asked for) has no interval to give.
     kinds[bootstrapped & np.isnan(low)] = None
+    # An analytic (ABC) bound is clamped as a bootstrap bound is: its resampled means
+    # could not leave [min, max] either.
+    clamp = np.where(kinds == ABC, BCA, kinds)
     estimates: list[list[Estimate]] = []
     for group in range(group_count):
         row_estimates = []
@@ -278,14 +303,90 @@ def bootstrap_means(
                     # A resampled mean cannot leave [min, max] of the values; float32
                     # sums can stray by an ulp (a "-0.000" bound), so clamp to the
                     # values' range for the bootstrap, and to the mean's side always.
-                    _bound(low[cell], means[cell], lowest[cell], kinds[cell], value_range, True),
-                    _bound(high[cell], means[cell], highest[cell], kinds[cell], value_range, False),
+                    _bound(low[cell], means[cell], lowest[cell], clamp[cell], value_range, True),
+                    _bound(high[cell], means[cell], highest[cell], clamp[cell], value_range, False),
                     size,
                     str(kinds[cell]),
                 )
             )
         estimates.append(row_estimates)
     return estimates
+
+
+def _large_run_bounds(
+    filled: FloatArray,
+    defined: npt.NDArray[np.bool_],
+    groups: npt.NDArray[np.bool_],
+    bootstrapped: npt.NDArray[np.bool_],
+    kinds: npt.NDArray[np.object_],
+    cells: tuple[FloatArray, FloatArray, FloatArray, FloatArray],
+    resamples: int,
+    confidence: float,
+    seed: int,
+) -> None:
+    """Bounds for the bootstrapped cells of a run of `LARGE_SAMPLE` questions or more.
+
+    A cell with that many values gets the ABC bounds (its kind becomes ABC); a smaller
+    one is resampled on its own members (`large_intervals.cell_resampled_means`), one
+    draw shared by the metrics defined on the same questions of the same group, unless
+    the small cells' members outnumber the run's questions: then the run is resampled
+    whole for them, as a smaller run is. Either way each cell's resampled mean has the
+    same distribution. Fills ``low`` and ``high`` of ``cells`` (means, sizes, low,
+    high) in place.
+    """
+    means, sizes, low, high = cells
+    count, metrics = filled.shape
+    analytic = bootstrapped & (sizes >= LARGE_SAMPLE)
+    if analytic.any():
+        kinds[analytic] = ABC
+        squares, cubes = centred_sums(filled, defined, groups)
+        chosen = np.flatnonzero(analytic)
+        low[chosen], high[chosen] = abc_bounds(
+            means[chosen],
+            sizes[chosen],
+            squares.ravel()[chosen],
+            cubes.ravel()[chosen],
+            confidence,
+        )
+    small = np.flatnonzero(bootstrapped & ~analytic)
+    if small.size == 0:
+        return
+    # Metrics defined on the same questions of the same group share their members.
+    keys = [defined[:, metric].tobytes() for metric in range(metrics)]
+    pattern_of = [keys.index(key) for key in keys]
+    shared: dict[tuple[int, int], list[int]] = {}
+    for cell in small.tolist():
+        group, metric = divmod(cell, metrics)
+        shared.setdefault((group, pattern_of[metric]), []).append(cell)
+    member_sets = {key: np.flatnonzero(groups[key[0]] & defined[:, key[1]]) for key in shared}
+    accelerations = {}
+    for key, members_cells in shared.items():
+        chosen_values = filled[np.ix_(member_sets[key], [cell % metrics for cell in members_cells])]
+        deviation = chosen_values - means[members_cells]
+        squared = deviation * deviation
+        accelerations[key] = mean_acceleration(
+            (squared * deviation).sum(axis=0), squared.sum(axis=0)
+        )
+    if sum(len(members) for members in member_sets.values()) >= count:
+        # The small cells cover the run more than once: resampling the run whole, shared
+        # by all of them, costs less than resampling each on its own.
+        wanted = sorted({cell % metrics for cell in small.tolist()})
+        samples = _resampled_means(filled[:, wanted], defined[:, wanted], groups, resamples, seed)
+        for key, members_cells in shared.items():
+            columns = [
+                (cell // metrics) * len(wanted) + wanted.index(cell % metrics)
+                for cell in members_cells
+            ]
+            low[members_cells], high[members_cells] = bca_bounds(
+                samples[:, columns], means[members_cells], accelerations[key], confidence
+            )
+        return
+    for stream, (key, members_cells) in enumerate(shared.items()):
+        chosen_values = filled[np.ix_(member_sets[key], [cell % metrics for cell in members_cells])]
+        samples = cell_resampled_means(chosen_values, count, resamples, seed, stream)
+        low[members_cells], high[members_cells] = bca_bounds(
+            samples, means[members_cells], accelerations[key], confidence
+        )
 
 
 def _bound(
@@ -349,7 +450,22 @@ def sample_intervals(
     same = kinds == CONSTANT
     low[same], high[same] = constant_bounds(means[same], size, confidence, value_range)
     boot = np.flatnonzero(kinds == BCA)
-    if boot.size:
+    if boot.size and size >= LARGE_SAMPLE:
+        # As in a run: samples this large get the analytic limit of BCa.
+        kinds[boot] = ABC
+        chosen = samples[boot]
+        deviation = chosen - means[boot, None]
+        squared = deviation * deviation
+        abc_low, abc_high = abc_bounds(
+            means[boot],
+            np.full(boot.size, float(size)),
+            squared.sum(axis=1),
+            (squared * deviation).sum(axis=1),
+            confidence,
+        )
+        low[boot] = np.clip(np.minimum(abc_low, means[boot]), chosen.min(axis=1), None)
+        high[boot] = np.clip(np.maximum(abc_high, means[boot]), None, chosen.max(axis=1))
+    elif boot.size:
         chosen = samples[boot]
         counts = _draw_counts(size, resamples, seed, 0, None).astype(np.float64)
         resampled = counts @ chosen.T / size

@@ -149,8 +149,9 @@ def _exact_p_value(sizes: FloatArray, observed: float, limit: int) -> float | No
     # Without merging the support has prod(count + 1) points. Merging equal sums only
     # pays when the sizes are few (0/1 metrics, reciprocal ranks); with many distinct
     # sizes the sums are nearly all distinct, and the attempt would be wasted work.
-    points = float(np.prod(counts.astype(np.float64) + 1.0))
-    if points > limit and distinct.size > _MERGING_SIZES:
+    # (summed as logarithms: the product overflows a float past ~1,000 distinct sizes)
+    points = float(np.log(counts.astype(np.float64) + 1.0).sum())
+    if points > math.log(limit) and distinct.size > _MERGING_SIZES:
         return None
     # Largest groups first: their binomials merge most, keeping the support small.
     order = np.argsort(-counts, kind="stable")

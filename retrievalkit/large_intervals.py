@@ -1,0 +1,128 @@
+"""Intervals for runs too large to resample whole: the analytic BCa limit and per-cell resampling.
+
+Resampling a run of n questions 2,000 times draws 2,000 x n indices: 3.6 s at 100,000
+questions and ten times that at a million, for intervals whose Monte Carlo noise is
+then the largest error left. Two things replace it in a run of `LARGE_SAMPLE`
+questions or more:
+
+- A cell (slice x metric) with at least `LARGE_SAMPLE` defined values gets the ABC
+  interval (DiCiccio & Efron 1992, "More accurate confidence intervals in exponential
+  families"; Efron & Tibshirani 1993, ch. 22.6): the BCa interval with the bootstrap
+  distribution replaced by its analytic expansion, so no resample is drawn. For a mean
+  (a linear statistic: no bias term, no curvature) it is, with t_i = x_i - mean,
+
+      sigma = sqrt(sum t^2) / n,  a = sum t^3 / (6 (sum t^2)^1.5),  z0 = a,
+      bound(alpha) = mean + sigma * w / (1 - a w)^2,   w = z0 + z_alpha,
+
+  which agrees with BCa to second order. At 10,000 values the two differ by far less
+  than the Monte Carlo error of 2,000 resamples (about 0.06 standard errors on each
+  bound): `tests/test_large_intervals.py` measures both.
+- A smaller cell of such a run (a slice of a few hundred questions) is still
+  bootstrapped, but on its own members: under resampling of the whole run, the number
+  of draws landing in the cell is Binomial(n, cell / n) and each lands uniformly on a
+  member, so drawing exactly that reproduces the cell's resampled mean in distribution
+  at a cost that grows with the cell, not with the run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+#: From this many defined values, a cell's interval is analytic (ABC) and a run is not
+#: resampled whole.
+LARGE_SAMPLE = 10_000
+#: Questions per pass when summing powers of values (bounds the temporaries).
+_CHUNK_ROWS = 1 << 16
+#: Draws per batch of per-cell resamples (bounds the index arrays).
+_BATCH_DRAWS = 1 << 22
+#: Marks the per-cell streams apart from the whole-run batches of intervals._draw_counts.
+_CELL_STREAM = 0x5EED
+
+
+def abc_bounds(
+    means: FloatArray,
+    sizes: FloatArray,
+    squares: FloatArray,
+    cubes: FloatArray,
+    confidence: float,
+) -> tuple[FloatArray, FloatArray]:
+    """ABC bounds of means from their values' centred sums of squares and cubes."""
+    from scipy.special import ndtri
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sigma = np.sqrt(squares) / sizes
+        acceleration = np.where(squares > 0, cubes / (6.0 * squares**1.5), 0.0)
+        bounds = []
+        for tail in ((1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0):
+            w = acceleration + ndtri(tail)
+            bounds.append(means + sigma * w / (1.0 - acceleration * w) ** 2)
+    return bounds[0], bounds[1]
+
+
+def centred_sums(
+    filled: FloatArray,
+    defined: npt.NDArray[np.bool_],
+    groups: npt.NDArray[np.bool_],
+) -> tuple[FloatArray, FloatArray]:
+    """(groups x metrics) sums of squared and of cubed deviations from each cell's mean.
+
+    Power sums of the values, shifted by each metric's overall mean, are accumulated a
+    chunk of questions at a time with one product per power, then centred per cell:
+    memory stays at a chunk's temporaries, not questions x metrics x groups.
+    """
+    count, metrics = filled.shape
+    shift = np.zeros(metrics)
+    total = defined.sum(axis=0)
+    np.divide(filled.sum(axis=0), total, out=shift, where=total > 0)
+    sums = [np.zeros((len(groups), metrics)) for _ in range(4)]
+    for start in range(0, count, _CHUNK_ROWS):
+        rows = slice(start, start + _CHUNK_ROWS)
+        taken = defined[rows]
+        weight = groups[:, rows].astype(np.float64)
+        shifted = np.where(taken, filled[rows] - shift, 0.0)
+        power = taken.astype(np.float64)
+        for order in range(4):
+            sums[order] += weight @ power
+            if order < 3:
+                power = power * shifted
+    size, first, second, third = sums
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centre = np.where(size > 0, first / size, 0.0)
+    squares = np.maximum(second - centre * first, 0.0)
+    cubes = third - 3.0 * centre * second + 2.0 * centre**2 * first
+    return squares, cubes
+
+
+def cell_resampled_means(
+    values: FloatArray, count: int, resamples: int, seed: int, stream: int
+) -> FloatArray:
+    """(resamples, metrics) resampled means of one cell's members (NaN: no draw landed).
+
+    ``values`` holds the members' values (all defined), ``count`` the questions of the
+    whole run: each resample takes Binomial(count, members / count) draws from the
+    members, as resampling the whole run would.
+    """
+    members, metrics = values.shape
+    generator = np.random.default_rng((seed, _CELL_STREAM, stream))
+    drawn = generator.binomial(count, members / count, size=resamples)
+    totals = np.zeros((resamples, metrics))
+    ends = np.cumsum(drawn)
+    first = 0
+    while first < resamples:
+        # Whole resamples per batch: at least one, about _BATCH_DRAWS draws in all.
+        before = int(ends[first - 1]) if first else 0
+        last = int(np.searchsorted(ends, before + _BATCH_DRAWS, side="right"))
+        last = min(max(last, first + 1), resamples)
+        sizes = drawn[first:last]
+        rows = last - first
+        picks = generator.integers(0, members, size=int(sizes.sum()))
+        cells = np.repeat(np.arange(rows) * members, sizes) + picks
+        counts = np.bincount(cells, minlength=rows * members).reshape(rows, members)
+        totals[first:last] = counts.astype(np.float64) @ values
+        first = last
+    means = np.full_like(totals, np.nan)
+    np.divide(totals, drawn[:, None], out=means, where=drawn[:, None] > 0)
+    return means

@@ -1,0 +1,219 @@
+"""Intervals of large runs: the analytic ABC limit of BCa, and small cells resampled alone.
+
+The claims of `retrievalkit.large_intervals` are measured here, on real per-query
+BM25 values (SciFact), by simulations that could fail: ABC agrees with BCa run with
+many resamples far within the Monte Carlo error of the default 2,000; it covers the
+true mean at the nominal rate; a small slice of a large run, resampled on its own
+members, gets the interval the whole-run resampling gives it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+import retrievalkit.intervals as intervals
+from retrievalkit.intervals import (
+    ABC,
+    BCA,
+    CLOPPER_PEARSON,
+    bootstrap_means,
+    sample_intervals,
+)
+from retrievalkit.large_intervals import LARGE_SAMPLE, cell_resampled_means, centred_sums
+from retrievalkit.paired import paired_test
+
+
+@pytest.fixture(scope="module")
+def scifact_values(data_dir: Path) -> dict[str, npt.NDArray[np.float64]]:
+    """Real per-query values of BM25 on SciFact's 300 test queries (skewed, mass at 0 and 1)."""
+    from retrievalkit.golden_files import load_beir
+    from retrievalkit.metrics import compute_metrics, judge_rankings
+    from retrievalkit.retrievers.bm25 import BM25Retriever
+
+    golden = load_beir(data_dir / "scifact")
+    retriever = BM25Retriever(data_dir / "scifact" / "corpus.jsonl")
+    rankings = [retriever.retrieve(question.question, 10) for question in golden.questions]
+    judged = judge_rankings(rankings, [q.judgments() for q in golden.questions], depth=10)
+    table = compute_metrics(judged, (10,))
+    return {name: table[name][~np.isnan(table[name])] for name in ("rr", "ndcg@10", "ap@10")}
+
+
+def whole_run_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every run resample whole, as runs below LARGE_SAMPLE questions do."""
+    monkeypatch.setattr(intervals, "LARGE_SAMPLE", 10**12)
+
+
+@pytest.mark.parametrize("metric", ["rr", "ndcg@10", "ap@10"])
+def test_abc_bounds_agree_with_bca_from_many_resamples(
+    scifact_values: dict[str, npt.NDArray[np.float64]],
+    metric: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(7)
+    population = scifact_values[metric]
+    values = population[rng.integers(0, len(population), LARGE_SAMPLE)][:, None]
+    groups = np.ones((1, LARGE_SAMPLE), dtype=bool)
+    analytic = bootstrap_means(values, groups)[0][0]
+    assert analytic.method == ABC
+    whole_run_path(monkeypatch)
+    resampled = bootstrap_means(values, groups, resamples=20_000)[0][0]
+    assert resampled.method == BCA
+    assert analytic.mean == resampled.mean
+    error = float(values.std()) / np.sqrt(LARGE_SAMPLE)
+    # 20,000 resamples leave about 0.02 standard errors of Monte Carlo noise on a bound,
+    # the default 2,000 about 0.06: ABC must sit well inside the latter.
+    assert analytic.low is not None and resampled.low is not None
+    assert analytic.high is not None and resampled.high is not None
+    assert abs(analytic.low - resampled.low) < 0.05 * error
+    assert abs(analytic.high - resampled.high) < 0.05 * error
+
+
+def abc_coverage(
+    population: npt.NDArray[np.float64], samples: int, confidence: float, seed: int
+) -> float:
+    rng = np.random.default_rng(seed)
+    truth = float(population.mean())
+    covered = 0
+    for _ in range(samples // 250):
+        drawn = population[rng.integers(0, len(population), (250, LARGE_SAMPLE))]
+        low, high, methods = sample_intervals(drawn, confidence=confidence)
+        assert set(methods.tolist()) == {ABC}
+        covered += int(np.sum((low <= truth) & (truth <= high)))
+    return covered / samples
+
+
+@pytest.mark.parametrize("metric", ["rr", "ndcg@10", "ap@10"])
+def test_abc_covers_the_true_mean_at_the_nominal_rate(
+    scifact_values: dict[str, npt.NDArray[np.float64]], metric: str
+) -> None:
+    # 4,000 samples of 10,000 questions: a standard error of 0.0034 near 95 %; three of
+    # them either side, so a 92.5 % interval falls out of the window.
+    population = scifact_values[metric]
+    value = abc_coverage(population, 4000, 0.95, seed=3)
+    assert abs(value - 0.95) <= 0.0105, value
+    narrower = abc_coverage(population, 4000, 0.925, seed=3)
+    assert not abs(narrower - 0.95) <= 0.0105, narrower
+
+
+def test_cells_of_a_large_run_choose_their_method_by_size() -> None:
+    rng = np.random.default_rng(11)
+    count = LARGE_SAMPLE + 500
+    continuous = rng.beta(0.5, 2.0, count)
+    hits = (rng.random(count) < 0.4).astype(np.float64)
+    values = np.column_stack([continuous, hits])
+    small = np.zeros(count, dtype=bool)
+    small[rng.choice(count, 300, replace=False)] = True
+    groups = np.array([np.ones(count, dtype=bool), small, ~small])
+    (whole, small_slice, rest) = bootstrap_means(values, groups)
+    assert [estimate.method for estimate in whole] == [ABC, CLOPPER_PEARSON]
+    assert [estimate.method for estimate in small_slice] == [BCA, CLOPPER_PEARSON]
+    assert [estimate.method for estimate in rest] == [ABC, CLOPPER_PEARSON]
+    for estimate in (*whole, *small_slice, *rest):
+        assert estimate.low is not None and estimate.high is not None
+        assert estimate.mean is not None
+        assert estimate.low < estimate.mean < estimate.high
+    # The same inputs give the same digits.
+    assert bootstrap_means(values, groups) == [whole, small_slice, rest]
+    # No resamples asked for: no interval for a bootstrap cell, analytic or not.
+    unresampled = bootstrap_means(values, groups, resamples=0)
+    assert [estimate.method for estimate in unresampled[0]] == [None, CLOPPER_PEARSON]
+    assert unresampled[0][0].low is None
+    assert unresampled[1][0].method is None
+
+
+def test_a_small_slice_of_a_large_run_gets_the_whole_run_resampling_interval(
+    scifact_values: dict[str, npt.NDArray[np.float64]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(5)
+    population = scifact_values["ndcg@10"]
+    count = LARGE_SAMPLE
+    values = population[rng.integers(0, len(population), count)][:, None]
+    sliced = np.zeros(count, dtype=bool)
+    sliced[:400] = True
+    groups = np.array([np.ones(count, dtype=bool), sliced])
+    alone = bootstrap_means(values, groups, resamples=8000)[1][0]
+    assert alone.method == BCA
+    whole_run_path(monkeypatch)
+    shared = bootstrap_means(values, groups, resamples=8000)[1][0]
+    assert alone.mean == shared.mean
+    # 8,000 resamples: each bound carries about 0.03 standard errors of Monte Carlo
+    # noise, so the two paths' bounds differ by about 0.04 of them; a slice resampled
+    # with a fixed size would still agree, but a wrong size or members would not.
+    error = float(values[:400].std()) / np.sqrt(400)
+    assert alone.low is not None and shared.low is not None
+    assert alone.high is not None and shared.high is not None
+    assert abs(alone.low - shared.low) < 0.2 * error
+    assert abs(alone.high - shared.high) < 0.2 * error
+
+
+def test_a_cells_resampled_size_is_binomial_as_in_the_whole_run() -> None:
+    count = 1_000_000
+    members = np.ones((2, 1))  # two members out of a million: often no draw lands
+    means = cell_resampled_means(members, count, 20_000, seed=1, stream=0)
+    landed = ~np.isnan(means[:, 0])
+    assert np.all(means[landed, 0] == 1.0)
+    # Binomial(10^6, 2e-6) is 0 with chance exp(-2) = 0.1353; 20,000 resamples give a
+    # standard error of 0.0024.
+    assert abs((~landed).mean() - np.exp(-2.0)) < 0.0075
+    # The spread of a resampled mean of 0/1 members follows the draws landing, not the
+    # members: p(1 - p) / E[K] with E[K] = members.
+    coin = np.array([[0.0], [1.0]] * 200)
+    spread = cell_resampled_means(coin, count, 20_000, seed=2, stream=0)[:, 0]
+    assert abs(spread.mean() - 0.5) < 0.002
+    assert abs(spread.var() / (0.25 / 400) - 1.0) < 0.05
+
+
+def test_centred_sums_match_a_direct_computation() -> None:
+    rng = np.random.default_rng(3)
+    count = 70_000  # more than one chunk
+    values = rng.beta(0.4, 1.5, (count, 3))
+    values[rng.random((count, 3)) < 0.2] = np.nan
+    defined = ~np.isnan(values)
+    groups = np.array([np.ones(count, dtype=bool), rng.random(count) < 0.1])
+    squares, cubes = centred_sums(np.where(defined, values, 0.0), defined, groups)
+    for group, mask in enumerate(groups):
+        for metric in range(3):
+            member = values[mask & defined[:, metric], metric]
+            deviation = member - member.mean()
+            assert squares[group, metric] == pytest.approx(np.sum(deviation**2), rel=1e-9)
+            assert cubes[group, metric] == pytest.approx(np.sum(deviation**3), rel=1e-6)
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_large_paired_comparison_gets_the_analytic_interval() -> None:
+    # (with thousands of distinct differences, and no overflow warning on the way)
+    rng = np.random.default_rng(9)
+    baseline = rng.beta(0.6, 1.2, LARGE_SAMPLE + 1)
+    candidate = np.clip(baseline + rng.normal(0.01, 0.1, baseline.size), 0.0, 1.0)
+    test = paired_test(baseline, candidate)
+    assert test.low is not None and test.high is not None
+    difference = candidate - baseline
+    error = float(difference.std()) / np.sqrt(difference.size)
+    assert test.low < float(difference.mean()) < test.high
+    assert abs((test.high - test.low) - 2 * 1.959964 * error) < 0.02 * error
+
+
+def test_small_cells_covering_a_large_run_share_the_whole_run_resamples(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(13)
+    count = LARGE_SAMPLE + 1000
+    values = rng.beta(0.5, 2.0, (count, 2))
+    labels = rng.integers(0, 40, count)  # forty slices of about 275: they cover the run
+    groups = np.array([np.ones(count, dtype=bool), *(labels == label for label in range(40))])
+    large = bootstrap_means(values, groups)
+    assert {estimate.method for estimate in large[0]} == {ABC}
+    assert {estimate.method for row in large[1:] for estimate in row} == {BCA}
+    whole_run_path(monkeypatch)
+    whole = bootstrap_means(values, groups)
+    # The same resamples as a smaller run would draw: the same bounds but for rounding
+    # in the acceleration.
+    for row, expected in zip(large[1:], whole[1:], strict=True):
+        for estimate, reference in zip(row, expected, strict=True):
+            assert estimate.mean == reference.mean
+            assert estimate.low == pytest.approx(reference.low, rel=1e-9)
+            assert estimate.high == pytest.approx(reference.high, rel=1e-9)
