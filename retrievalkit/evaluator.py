@@ -12,8 +12,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar, overload
 
 from retrievalkit.model import GoldenQuestion
 from retrievalkit.model import Retrieval as Retrieval
@@ -29,6 +29,96 @@ STREAM_BATCH = 64 * _BATCH
 
 
 ProgressCallback = Callable[[int], None]
+
+
+class Retrievals(Sequence[Retrieval]):
+    """The retrievals of consecutive questions, held by column.
+
+    What `ask_in_batches` yields: a sequence of `Retrieval` (indexing builds one), whose
+    columns a scorer reads without any per-question object. ``errors`` maps the position
+    of each question that errored, in order, to its message.
+    """
+
+    __slots__ = ("errors", "latency_ms", "rankings", "returned")
+
+    def __init__(
+        self,
+        rankings: list[tuple[str, ...]],
+        latency_ms: list[float],
+        returned: list[int],
+        errors: dict[int, str],
+    ) -> None:
+        if not len(rankings) == len(latency_ms) == len(returned):
+            raise ValueError("rankings, latency_ms and returned must have one entry a question")
+        self.rankings = rankings
+        self.latency_ms = latency_ms
+        self.returned = returned
+        self.errors = errors
+
+    @classmethod
+    def of(cls, retrievals: Iterable[Retrieval]) -> Retrievals:
+        """``retrievals`` by column (a `Retrievals` as it is)."""
+        if isinstance(retrievals, Retrievals):
+            return retrievals
+        held = list(retrievals)
+        return cls(
+            [retrieval.ranking for retrieval in held],
+            [retrieval.latency_ms for retrieval in held],
+            [retrieval.returned for retrieval in held],
+            {
+                index: retrieval.error
+                for index, retrieval in enumerate(held)
+                if retrieval.error is not None
+            },
+        )
+
+    def __len__(self) -> int:
+        return len(self.rankings)
+
+    @overload
+    def __getitem__(self, index: int) -> Retrieval: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Retrievals: ...
+
+    def __getitem__(self, index: int | slice) -> Retrieval | Retrievals:
+        if isinstance(index, slice):
+            positions = range(len(self.rankings))[index]
+            errors = self.errors
+            return Retrievals(
+                self.rankings[index],
+                self.latency_ms[index],
+                self.returned[index],
+                {
+                    offset: errors[position]
+                    for offset, position in enumerate(positions)
+                    if position in errors
+                },
+            )
+        position = range(len(self.rankings))[index]
+        return Retrieval(
+            self.rankings[position],
+            self.latency_ms[position],
+            self.errors.get(position),
+            self.returned[position],
+        )
+
+    def __iter__(self) -> Iterator[Retrieval]:
+        errors = self.errors
+        for position, (ranking, latency, returned) in enumerate(
+            zip(self.rankings, self.latency_ms, self.returned, strict=True)
+        ):
+            yield Retrieval(ranking, latency, errors.get(position), returned)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Retrievals({list(self)!r})"
 
 
 def distinct_ranking(ids: Any, limit: int, depth: int) -> tuple[str, ...]:
@@ -53,6 +143,12 @@ def distinct_ranking(ids: Any, limit: int, depth: int) -> tuple[str, ...]:
                     "ids are strings"
                 ) from None
         raise
+    if type(ids) is list or type(ids) is tuple:
+        # The first ``depth`` ids, when they are distinct, are the ranking: a set of them
+        # costs a third of collapsing every id returned.
+        ranking = tuple(ids[:depth])
+        if len(set(ranking)) == len(ranking):
+            return ranking
     return tuple(dict.fromkeys(ids))[:depth]
 
 
@@ -136,7 +232,7 @@ def ask_in_batches(
     timeout: float | None = None,
     secrets: Sequence[str] = (),
     batch: int = STREAM_BATCH,
-) -> Iterator[list[Retrieval]]:
+) -> Iterator[Retrievals]:
     """`evaluate_questions` a ``batch`` of questions at a time: the retrievals of the
     next questions of the set, in order, so that a caller can score them and let them go.
 
@@ -164,17 +260,72 @@ def ask_in_batches(
     for low in range(0, len(questions), max(1, batch)):
         texts = [question.question for question in questions[low : low + batch]]
         if batched:
-            yield _evaluate_batched(
-                retriever, texts, limit, depth, advance, timeout, describe, concurrency
+            yield Retrievals.of(
+                _evaluate_batched(
+                    retriever, texts, limit, depth, advance, timeout, describe, concurrency
+                )
             )
-        elif concurrency <= 1:
+        elif concurrency > 1:
+            yield Retrievals.of(_evaluate_concurrently(ask, texts, concurrency, advance))
+        elif timeout is not None:
             results = []
             for text in texts:
                 results.append(ask(text))
                 advance(1)
-            yield results
+            yield Retrievals.of(results)
         else:
-            yield _evaluate_concurrently(ask, texts, concurrency, advance)
+            yield _ask_one_by_one(retriever.retrieve, texts, limit, depth, progress, describe)
+
+
+def _ask_one_by_one(
+    retrieve: Callable[[str, int], Any],
+    texts: list[str],
+    limit: int,
+    depth: int,
+    progress: ProgressCallback | None,
+    describe: Callable[[BaseException], str],
+) -> Retrievals:
+    """Ask each question in turn, in this thread, with no timeout: what the ``ask`` of
+    `ask_in_batches` does question by question, written out in one loop.
+
+    The ids are checked as `distinct_ranking` checks them; a list or a tuple of strings
+    within the limit, what retrievers return, is collapsed here without a call, and
+    anything else goes through `distinct_ranking`, whose message reports it.
+    """
+    rankings: list[tuple[str, ...]] = []
+    latencies: list[float] = []
+    returned: list[int] = []
+    errors: dict[int, str] = {}
+    keep, took, counted = rankings.append, latencies.append, returned.append
+    clock, distinct, unique, join = time.perf_counter, dict.fromkeys, set, "".join
+    for position, text in enumerate(texts):
+        start = clock()
+        try:
+            ids = retrieve(text, limit)
+            kind = type(ids)
+            if (kind is list or kind is tuple) and len(ids) <= limit:
+                try:
+                    join(ids)
+                except TypeError:
+                    distinct_ranking(ids, limit, depth)
+                    raise
+                ranking = tuple(ids[:depth])  # as in distinct_ranking
+                if len(unique(ranking)) != len(ranking):
+                    ranking = tuple(distinct(ids))[:depth]
+            else:
+                ranking = distinct_ranking(ids, limit, depth)
+        except Exception as error:
+            took((clock() - start) * 1000.0)
+            keep(())
+            counted(0)
+            errors[position] = describe(error)
+        else:
+            took((clock() - start) * 1000.0)
+            keep(ranking)
+            counted(len(ids))
+        if progress is not None:
+            progress(1)
+    return Retrievals(rankings, latencies, returned, errors)
 
 
 def _evaluate_concurrently(

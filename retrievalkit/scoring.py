@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from itertools import chain
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from itertools import chain, repeat
+from itertools import count as numbering
 from typing import TYPE_CHECKING
 
 import attrs
@@ -11,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievalkit.diagnostics import short_warning
-from retrievalkit.evaluator import STREAM_BATCH
+from retrievalkit.evaluator import STREAM_BATCH, Retrievals
 from retrievalkit.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -88,38 +90,43 @@ class RunScorer:
         self.ranking_lengths = np.zeros(count, dtype=np.int64)
         self.label_lengths = np.zeros(count, dtype=np.int64)
         self.errors: dict[int, str] = {}
-        self.documents: dict[str, int] = {}
+        # Document id -> code, in the order first seen; a missing id gets the next code.
+        self.documents: dict[str, int] = defaultdict(numbering().__next__)
         self._ranking_codes: list[npt.NDArray[np.int64]] = []
         self._label_codes: list[npt.NDArray[np.int64]] = []
         self._label_grades: list[npt.NDArray[np.int64]] = []
         self.done = 0
 
-    def _codes(self, documents: list[str]) -> npt.NDArray[np.int64]:
-        vocabulary = self.documents
-        fresh = [document for document in dict.fromkeys(documents) if document not in vocabulary]
-        first = len(vocabulary)
-        vocabulary.update(zip(fresh, range(first, first + len(fresh)), strict=True))
-        return np.fromiter(map(vocabulary.__getitem__, documents), np.int64, len(documents))
+    def _codes(self, documents: Iterable[str], size: int) -> npt.NDArray[np.int64]:
+        """The codes of ``size`` document ids, in one pass: an id met for the first time
+        gets the next code (the vocabulary assigns it on the failed lookup)."""
+        return np.fromiter(map(self.documents.__getitem__, documents), np.int64, size)
 
     def add(self, retrievals: Sequence[Retrieval]) -> None:
-        """Score the retrievals of the next ``len(retrievals)`` questions of the set."""
+        """Score the retrievals of the next ``len(retrievals)`` questions of the set.
+
+        `retrievalkit.evaluator.Retrievals` (what `ask_in_batches` yields) are read by
+        column; any other sequence of `Retrieval` is put in columns first.
+        """
         low, high = self.done, self.done + len(retrievals)
         if high > len(self.questions):
             raise ValueError(f"{high} retrievals for {len(self.questions)} questions")
+        answers = Retrievals.of(retrievals)
         labels = [question.judgments() for question in self.questions[low:high]]
         label_lengths = np.fromiter(map(len, labels), np.int64, len(labels))
-        label_codes = self._codes(list(chain.from_iterable(labels)))
+        labelled = int(label_lengths.sum())
+        label_codes = self._codes(chain.from_iterable(labels), labelled)
         label_grades = np.fromiter(
-            chain.from_iterable(label.values() for label in labels), np.int64, len(label_codes)
+            chain.from_iterable(label.values() for label in labels), np.int64, labelled
         )
-        rankings = [retrieval.ranking for retrieval in retrievals]
+        rankings = answers.rankings
         ranking_lengths = np.fromiter(map(len, rankings), np.int64, len(rankings))
-        ranking_codes = self._codes(list(chain.from_iterable(rankings)))
-        errored = np.zeros(len(retrievals), dtype=bool)
-        for offset, retrieval in enumerate(retrievals):
-            if retrieval.error is not None:
-                errored[offset] = True
-                self.errors[low + offset] = retrieval.error
+        ranking_codes = self._codes(chain.from_iterable(rankings), int(ranking_lengths.sum()))
+        errored = np.zeros(len(rankings), dtype=bool)
+        errors = answers.errors
+        for offset in sorted(errors):
+            errored[offset] = True
+            self.errors[low + offset] = errors[offset]
         judged = judge_codes(
             _offsets(ranking_lengths),
             ranking_codes,
@@ -133,8 +140,8 @@ class RunScorer:
         for column, name in enumerate(self.names):
             self.values[low:high, column] = table[name]
         # Python's round, as each outcome's latency always was (numpy's may differ by an ulp).
-        self.latency[low:high] = [round(retrieval.latency_ms, 3) for retrieval in retrievals]
-        self.returned[low:high] = [retrieval.returned for retrieval in retrievals]
+        self.latency[low:high] = list(map(round, answers.latency_ms, repeat(3)))
+        self.returned[low:high] = answers.returned
         self.errored[low:high] = errored
         self.ranking_lengths[low:high] = ranking_lengths
         self.label_lengths[low:high] = label_lengths
