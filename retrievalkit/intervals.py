@@ -27,6 +27,7 @@ from retrievalkit.large_intervals import (
     LARGE_SAMPLE,
     abc_bounds,
     cell_resampled_means,
+    cell_statistics,
     centred_sums,
 )
 
@@ -228,25 +229,29 @@ def bootstrap_means(
     count, metrics = values.shape
     group_count = groups.shape[0]
     defined = ~np.isnan(values)
-    filled = np.where(defined, values, 0.0)
-    is_binary = defined & ((filled == 0.0) | (filled == 1.0))
     cells = group_count * metrics
-    totals = np.empty(cells)
-    sizes = np.empty(cells)
-    lowest = np.full(cells, np.inf)
-    highest = np.full(cells, -np.inf)
-    non_binary = np.zeros(cells)
-    for group, mask in enumerate(groups):
-        columns = slice(group * metrics, (group + 1) * metrics)
-        # Summed over questions in order, as one (questions, cells) matrix would be, so
-        # the means are the same to the last bit whatever the number of groups.
-        totals[columns] = (filled * mask[:, None]).sum(axis=0)
-        members = defined & mask[:, None]
-        sizes[columns] = members.sum(axis=0)
-        non_binary[columns] = (members & ~is_binary).sum(axis=0)
-        if count:
-            lowest[columns] = np.where(members, values, np.inf).min(axis=0)
-            highest[columns] = np.where(members, values, -np.inf).max(axis=0)
+    blocked = cell_statistics(values, defined, groups) if count >= LARGE_SAMPLE else None
+    if blocked is not None:
+        totals, sizes, non_binary, lowest, highest = blocked
+    else:
+        filled = np.where(defined, values, 0.0)
+        is_binary = defined & ((filled == 0.0) | (filled == 1.0))
+        totals = np.empty(cells)
+        sizes = np.empty(cells)
+        lowest = np.full(cells, np.inf)
+        highest = np.full(cells, -np.inf)
+        non_binary = np.zeros(cells)
+        for group, mask in enumerate(groups):
+            columns = slice(group * metrics, (group + 1) * metrics)
+            # Summed over questions in order, as one (questions, cells) matrix would be, so
+            # the means are the same to the last bit whatever the number of groups.
+            totals[columns] = (filled * mask[:, None]).sum(axis=0)
+            members = defined & mask[:, None]
+            sizes[columns] = members.sum(axis=0)
+            non_binary[columns] = (members & ~is_binary).sum(axis=0)
+            if count:
+                lowest[columns] = np.where(members, values, np.inf).min(axis=0)
+                highest[columns] = np.where(members, values, -np.inf).max(axis=0)
     means = np.divide(totals, sizes, out=np.full_like(totals, np.nan), where=sizes > 0)
     kinds = np.full(cells, BCA, dtype=object)
     kinds[lowest == highest] = CONSTANT
@@ -257,7 +262,7 @@ def bootstrap_means(
     bootstrapped = (kinds == BCA) & (sizes > 0)
     if count >= LARGE_SAMPLE and resamples > 0:
         _large_run_bounds(
-            filled,
+            values,
             defined,
             groups,
             bootstrapped,
@@ -314,7 +319,7 @@ def bootstrap_means(
 
 
 def _large_run_bounds(
-    filled: FloatArray,
+    values: FloatArray,
     defined: npt.NDArray[np.bool_],
     groups: npt.NDArray[np.bool_],
     bootstrapped: npt.NDArray[np.bool_],
@@ -335,11 +340,11 @@ def _large_run_bounds(
     high) in place.
     """
     means, sizes, low, high = cells
-    count, metrics = filled.shape
+    count, metrics = values.shape
     analytic = bootstrapped & (sizes >= LARGE_SAMPLE)
     if analytic.any():
         kinds[analytic] = ABC
-        squares, cubes = centred_sums(filled, defined, groups)
+        squares, cubes = centred_sums(values, defined, groups)
         chosen = np.flatnonzero(analytic)
         low[chosen], high[chosen] = abc_bounds(
             means[chosen],
@@ -361,7 +366,7 @@ def _large_run_bounds(
     member_sets = {key: np.flatnonzero(groups[key[0]] & defined[:, key[1]]) for key in shared}
     accelerations = {}
     for key, members_cells in shared.items():
-        chosen_values = filled[np.ix_(member_sets[key], [cell % metrics for cell in members_cells])]
+        chosen_values = values[np.ix_(member_sets[key], [cell % metrics for cell in members_cells])]
         deviation = chosen_values - means[members_cells]
         squared = deviation * deviation
         accelerations[key] = mean_acceleration(
@@ -371,7 +376,13 @@ def _large_run_bounds(
         # The small cells cover the run more than once: resampling the run whole, shared
         # by all of them, costs less than resampling each on its own.
         wanted = sorted({cell % metrics for cell in small.tolist()})
-        samples = _resampled_means(filled[:, wanted], defined[:, wanted], groups, resamples, seed)
+        samples = _resampled_means(
+            np.where(defined[:, wanted], values[:, wanted], 0.0),
+            defined[:, wanted],
+            groups,
+            resamples,
+            seed,
+        )
         for key, members_cells in shared.items():
             columns = [
                 (cell // metrics) * len(wanted) + wanted.index(cell % metrics)
@@ -382,7 +393,7 @@ def _large_run_bounds(
             )
         return
     for stream, (key, members_cells) in enumerate(shared.items()):
-        chosen_values = filled[np.ix_(member_sets[key], [cell % metrics for cell in members_cells])]
+        chosen_values = values[np.ix_(member_sets[key], [cell % metrics for cell in members_cells])]
         samples = cell_resampled_means(chosen_values, count, resamples, seed, stream)
         low[members_cells], high[members_cells] = bca_bounds(
             samples, means[members_cells], accelerations[key], confidence

@@ -63,7 +63,7 @@ def abc_bounds(
 
 
 def centred_sums(
-    filled: FloatArray,
+    values: FloatArray,
     defined: npt.NDArray[np.bool_],
     groups: npt.NDArray[np.bool_],
 ) -> tuple[FloatArray, FloatArray]:
@@ -73,16 +73,21 @@ def centred_sums(
     chunk of questions at a time with one product per power, then centred per cell:
     memory stays at a chunk's temporaries, not questions x metrics x groups.
     """
-    count, metrics = filled.shape
+    count, metrics = values.shape
+    # Any centre near the values' keeps the power sums from cancelling: the first
+    # chunk's mean will do.
+    head = slice(0, _CHUNK_ROWS)
+    seen = defined[head].sum(axis=0)
     shift = np.zeros(metrics)
-    total = defined.sum(axis=0)
-    np.divide(filled.sum(axis=0), total, out=shift, where=total > 0)
+    np.divide(
+        np.where(defined[head], values[head], 0.0).sum(axis=0), seen, out=shift, where=seen > 0
+    )
     sums = [np.zeros((len(groups), metrics)) for _ in range(4)]
     for start in range(0, count, _CHUNK_ROWS):
         rows = slice(start, start + _CHUNK_ROWS)
         taken = defined[rows]
         weight = groups[:, rows].astype(np.float64)
-        shifted = np.where(taken, filled[rows] - shift, 0.0)
+        shifted = np.where(taken, values[rows] - shift, 0.0)
         power = taken.astype(np.float64)
         for order in range(4):
             sums[order] += weight @ power
@@ -126,3 +131,79 @@ def cell_resampled_means(
     means = np.full_like(totals, np.nan)
     np.divide(totals, drawn[:, None], out=means, where=drawn[:, None] > 0)
     return means
+
+
+#: Past this many blocks of questions sharing the same groups (many small slices),
+#: `cell_statistics` leaves the work to the per-group loop.
+_MAX_BLOCKS = 256
+
+
+def cell_statistics(
+    values: FloatArray,
+    defined: npt.NDArray[np.bool_],
+    groups: npt.NDArray[np.bool_],
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray] | None:
+    """Every (group, metric) cell's sum, size, non-0/1 count, min and max, flattened.
+
+    One pass over the questions, a chunk at a time, with no questions x metrics
+    temporary: each question belongs to one block of questions in exactly the same
+    groups (form x hard class gives a dozen), each chunk's block sums are one product,
+    and a group's sums are its blocks'. A group of every question is summed in order
+    instead, row after row as a smaller run's is, so the whole run's means are the same
+    to the last bit whatever slices are asked for. None past `_MAX_BLOCKS` blocks.
+    """
+    count, metrics = values.shape
+    group_count = len(groups)
+    if group_count > 62:
+        return None
+    codes = np.zeros(count, dtype=np.int64)
+    for group, mask in enumerate(groups):
+        codes |= mask.astype(np.int64) << group
+    distinct, block_of = np.unique(codes, return_inverse=True)
+    blocks = len(distinct)
+    if blocks > _MAX_BLOCKS:
+        return None
+    block_sums = np.zeros((blocks, metrics))
+    block_sizes = np.zeros((blocks, metrics))
+    block_other = np.zeros((blocks, metrics))
+    block_low = np.full((blocks, metrics), np.inf)
+    block_high = np.full((blocks, metrics), -np.inf)
+    in_order: FloatArray | None = None
+    numbers = np.arange(blocks)
+    for start in range(0, count, _CHUNK_ROWS):
+        rows = slice(start, start + _CHUNK_ROWS)
+        owner = block_of[rows]
+        taken = defined[rows]
+        filled = np.where(taken, values[rows], 0.0)
+        one_hot = (owner[None, :] == numbers[:, None]).astype(np.float64)
+        block_sums += one_hot @ filled
+        block_sizes += one_hot @ taken
+        block_other += one_hot @ (taken & (filled != 0.0) & (filled != 1.0))
+        order = np.argsort(owner, kind="stable")
+        present = np.flatnonzero(np.bincount(owner, minlength=blocks))
+        starts = np.searchsorted(owner[order], present)
+        chunk = values[rows][order]
+        lows = np.minimum.reduceat(np.where(taken[order], chunk, np.inf), starts, axis=0)
+        highs = np.maximum.reduceat(np.where(taken[order], chunk, -np.inf), starts, axis=0)
+        block_low[present] = np.minimum(block_low[present], lows)
+        block_high[present] = np.maximum(block_high[present], highs)
+        # Row after row, continuing from the last chunk's total.
+        stacked = filled if in_order is None else np.vstack([in_order[None, :], filled])
+        in_order = stacked.sum(axis=0)
+    membership = ((distinct[None, :] >> np.arange(group_count)[:, None]) & 1).astype(bool)
+    weights = membership.astype(np.float64)
+    totals = weights @ block_sums
+    sizes = weights @ block_sizes
+    other = weights @ block_other
+    lowest = np.full((group_count, metrics), np.inf)
+    highest = np.full((group_count, metrics), -np.inf)
+    if metrics == 1:
+        # A single column is summed pairwise, not row after row: sum it whole.
+        in_order = np.where(defined, values, 0.0).sum(axis=0)
+    for group, inside in enumerate(membership):
+        if inside.any():
+            lowest[group] = block_low[inside].min(axis=0)
+            highest[group] = block_high[inside].max(axis=0)
+        if inside.all() and in_order is not None:
+            totals[group] = in_order
+    return totals.ravel(), sizes.ravel(), other.ravel(), lowest.ravel(), highest.ravel()

@@ -20,6 +20,7 @@ from retrievalkit.intervals import (
     ABC,
     BCA,
     CLOPPER_PEARSON,
+    CONSTANT,
     bootstrap_means,
     sample_intervals,
 )
@@ -139,7 +140,7 @@ def test_a_small_slice_of_a_large_run_gets_the_whole_run_resampling_interval(
     assert alone.method == BCA
     whole_run_path(monkeypatch)
     shared = bootstrap_means(values, groups, resamples=8000)[1][0]
-    assert alone.mean == shared.mean
+    assert alone.mean == pytest.approx(shared.mean, rel=1e-12)
     # 8,000 resamples: each bound carries about 0.03 standard errors of Monte Carlo
     # noise, so the two paths' bounds differ by about 0.04 of them; a slice resampled
     # with a fixed size would still agree, but a wrong size or members would not.
@@ -211,9 +212,44 @@ def test_small_cells_covering_a_large_run_share_the_whole_run_resamples(
     whole_run_path(monkeypatch)
     whole = bootstrap_means(values, groups)
     # The same resamples as a smaller run would draw: the same bounds but for rounding
-    # in the acceleration.
+    # in the slice sums and the acceleration.
     for row, expected in zip(large[1:], whole[1:], strict=True):
         for estimate, reference in zip(row, expected, strict=True):
-            assert estimate.mean == reference.mean
+            assert estimate.mean == pytest.approx(reference.mean, rel=1e-12)
             assert estimate.low == pytest.approx(reference.low, rel=1e-9)
             assert estimate.high == pytest.approx(reference.high, rel=1e-9)
+
+
+@pytest.mark.parametrize("metrics", [1, 4])
+def test_a_large_runs_cells_are_summed_as_a_smaller_runs_are(
+    metrics: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(17)
+    count = LARGE_SAMPLE + 70_001  # more than one chunk of the one-pass statistics
+    values = rng.beta(0.5, 2.0, (count, metrics))
+    values[:, 0] = rng.random(count) < 0.3  # a 0/1 metric
+    values[rng.random((count, metrics)) < 0.1] = np.nan
+    forms = rng.integers(0, 3, count)
+    tiny = np.zeros(count, dtype=bool)
+    tiny[[5, 70_000]] = True  # one value each side of a chunk boundary
+    values[tiny, -1] = 0.25  # ... the same value: a constant cell
+    groups = np.array(
+        [np.ones(count, dtype=bool), *(forms == form for form in range(3)), tiny, ~tiny]
+    )
+    large = bootstrap_means(values, groups, resamples=0)
+    whole_run_path(monkeypatch)
+    small = bootstrap_means(values, groups, resamples=0)
+    for group, (row, expected) in enumerate(zip(large, small, strict=True)):
+        for estimate, reference in zip(row, expected, strict=True):
+            assert estimate.n == reference.n
+            assert estimate.method == reference.method
+            if group == 0:  # the whole run: summed in order, to the last bit
+                assert estimate.mean == reference.mean
+            else:
+                assert estimate.mean == pytest.approx(reference.mean, rel=1e-12)
+            if reference.method in (CLOPPER_PEARSON, CONSTANT):
+                assert estimate.low == pytest.approx(reference.low, rel=1e-12)
+                assert estimate.high == pytest.approx(reference.high, rel=1e-12)
+    assert large[4][-1].method == CONSTANT
+    if metrics > 1:  # (a single column holds the constant cell's 0.25s too)
+        assert large[0][0].method == CLOPPER_PEARSON
