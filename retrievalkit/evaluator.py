@@ -72,6 +72,23 @@ class Retrievals(Sequence[Retrieval]):
             },
         )
 
+    @classmethod
+    def joined(cls, parts: Sequence[Retrievals]) -> Retrievals:
+        """The retrievals of ``parts`` one after another."""
+        if len(parts) == 1:
+            return parts[0]
+        rankings: list[tuple[str, ...]] = []
+        latency: list[float] = []
+        returned: list[int] = []
+        errors: dict[int, str] = {}
+        for part in parts:
+            low = len(rankings)
+            errors.update((low + position, message) for position, message in part.errors.items())
+            rankings += part.rankings
+            latency += part.latency_ms
+            returned += part.returned
+        return cls(rankings, latency, returned, errors)
+
     def __len__(self) -> int:
         return len(self.rankings)
 
@@ -260,10 +277,8 @@ def ask_in_batches(
     for low in range(0, len(questions), max(1, batch)):
         texts = [question.question for question in questions[low : low + batch]]
         if batched:
-            yield Retrievals.of(
-                _evaluate_batched(
-                    retriever, texts, limit, depth, advance, timeout, describe, concurrency
-                )
+            yield _evaluate_batched(
+                retriever, texts, limit, depth, advance, timeout, describe, concurrency
             )
         elif concurrency > 1:
             yield Retrievals.of(_evaluate_concurrently(ask, texts, concurrency, advance))
@@ -375,10 +390,10 @@ def _evaluate_batched(
     timeout: float | None = None,
     describe: Callable[[BaseException], str] = _describe,
     concurrency: int = 1,
-) -> list[Retrieval]:
+) -> Retrievals:
     """``_BATCH`` questions a call of ``retrieve_many``; ``concurrency`` calls at once."""
 
-    def ask(batch: list[str]) -> list[Retrieval]:
+    def ask(batch: list[str]) -> Retrievals:
         began = time.perf_counter()
         try:
             bound = None if timeout is None else timeout * len(batch)
@@ -393,37 +408,42 @@ def _evaluate_batched(
         except Exception as error:
             answers = [error] * len(batch)
         each = (time.perf_counter() - began) * 1000.0 / len(batch)
-        results: list[Retrieval] = []
-        for answer in answers:
+        rankings: list[tuple[str, ...]] = []
+        returned: list[int] = []
+        errors: dict[int, str] = {}
+        for position, answer in enumerate(answers):
             if isinstance(answer, BaseException):
-                results.append(Retrieval((), each, describe(answer)))
-                continue
-            try:
-                ranking = distinct_ranking(answer, limit, depth)
-                results.append(Retrieval(ranking, each, returned=len(answer)))
-            except ValueError as error:
-                results.append(Retrieval((), each, describe(error)))
-        return results
+                errors[position] = describe(answer)
+            else:
+                try:
+                    rankings.append(distinct_ranking(answer, limit, depth))
+                    returned.append(len(answer))
+                    continue
+                except ValueError as error:
+                    errors[position] = describe(error)
+            rankings.append(())
+            returned.append(0)
+        return Retrievals(rankings, [each] * len(batch), returned, errors)
 
     batches = [texts[start : start + _BATCH] for start in range(0, len(texts), _BATCH)]
     if concurrency <= 1 or len(batches) <= 1:
-        retrievals: list[Retrieval] = []
+        parts: list[Retrievals] = []
         for batch in batches:
-            retrievals += ask(batch)
+            parts.append(ask(batch))
             advance(len(batch))
-        return retrievals
+        return Retrievals.joined(parts)
     return _batches_concurrently(ask, batches, concurrency, advance)
 
 
 def _batches_concurrently(
-    ask: Callable[[list[str]], list[Retrieval]],
+    ask: Callable[[list[str]], Retrievals],
     batches: list[list[str]],
     concurrency: int,
     advance: ProgressCallback,
-) -> list[Retrieval]:
+) -> Retrievals:
     """Up to ``concurrency`` batches in flight, from daemon threads, as in
     `_evaluate_concurrently`; the outcomes keep the set's order."""
-    results: list[list[Retrieval] | None] = [None] * len(batches)
+    results: list[Retrievals | None] = [None] * len(batches)
     pending: queue.Queue[int] = queue.Queue()
     finished: queue.Queue[int] = queue.Queue()
     for index in range(len(batches)):
@@ -438,11 +458,13 @@ def _batches_concurrently(
             try:
                 results[index] = ask(batches[index])
             except BaseException as error:  # never lose a question, whatever escaped
-                results[index] = [Retrieval((), 0.0, _describe(error))] * len(batches[index])
+                results[index] = Retrievals.of(
+                    [Retrieval((), 0.0, _describe(error))] * len(batches[index])
+                )
             finished.put(index)
 
     for number in range(min(concurrency, len(batches))):
         threading.Thread(target=work, name=f"retrievalkit-batch-{number}", daemon=True).start()
     for _ in batches:
         advance(len(batches[finished.get()]))
-    return [retrieval for batch in results if batch is not None for retrieval in batch]
+    return Retrievals.joined([batch for batch in results if batch is not None])

@@ -202,3 +202,28 @@ def test_the_scorer_scores_columns_as_the_retrievals_they_hold() -> None:
     assert tuple(by_column.documents)[:2] == tuple(dict.fromkeys(labels_first))[:2]
     assert len(set(by_column.documents)) == len(by_column.documents)
     assert sorted(by_column.documents.values()) == list(range(len(by_column.documents)))
+
+
+class ReplayingMany(Replaying):
+    """`Replaying` through ``retrieve_many`` only, an exception standing for its answer."""
+
+    def retrieve(self, text: str, limit: int) -> Any:
+        raise AssertionError("retrieve must not be called when retrieve_many exists")
+
+    def retrieve_many(self, texts: Sequence[str], limit: int) -> list[Any]:
+        return [self.answers[int(text.rsplit(" ", 1)[1])] for text in texts]
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_batched_answers_are_taken_as_answers_one_by_one(concurrency: int) -> None:
+    # Several groups of retrieve_many, so that errors land in every group but the first.
+    count = len(ANSWERS) * 7
+    many = evaluate_questions(
+        ReplayingMany(ANSWERS * 7),
+        questions(count),
+        depth=DEPTH,
+        overfetch=OVERFETCH,
+        concurrency=concurrency,
+        secrets=("second",),
+    )
+    assert [(r.ranking, r.error, r.returned) for r in many] == asked(None) * 7
