@@ -21,6 +21,11 @@ baseline with every question shared, and ``history`` must show the runs with the
 same means; any disagreement exits 1. ``list`` and ``--help`` start-up is
 bench_startup.py's.
 
+Every process runs with PYTHONDONTWRITEBYTECODE unset, as bench_startup.py's do: an
+installed package has its bytecode (pip and uv compile it), so a process that compiles
+every module it imports is not what users see. The first processes (the set's
+preparation, ``eval --no-save``) write the bytecode the measured ones then read.
+
     python benchmarks/bench_scale.py [--questions 100000] [--large 1000000]
                                      [--history-runs 1000] [--quick]
 """
@@ -495,6 +500,8 @@ def main() -> int:
         help="10,000 and 50,000 questions, history over 20 runs: checks that it all runs",
     )
     args = parser.parse_args()
+    # Read by worker_env() for every process started from here on (see the docstring).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if args.quick:
         args.questions, args.large, args.history_runs = 10_000, 50_000, 20
     code = code_line()

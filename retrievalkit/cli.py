@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import importlib
 import logging
 import sys
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from retrievalkit import __version__
-from retrievalkit.commands import BUILTIN
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -98,6 +99,11 @@ def _builtin(module: str) -> Any:
     return importlib.import_module(f"retrievalkit.commands.{module}")
 
 
+def _run_builtin(module: str, args: argparse.Namespace) -> int:
+    """Run a built-in command, imported only now: help lists every command unimported."""
+    return int(_builtin(module).run(args))
+
+
 def build_parser(
     arguments: Sequence[str] | None = None,
 ) -> tuple[argparse.ArgumentParser, dict[str, Any]]:
@@ -117,18 +123,17 @@ def build_parser(
     parser.add_argument("--version", action="version", version=f"retrievalkit {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     named = _command_named(arguments)
-    for module_name in BUILTIN:
-        module = _builtin(module_name)
+    for module_name, (name, summary) in SUMMARIES.items():
         sub = commands.add_parser(
-            module.NAME,
-            help=module.HELP,
-            description=module.HELP,
+            name,
+            help=summary,
+            description=summary,
             epilog=EXIT_CODES,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        if arguments is None or named == module.NAME:
-            module.configure(sub)
-        sub.set_defaults(handler=module.run)
+        if arguments is None or named == name:
+            _builtin(module_name).configure(sub)
+        sub.set_defaults(handler=functools.partial(_run_builtin, module_name))
     plugin_commands: dict[str, Any] = {}
     from retrievalkit import plugins
 

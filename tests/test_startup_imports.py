@@ -1,4 +1,5 @@
-"""``list`` and ``--help`` import no plugin and no heavy library, with every plugin installed.
+"""``list`` and ``--help`` import no plugin and no heavy library, with every plugin installed,
+and a command line imports no built-in command but the one it runs.
 
 Every plugin package of this repository is installed (without its dependencies: what
 start-up must never import need not be importable), together with a package whose
@@ -153,24 +154,32 @@ def forbidden(modules: set[str]) -> list[str]:
     )
 
 
+def commands_imported(modules: set[str]) -> list[str]:
+    """The built-in command modules among ``modules`` (not their shared helpers)."""
+    from retrievalkit.commands import BUILTIN
+
+    return sorted(name for name in BUILTIN if f"retrievalkit.commands.{name}" in modules)
+
+
 @pytest.mark.parametrize(
-    "args",
+    ("args", "command"),
     [
-        ("--help",),
-        ("--version",),
-        ("list",),
-        ("list", "--format", "json"),
-        ("eval", "--help"),
-        ("compare", "--help"),
+        (("--help",), None),
+        (("--version",), None),
+        (("list",), "listing"),
+        (("list", "--format", "json"), "listing"),
+        (("eval", "--help"), "evaluate"),
+        (("compare", "--help"), "compare"),
     ],
 )
 def test_listing_and_help_import_no_plugin_and_no_heavy_library(
-    tmp_path: Path, sites: list[Path], args: tuple[str, ...]
+    tmp_path: Path, sites: list[Path], args: tuple[str, ...], command: str | None
 ) -> None:
     completed, modules = run(tmp_path, sites, *args)
     assert completed.returncode == 0, completed.stderr
     assert "retrievalkit.cli" in modules, "the probe saw the command line run"
     assert forbidden(modules) == []
+    assert commands_imported(modules) == ([command] if command else [])
 
 
 def test_the_listing_names_every_plugin_it_did_not_import(
@@ -267,6 +276,7 @@ def test_eval_and_its_regression_gate_never_import_scipy_stats(tmp_path: Path) -
     args += ("--max-top1-drop", "0.05", "--store", f"sqlite:///{tmp_path / 'runs.sqlite3'}")
     first, modules = run(tmp_path, [], *args)
     assert first.returncode == 0, first.stderr
+    assert commands_imported(modules) == ["evaluate"], "no other command is imported"
     assert "retrievalkit.scoring" in modules and "scipy.special" in modules
     assert not [module for module in modules if module.startswith("scipy.stats")]
     gated, modules = run(tmp_path, [], *args)
@@ -276,3 +286,4 @@ def test_eval_and_its_regression_gate_never_import_scipy_stats(tmp_path: Path) -
     assert "retrievalkit.power" in modules
     assert not [module for module in modules if module.startswith("scipy.stats")]
     assert not [module for module in modules if module.split(".")[0] == "rich"]
+    assert commands_imported(modules) == ["evaluate"]

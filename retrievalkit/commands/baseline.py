@@ -5,14 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import add_common, console, load_config, open_configured_store
 from retrievalkit.errors import EXIT_OK, InputError
 
-NAME = "baseline"
-HELP = (
-    "Pin a stored run as the baseline that eval compares its set and retriever with "
-    "(pin RUN_ID), remove the pin (unpin), or show it (show)."
-)
+NAME, HELP = SUMMARIES["baseline"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

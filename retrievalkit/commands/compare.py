@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import (
     add_common,
     at_most,
@@ -22,11 +23,7 @@ from retrievalkit.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES
 if TYPE_CHECKING:
     from retrievalkit.model import ResultRecord
 
-NAME = "compare"
-HELP = (
-    "Compare retrievers (run now) or stored runs question by question: differences with paired "
-    "intervals, permutation p-values, Holm correction, win/tie/loss and the questions that moved."
-)
+NAME, HELP = SUMMARIES["compare"]
 
 
 def _retriever(text: str) -> tuple[str, str]:

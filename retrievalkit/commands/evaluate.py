@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import (
     add_common,
     at_most,
@@ -32,10 +33,7 @@ if TYPE_CHECKING:
     from retrievalkit.model import GoldenQuestionSet
     from retrievalkit.stores import ResultStore
 
-NAME = "eval"
-HELP = (
-    "Evaluate a retriever on a golden set, save the run, check for regressions against a baseline."
-)
+NAME, HELP = SUMMARIES["evaluate"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -14,14 +14,11 @@ import re
 import sys
 from pathlib import Path
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import add_common, load_config, stored_run
 from retrievalkit.errors import EXIT_OK, InputError
 
-NAME = "export"
-HELP = (
-    "Export a stored run's rankings as a TREC run file, its judgments as TREC qrels, or both "
-    "as ranx JSON."
-)
+NAME, HELP = SUMMARIES["export"]
 EXPORT_FORMATS = ("trec-run", "qrels", "ranx-json")
 
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import add_common, console, fraction, load_config, positive
 from retrievalkit.errors import EXIT_OK
 
-NAME = "fidelity"
-HELP = (
-    "Measure, without labels, how much of a reference retriever's top k a candidate "
-    "returns (overlap@k and rank-biased overlap, with intervals)."
-)
+NAME, HELP = SUMMARIES["fidelity"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

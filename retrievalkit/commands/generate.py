@@ -8,16 +8,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import add_common, load_config, positive
 from retrievalkit.errors import EXIT_OK, EvaluationError, InputError, PluginError
 
 Progress = Callable[[int], None]
 
-NAME = "generate"
-HELP = (
-    "Write a golden set of synthetic questions from a corpus with a question generator "
-    "(cached, so a second run replays without asking)."
-)
+NAME, HELP = SUMMARIES["generate"]
 
 #: Failures listed one by one on stderr; the rest are counted.
 SHOWN_FAILURES = 20

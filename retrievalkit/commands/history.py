@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import (
     add_common,
     console,
@@ -14,11 +15,7 @@ from retrievalkit.commands.options import (
 )
 from retrievalkit.errors import EXIT_OK, InputError
 
-NAME = "history"
-HELP = (
-    "List the stored runs of a set and retriever, newest first, with what changed between "
-    "consecutive runs; --prune --keep N deletes old runs (never the pinned baseline)."
-)
+NAME, HELP = SUMMARIES["history"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.generate import progress_bar
 from retrievalkit.commands.options import add_common, load_config, positive, stored_run
 from retrievalkit.errors import EXIT_OK, EvaluationError, InputError, PluginError
@@ -16,11 +17,7 @@ if TYPE_CHECKING:
     from retrievalkit.corpus import CorpusDocument
     from retrievalkit.model import GoldenQuestionSet, ResultRecord
 
-NAME = "judge"
-HELP = (
-    "Grade a stored run's unlabelled top-k documents with a judge (e.g. a language model) "
-    "and write them to a labels file that eval --extra-labels merges."
-)
+NAME, HELP = SUMMARIES["judge"]
 
 SHOWN_FAILURES = 20
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.generate import progress_bar
 from retrievalkit.commands.judge import (
     add_judge_options,
@@ -17,11 +18,7 @@ from retrievalkit.commands.judge import (
 from retrievalkit.commands.options import add_common, load_config, positive
 from retrievalkit.errors import EXIT_OK, EvaluationError, InputError
 
-NAME = "judge-agreement"
-HELP = (
-    "Measure a judge against human labels on a sample: Cohen's kappa and the confusion "
-    "matrix, on grades and on relevant/not relevant."
-)
+NAME, HELP = SUMMARIES["judge_agreement"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -6,19 +6,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import add_common, load_config
 from retrievalkit.errors import EXIT_OK, EXIT_REGRESSION, PluginError
 
 if TYPE_CHECKING:
     from retrievalkit.plugins import BrokenPlugin, Collision, Plugin
 
-NAME = "list"
 BUILTIN_LABEL = "retrievalkit (built-in)"
-HELP = (
-    "List the question sets, retrievers, stores, embedders, rerankers, corpora, generators, "
-    "judges and commands found (from package metadata), and names claimed by two packages; "
-    "--check also imports every plugin and exits with code 1 on a broken or colliding one."
-)
+NAME, HELP = SUMMARIES["listing"]
 
 #: The files `retrievalkit.config.find_config` reads from the current folder.
 CONFIG_FILES = ("retrievalkit.toml", "pyproject.toml")
@@ -177,18 +173,9 @@ def _check_everything(broken: list[BrokenPlugin]) -> list[BrokenPlugin]:
 def _commands() -> tuple[list[dict[str, str]], list[Collision], list[dict[str, Any]]]:
     """Built-in commands, then the plugin commands (from metadata), the collisions among
     plugin commands, and the plugin commands a built-in command of that name hides."""
-    import importlib
-
     from retrievalkit import plugins
-    from retrievalkit.commands import BUILTIN
 
-    listed = [
-        {
-            "name": importlib.import_module(f"retrievalkit.commands.{module}").NAME,
-            "provider": BUILTIN_LABEL,
-        }
-        for module in BUILTIN
-    ]
+    listed = [{"name": name, "provider": BUILTIN_LABEL} for name, _ in SUMMARIES.values()]
     taken = {entry["name"] for entry in listed}
     chosen, collisions = plugins.registered(plugins.COMMANDS)
     hidden: list[dict[str, Any]] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import add_common, fraction, load_config, store_url
 from retrievalkit.errors import EXIT_OK, InputError
 
@@ -14,11 +15,7 @@ if TYPE_CHECKING:
     from retrievalkit.model import GoldenQuestionSet, QuestionOutcome, ResultRecord
     from retrievalkit.power import PowerReport
 
-NAME = "power"
-HELP = (
-    "What a golden set can detect: the smallest drop of each gated metric found at a power "
-    "of 0.8, and the questions a given drop needs."
-)
+NAME, HELP = SUMMARIES["power"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

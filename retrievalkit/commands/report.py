@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import add_common, load_config, open_configured_store
 from retrievalkit.errors import EXIT_OK, InputError, RetrievalkitError
 
@@ -15,12 +16,7 @@ if TYPE_CHECKING:
     from retrievalkit.regression import Verdict
     from retrievalkit.stores import ResultStore
 
-NAME = "report"
-HELP = (
-    "Write a stored run as one self-contained HTML page: headline metrics with intervals, "
-    "charts by form and hard class, first relevant ranks, the run history and a sortable "
-    "question table; --compare adds the paired comparison with another run."
-)
+NAME, HELP = SUMMARIES["report"]
 INSTALL_HINT = "pip install 'retrievalkit-eval[report]'"
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import add_common, load_config, stored_run
 from retrievalkit.commands.output import emit_report
 from retrievalkit.errors import EXIT_OK
 
-NAME = "show"
-HELP = "Show a stored run."
+NAME, HELP = SUMMARIES["show"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

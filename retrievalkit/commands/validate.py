@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from retrievalkit.commands import SUMMARIES
 from retrievalkit.commands.options import add_common, load_config
 from retrievalkit.errors import EXIT_OK
 
-NAME = "validate"
-HELP = "Check a golden set for errors and print what it holds."
+NAME, HELP = SUMMARIES["validate"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
