@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from retrievalkit.large_intervals import (
+from retrievalkit.large_samples import (
     LARGE_SAMPLE,
     abc_bounds,
     cell_resampled_means,
@@ -69,7 +69,7 @@ PERCENTILE = "percentile"
 """Records written before intervals were chosen by kind carry percentile bootstrap intervals."""
 ABC = "abc"
 """Bounded continuous values in a cell of at least `LARGE_SAMPLE` questions: the analytic
-limit of BCa (ABC, DiCiccio & Efron 1992), with no resampling (see `large_intervals`)."""
+limit of BCa (ABC, DiCiccio & Efron 1992), with no resampling (see `large_samples`)."""
 INTERVAL_METHODS = (CLOPPER_PEARSON, BCA, ABC, CONSTANT, PERCENTILE)
 
 
@@ -332,7 +332,7 @@ def _large_run_bounds(
     """Bounds for the bootstrapped cells of a run of `LARGE_SAMPLE` questions or more.
 
     A cell with that many values gets the ABC bounds (its kind becomes ABC); a smaller
-    one is resampled on its own members (`large_intervals.cell_resampled_means`), one
+    one is resampled on its own members (`large_samples.cell_resampled_means`), one
     draw shared by the metrics defined on the same questions of the same group, unless
     the small cells' members outnumber the run's questions: then the run is resampled
     whole for them, as a smaller run is. Either way each cell's resampled mean has the

@@ -35,6 +35,7 @@ from retrievalkit.intervals import (
     DEFAULT_SEED,
     bootstrap_means,
 )
+from retrievalkit.large_samples import LARGE_SAMPLE, sign_flip_tail
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -45,6 +46,9 @@ UNRESOLVABLE = "unresolvable"
 
 EXACT = "exact"
 MONTE_CARLO = "monte-carlo"
+EDGEWORTH = "edgeworth"
+"""`LARGE_SAMPLE` discordant questions or more: the tail of the sign-flip distribution's
+Edgeworth expansion (`large_samples.sign_flip_tail`), deterministic."""
 
 DEFAULT_PERMUTATIONS = 10_000
 #: Differences closer than this are a tie (per-question values are sums of a few floats).
@@ -53,6 +57,8 @@ TIE = 1e-12
 EXACT_LIMIT = 1 << 18
 #: Past the enumeration limit, exact is still tried with at most this many distinct sizes.
 _MERGING_SIZES = 12
+#: Equal differences up to which the binomial chances are computed as comb(n, k) / 2^n.
+_DIRECT_BINOMIAL = 1000
 #: Sign flips per batch of the Monte Carlo test (its batches shape the random stream).
 _PERMUTATION_CELLS = 4_000_000
 
@@ -73,9 +79,9 @@ class PairedTest:
     p_floor: float | None = None
     """The smallest p-value attainable with ``discordant`` questions: 2 / 2^discordant."""
     p_method: str | None = None
-    """``exact`` (full enumeration) or ``monte-carlo``."""
+    """``exact`` (full enumeration), ``monte-carlo`` or ``edgeworth`` (large samples)."""
     p_error: float | None = None
-    """Standard error of a Monte Carlo p-value; 0 for an exact one."""
+    """Standard error of a Monte Carlo p-value; 0 for an exact or an Edgeworth one."""
     interval_method: str | None = None
 
 
@@ -110,8 +116,10 @@ def sign_flip_p_value(
     sum is built one group of equal-sized differences at a time (a group of c equal
     sizes d contributes d * (2B - c), B binomial(c, 1/2)), merging equal sums as it
     goes, so 0/1 metrics are exact at any set size and any metric is exact with up to
-    18 discordant questions. Otherwise (extreme + 1) / (permutations + 1) from seeded
-    random flips, with its binomial standard error.
+    18 discordant questions. Otherwise, with `LARGE_SAMPLE` discordant questions or
+    more, the tail of the distribution's Edgeworth expansion (``edgeworth``, error 0);
+    with fewer, (extreme + 1) / (permutations + 1) from seeded random flips, with its
+    binomial standard error.
     """
     sizes = np.abs(differences[np.abs(differences) > TIE])
     if sizes.size == 0:
@@ -120,6 +128,8 @@ def sign_flip_p_value(
     exact = _exact_p_value(sizes, observed, exact_limit)
     if exact is not None:
         return exact, EXACT, 0.0
+    if sizes.size >= LARGE_SAMPLE:
+        return sign_flip_tail(sizes, observed - _tolerance(observed)), EDGEWORTH, 0.0
     rng = np.random.default_rng(seed + 1)
     count = sizes.size
     extreme = 0
@@ -142,7 +152,7 @@ def _tolerance(observed: float) -> float:
 
 def _exact_p_value(sizes: FloatArray, observed: float, limit: int) -> float | None:
     """P(|sum of randomly signed sizes| >= observed), or None when it would not fit."""
-    from scipy.special import comb
+    from scipy.special import comb, gammaln
 
     rounded = np.round(sizes, 12)
     distinct, counts = np.unique(rounded, return_counts=True)
@@ -162,7 +172,17 @@ def _exact_p_value(sizes: FloatArray, observed: float, limit: int) -> float | No
             return None
         heads = np.arange(count + 1)
         step = size * (2 * heads - count)
-        chances = comb(count, heads) / 2.0**count
+        if count <= _DIRECT_BINOMIAL:
+            chances = comb(count, heads) / 2.0**count
+        else:
+            # 2^count and the largest binomial coefficients overflow a float past 1,023
+            # equal differences (a 0/1 metric with that many discordant questions).
+            chances = np.exp(
+                gammaln(count + 1.0)
+                - gammaln(heads + 1.0)
+                - gammaln(count - heads + 1.0)
+                - count * math.log(2.0)
+            )
         sums = (sums[:, None] + step[None, :]).ravel()
         weights = (weights[:, None] * chances[None, :]).ravel()
         # Merge sums equal up to rounding, so the support grows with the distinct sums.

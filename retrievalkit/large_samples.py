@@ -1,4 +1,4 @@
-"""Intervals for runs too large to resample whole: the analytic BCa limit and per-cell resampling.
+"""Statistics of runs too large to resample whole: analytic intervals and p-values.
 
 Resampling a run of n questions 2,000 times draws 2,000 x n indices: 3.6 s at 100,000
 questions and ten times that at a million, for intervals whose Monte Carlo noise is
@@ -16,12 +16,17 @@ questions or more:
 
   which agrees with BCa to second order. At 10,000 values the two differ by far less
   than the Monte Carlo error of 2,000 resamples (about 0.06 standard errors on each
-  bound): `tests/test_large_intervals.py` measures both.
+  bound): `tests/test_large_samples.py` measures both.
 - A smaller cell of such a run (a slice of a few hundred questions) is still
   bootstrapped, but on its own members: under resampling of the whole run, the number
   of draws landing in the cell is Binomial(n, cell / n) and each lands uniformly on a
   member, so drawing exactly that reproduces the cell's resampled mean in distribution
   at a cost that grows with the cell, not with the run.
+- A paired comparison with `LARGE_SAMPLE` discordant questions or more, whose
+  sign-flip distribution cannot be enumerated, gets its p-value from the Edgeworth
+  expansion of that distribution (`sign_flip_tail`) instead of 10,000 random sign
+  flips of every question: 28 s a metric at 100,000 questions, and a Monte Carlo error
+  of about 0.002 at p = 0.05 that the expansion does not have.
 """
 
 from __future__ import annotations
@@ -207,3 +212,29 @@ def cell_statistics(
         if inside.all() and in_order is not None:
             totals[group] = in_order
     return totals.ravel(), sizes.ravel(), other.ravel(), lowest.ravel(), highest.ravel()
+
+
+def sign_flip_tail(sizes: FloatArray, observed: float) -> float:
+    """P(|sum of randomly signed sizes| >= observed), from the distribution's expansion.
+
+    The sum S = sum(e_i d_i) of independent fair signs e_i has variance sum(d^2), no
+    skew, and fourth cumulant -2 sum(d^4); its Edgeworth expansion to that order gives
+
+        P(|S| >= s) = 2 (1 - Phi(z) + phi(z) g (z^3 - 3 z) / 24),  z = s / sd(S),
+
+    with g = -2 sum(d^4) / sum(d^2)^2 the excess kurtosis. The next terms shrink with
+    the square of the number of sizes; at `LARGE_SAMPLE` of them the tail is within
+    1e-3 of the exact one even when the sizes take only a few values (the sum then
+    moves in steps), as `tests/test_large_samples.py` checks against full enumeration.
+    """
+    from scipy.special import ndtr
+
+    squares = sizes * sizes
+    variance = float(squares.sum())
+    if variance <= 0.0:
+        return 1.0
+    z = observed / np.sqrt(variance)
+    kurtosis = -2.0 * float((squares * squares).sum()) / variance**2
+    density = np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
+    tail = 2.0 * (float(ndtr(-z)) + density * kurtosis * (z**3 - 3.0 * z) / 24.0)
+    return float(min(1.0, max(0.0, tail)))

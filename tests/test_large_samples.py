@@ -1,6 +1,6 @@
 """Intervals of large runs: the analytic ABC limit of BCa, and small cells resampled alone.
 
-The claims of `retrievalkit.large_intervals` are measured here, on real per-query
+The claims of `retrievalkit.large_samples` are measured here, on real per-query
 BM25 values (SciFact), by simulations that could fail: ABC agrees with BCa run with
 many resamples far within the Monte Carlo error of the default 2,000; it covers the
 true mean at the nominal rate; a small slice of a large run, resampled on its own
@@ -24,7 +24,7 @@ from retrievalkit.intervals import (
     bootstrap_means,
     sample_intervals,
 )
-from retrievalkit.large_intervals import LARGE_SAMPLE, cell_resampled_means, centred_sums
+from retrievalkit.large_samples import LARGE_SAMPLE, cell_resampled_means, centred_sums
 from retrievalkit.paired import paired_test
 
 
@@ -253,3 +253,60 @@ def test_a_large_runs_cells_are_summed_as_a_smaller_runs_are(
     assert large[4][-1].method == CONSTANT
     if metrics > 1:  # (a single column holds the constant cell's 0.25s too)
         assert large[0][0].method == CLOPPER_PEARSON
+
+
+@pytest.mark.parametrize("target", [0.3, 0.05, 0.005])
+def test_the_edgeworth_tail_matches_full_enumeration(target: float) -> None:
+    from scipy.special import ndtri
+
+    from retrievalkit.large_samples import sign_flip_tail
+    from retrievalkit.paired import EXACT_LIMIT, _exact_p_value
+
+    # Mostly one size of difference, a few of two others: the exact distribution can
+    # still be enumerated, and the sum moves in steps, the hardest case for a smooth
+    # expansion.
+    sizes = np.repeat([1.0, 0.5, 0.25], [LARGE_SAMPLE + 1950, 42, 20])
+    observed = float(-ndtri(target / 2.0) * np.sqrt(np.sum(sizes**2)))
+    exact = _exact_p_value(sizes, observed, EXACT_LIMIT)
+    assert exact is not None
+    assert exact == pytest.approx(target, rel=0.1)
+    assert abs(sign_flip_tail(sizes, observed) - exact) < 1e-3 * max(1.0, 10 * target)
+
+
+def test_a_large_paired_test_gives_the_edgeworth_p_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    import retrievalkit.paired as paired
+
+    rng = np.random.default_rng(23)
+    baseline = rng.beta(0.6, 1.2, LARGE_SAMPLE)
+    candidate = np.clip(baseline + rng.normal(0.002, 0.1, baseline.size), 0.0, 1.0)
+    test = paired_test(baseline, candidate)
+    assert test.p_method == paired.EDGEWORTH
+    assert test.p_error == 0.0
+    assert test.p_value is not None and 0.0 < test.p_value < 1.0
+    # The Monte Carlo test of a smaller run, on the same differences, agrees within its
+    # own standard error.
+    monkeypatch.setattr(paired, "LARGE_SAMPLE", 10**12)
+    sampled = paired_test(baseline, candidate)
+    assert sampled.p_method == paired.MONTE_CARLO
+    assert sampled.p_value is not None and sampled.p_error is not None
+    assert abs(test.p_value - sampled.p_value) < 4 * sampled.p_error + 1e-3
+    assert test.difference == sampled.difference
+
+
+@pytest.mark.parametrize("discordant", [1000, 1024, 5000, 200_000])
+def test_a_sign_test_with_thousands_of_discordant_questions_is_exact(discordant: int) -> None:
+    from scipy.stats import binomtest
+
+    rng = np.random.default_rng(discordant)
+    baseline = (rng.random(discordant + 50) < 0.5).astype(np.float64)
+    candidate = baseline.copy()
+    changed = rng.choice(baseline.size, discordant, replace=False)
+    # A 0/1 metric: every discordant question moves by 1, up or (a little more often) down.
+    up = rng.random(discordant) < 0.49
+    baseline[changed] = np.where(up, 0.0, 1.0)
+    candidate[changed] = np.where(up, 1.0, 0.0)
+    test = paired_test(baseline, candidate)
+    assert test.discordant == discordant
+    assert test.p_method == "exact"
+    expected = binomtest(int(up.sum()), discordant, 0.5).pvalue
+    assert test.p_value == pytest.approx(expected, rel=1e-9, abs=1e-300)
