@@ -203,6 +203,54 @@ def call_with_timeout(function: Callable[[], T], timeout: float | None) -> T:
     return value  # type: ignore[no-any-return]
 
 
+class _Waiter:
+    """`call_with_timeout` for calls made one after another from one thread: each call
+    runs in the same daemon thread, so that a question costs no new thread.
+
+    A call that does not answer in time is abandoned with its thread, which ends once the
+    call returns (Python cannot stop it); the next call gets a new thread. `close` lets
+    the thread end after its call.
+    """
+
+    def __init__(self) -> None:
+        self._channel: (
+            tuple[queue.SimpleQueue[Callable[[], Any] | None], queue.SimpleQueue[Any]] | None
+        ) = None
+
+    def call(self, function: Callable[[], T], timeout: float) -> T:
+        if self._channel is None:
+            self._channel = (queue.SimpleQueue(), queue.SimpleQueue())
+            threading.Thread(
+                target=_serve, args=self._channel, name="retrievalkit-retrieve", daemon=True
+            ).start()
+        calls, answers = self._channel
+        calls.put(function)
+        try:
+            succeeded, value = answers.get(timeout=timeout)
+        except queue.Empty:
+            self.close()
+            raise TimeoutError(f"no answer within {timeout:g} s (--timeout)") from None
+        if not succeeded:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel[0].put(None)
+            self._channel = None
+
+
+def _serve(
+    calls: queue.SimpleQueue[Callable[[], Any] | None], answers: queue.SimpleQueue[Any]
+) -> None:
+    """A `_Waiter`'s thread: answer each call until told to stop (None)."""
+    while (function := calls.get()) is not None:
+        try:
+            answers.put((True, function()))
+        except BaseException as error:  # handed over to the waiting thread
+            answers.put((False, error))
+
+
 def evaluate_questions(
     retriever: Any,
     questions: Sequence[GoldenQuestion],
@@ -264,32 +312,37 @@ def ask_in_batches(
 
     batched = callable(getattr(retriever, "retrieve_many", None))
 
-    def ask(text: str) -> Retrieval:
+    def ask(text: str, call: Callable[..., Any] = call_with_timeout) -> Retrieval:
         start = time.perf_counter()
         try:
-            ids = call_with_timeout(lambda: retriever.retrieve(text, limit), timeout)
+            ids = call(lambda: retriever.retrieve(text, limit), timeout)
             ranking = distinct_ranking(ids, limit, depth)
         except Exception as error:
             elapsed = (time.perf_counter() - start) * 1000.0
             return Retrieval((), elapsed, describe(error))
         return Retrieval(ranking, (time.perf_counter() - start) * 1000.0, returned=len(ids))
 
-    for low in range(0, len(questions), max(1, batch)):
-        texts = [question.question for question in questions[low : low + batch]]
-        if batched:
-            yield _evaluate_batched(
-                retriever, texts, limit, depth, advance, timeout, describe, concurrency
-            )
-        elif concurrency > 1:
-            yield Retrievals.of(_evaluate_concurrently(ask, texts, concurrency, advance))
-        elif timeout is not None:
-            results = []
-            for text in texts:
-                results.append(ask(text))
-                advance(1)
-            yield Retrievals.of(results)
-        else:
-            yield _ask_one_by_one(retriever.retrieve, texts, limit, depth, progress, describe)
+    # One question after another with a timeout: each from the same waiting thread.
+    waiter = _Waiter()
+    try:
+        for low in range(0, len(questions), max(1, batch)):
+            texts = [question.question for question in questions[low : low + batch]]
+            if batched:
+                yield _evaluate_batched(
+                    retriever, texts, limit, depth, advance, timeout, describe, concurrency
+                )
+            elif concurrency > 1:
+                yield Retrievals.of(_evaluate_concurrently(ask, texts, concurrency, advance))
+            elif timeout is not None:
+                results = []
+                for text in texts:
+                    results.append(ask(text, waiter.call))
+                    advance(1)
+                yield Retrievals.of(results)
+            else:
+                yield _ask_one_by_one(retriever.retrieve, texts, limit, depth, progress, describe)
+    finally:
+        waiter.close()
 
 
 def _ask_one_by_one(

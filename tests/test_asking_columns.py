@@ -5,6 +5,7 @@ and the scorer must score the columns as it scores the same retrievals one by on
 
 from __future__ import annotations
 
+import threading
 from collections import UserList
 from collections.abc import Sequence
 from typing import Any
@@ -227,3 +228,49 @@ def test_batched_answers_are_taken_as_answers_one_by_one(concurrency: int) -> No
         secrets=("second",),
     )
     assert [(r.ranking, r.error, r.returned) for r in many] == asked(None) * 7
+
+
+class Hanging:
+    """Question 1 hangs until question 2 is asked, then answers late; the others answer at
+    once. Records the thread each question was asked from."""
+
+    identifier = "hanging"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.late = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def retrieve(self, text: str, limit: int) -> list[str]:
+        number = int(text.rsplit(" ", 1)[1])
+        self.threads.append(threading.current_thread())
+        if number == 1:
+            self.release.wait(BOUND)
+            self.late.set()
+            return ["stale"]
+        if number == 2:
+            self.release.set()
+            self.late.wait(BOUND)
+        return [f"fresh-{number}"]
+
+
+#: Only a guard against a hang if the waits were (wrongly) never released.
+BOUND = 30.0
+
+
+def test_with_a_timeout_questions_share_a_thread_and_a_late_answer_is_dropped() -> None:
+    retriever = Hanging()
+    answers = evaluate_questions(retriever, questions(6), depth=DEPTH, timeout=0.2)
+    assert [(r.ranking, r.error) for r in answers] == [
+        (("fresh-0",), None),
+        ((), "TimeoutError: no answer within 0.2 s (--timeout)"),
+        *((((f"fresh-{number}",), None)) for number in range(2, 6)),
+    ]
+    first, hung, *rest = retriever.threads
+    # One thread until a question hangs; the hung one is left, the rest share a new one.
+    assert first is hung and len(set(rest)) == 1 and rest[0] is not hung
+    assert threading.current_thread() not in retriever.threads
+    # Once the run is over, no thread of it is left waiting for more questions.
+    for thread in (hung, rest[0]):
+        thread.join(BOUND)
+        assert not thread.is_alive()
