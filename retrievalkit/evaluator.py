@@ -322,7 +322,7 @@ def ask_in_batches(
             return Retrieval((), elapsed, describe(error))
         return Retrieval(ranking, (time.perf_counter() - start) * 1000.0, returned=len(ids))
 
-    # One question after another with a timeout: each from the same waiting thread.
+    # One question after another with a timeout: each waits on the same thread.
     waiter = _Waiter()
     try:
         for low in range(0, len(questions), max(1, batch)):
@@ -332,7 +332,9 @@ def ask_in_batches(
                     retriever, texts, limit, depth, advance, timeout, describe, concurrency
                 )
             elif concurrency > 1:
-                yield Retrievals.of(_evaluate_concurrently(ask, texts, concurrency, advance))
+                yield Retrievals.of(
+                    _evaluate_concurrently(ask, texts, concurrency, advance, timeout)
+                )
             elif timeout is not None:
                 results = []
                 for text in texts:
@@ -397,16 +399,18 @@ def _ask_one_by_one(
 
 
 def _evaluate_concurrently(
-    ask: Callable[[str], Retrieval],
+    ask: Callable[[str, Callable[..., Any]], Retrieval],
     texts: list[str],
     concurrency: int,
     advance: ProgressCallback,
+    timeout: float | None = None,
 ) -> list[Retrieval]:
     """Ask from ``concurrency`` daemon threads; the calling thread only waits.
 
     Daemon threads rather than a ThreadPoolExecutor: on Ctrl-C an executor would wait
     for every queued question before the process could exit, and a hung retriever
-    would keep it alive for good.
+    would keep it alive for good. With a ``timeout``, each of them waits for its
+    questions on a `_Waiter` of its own.
     """
     results: list[Retrieval | None] = [None] * len(texts)
     pending: queue.Queue[int] = queue.Queue()
@@ -415,16 +419,21 @@ def _evaluate_concurrently(
         pending.put(index)
 
     def work() -> None:
-        while True:
-            try:
-                index = pending.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                results[index] = ask(texts[index])
-            except BaseException as error:  # never lose a question, whatever escaped
-                results[index] = Retrieval((), 0.0, _describe(error))
-            finished.put(index)
+        waiter = _Waiter()
+        call = call_with_timeout if timeout is None else waiter.call
+        try:
+            while True:
+                try:
+                    index = pending.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    results[index] = ask(texts[index], call)
+                except BaseException as error:  # never lose a question, whatever escaped
+                    results[index] = Retrieval((), 0.0, _describe(error))
+                finished.put(index)
+        finally:
+            waiter.close()
 
     for number in range(min(concurrency, len(texts))):
         threading.Thread(target=work, name=f"retrievalkit-ask-{number}", daemon=True).start()

@@ -89,7 +89,9 @@ def questions(count: int) -> list[GoldenQuestion]:
     ]
 
 
-def asked(timeout: float | None, count: int = len(ANSWERS)) -> list[tuple[Any, ...]]:
+def asked(
+    timeout: float | None, count: int = len(ANSWERS), concurrency: int = 1
+) -> list[tuple[Any, ...]]:
     progress: list[int] = []
     retrievals = evaluate_questions(
         Replaying(ANSWERS),
@@ -97,6 +99,7 @@ def asked(timeout: float | None, count: int = len(ANSWERS)) -> list[tuple[Any, .
         depth=DEPTH,
         overfetch=OVERFETCH,
         timeout=timeout,
+        concurrency=concurrency,
         progress=progress.append,
         secrets=("second",),
     )
@@ -104,9 +107,12 @@ def asked(timeout: float | None, count: int = len(ANSWERS)) -> list[tuple[Any, .
     return [(r.ranking, r.error, r.returned) for r in retrievals]
 
 
-def test_without_a_timeout_every_answer_is_taken_as_with_one() -> None:
-    # A generous timeout takes the general road (a thread and distinct_ranking a question).
-    assert asked(None) == asked(600.0)
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_without_a_timeout_every_answer_is_taken_as_with_one(concurrency: int) -> None:
+    # A generous timeout takes the general road (a waiting thread, distinct_ranking a
+    # question), as concurrency does.
+    assert asked(None) == asked(600.0, concurrency=concurrency)
+    assert asked(None) == asked(None, concurrency=concurrency)
 
 
 def test_the_answers_are_the_ranking_and_messages_of_distinct_ranking() -> None:
@@ -272,5 +278,47 @@ def test_with_a_timeout_questions_share_a_thread_and_a_late_answer_is_dropped() 
     assert threading.current_thread() not in retriever.threads
     # Once the run is over, no thread of it is left waiting for more questions.
     for thread in (hung, rest[0]):
+        thread.join(BOUND)
+        assert not thread.is_alive()
+
+
+class HangingOnce:
+    """Question 1 hangs until released; the others answer at once, from any thread."""
+
+    identifier = "hanging-once"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.threads: set[threading.Thread] = set()
+
+    def retrieve(self, text: str, limit: int) -> list[str]:
+        number = int(text.rsplit(" ", 1)[1])
+        with self.lock:
+            self.threads.add(threading.current_thread())
+        if number == 1:
+            self.release.wait(BOUND)
+            return ["stale"]
+        return [f"fresh-{number}"]
+
+
+def test_concurrent_questions_with_a_timeout_wait_on_a_thread_each_asker() -> None:
+    retriever = HangingOnce()
+    count = 40
+    try:
+        answers = evaluate_questions(
+            retriever, questions(count), depth=DEPTH, timeout=0.2, concurrency=3
+        )
+    finally:
+        retriever.release.set()
+    assert [(r.ranking, r.error) for r in answers] == [
+        ((f"fresh-{number}",), None)
+        if number != 1
+        else ((), "TimeoutError: no answer within 0.2 s (--timeout)")
+        for number in range(count)
+    ]
+    # Three askers' waiting threads, and one more for the asker whose question hung.
+    assert len(retriever.threads) <= 4
+    for thread in retriever.threads:
         thread.join(BOUND)
         assert not thread.is_alive()
