@@ -291,7 +291,13 @@ def compare_records(
 def _system(side: Side, shared: Sequence[str]) -> System:
     record = side.record
     columns = as_columns(record.outcomes)
-    compared = np.isin(np.array(columns.question_ids, dtype=object), np.array(shared, dtype=object))
+    # (a set, not np.isin: on object arrays that compares every id with every other)
+    wanted = set(shared)
+    compared = np.fromiter(
+        (question in wanted for question in columns.question_ids),
+        dtype=bool,
+        count=len(columns.question_ids),
+    )
     judged: dict[str, float | None] = {}
     for name in sorted(record.metrics, key=metric_order):
         if not name.startswith("judged@"):
