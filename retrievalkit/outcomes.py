@@ -146,16 +146,21 @@ def _narrowest(values: IntArray) -> npt.NDArray[Any]:
     for kind in kinds:
         info = np.iinfo(kind)
         if info.min <= low and high <= info.max:
-            return values.astype(kind)
-    return values.astype(np.int64)
+            return values.astype(kind, copy=False)
+    return values.astype(np.int64, copy=False)
 
 
-def _shuffle(array: npt.NDArray[Any]) -> bytes:
+def _shuffled(array: npt.NDArray[Any]) -> Iterator[memoryview]:
+    """The array's bytes shuffled (all first bytes, then all second bytes, ...), a byte
+    plane at a time: never a second copy of the whole array."""
     width = array.dtype.itemsize
     raw = np.ascontiguousarray(array).view(np.uint8)
     if width == 1:
-        return bytes(raw.tobytes())
-    return bytes(raw.reshape(-1, width).T.tobytes())
+        yield raw.data
+        return
+    planes = raw.reshape(-1, width)
+    for plane in range(width):
+        yield np.ascontiguousarray(planes[:, plane]).data
 
 
 def _unshuffle(data: bytes, dtype: np.dtype[Any], count: int) -> npt.NDArray[Any]:
@@ -177,13 +182,18 @@ def _pack(
     """One column's bytes: magic, described arrays, and their shuffled bytes compressed.
 
     zlib level 1 for numbers (codes are close to their entropy already; higher levels
-    cost several times the time for a few percent), a higher ``level`` for text.
+    cost several times the time for a few percent), a higher ``level`` for text. The
+    shuffled bytes are compressed as they are made (a stream compressed in pieces is
+    the bytes ``zlib.compress`` makes of them joined), so they are never held whole.
     """
     described = [[name, array.dtype.str, len(array)] for name, array in arrays.items()]
     head = json.dumps({"arrays": described, "meta": dict(meta or {})}, separators=(",", ":"))
     encoded = head.encode("utf-8")
-    body = zlib.compress(b"".join(_shuffle(array) for array in arrays.values()), level)
-    return _MAGIC + struct.pack("<I", len(encoded)) + encoded + body
+    packer = zlib.compressobj(level)
+    parts = [_MAGIC, struct.pack("<I", len(encoded)), encoded]
+    parts.extend(packer.compress(piece) for array in arrays.values() for piece in _shuffled(array))
+    parts.append(packer.flush())
+    return b"".join(parts)
 
 
 def _unpack(data: bytes) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
@@ -285,7 +295,35 @@ def _front_code(
     if width > _FRONT_CODING_WIDTH:
         return _front_code_long(names)
     fixed = np.array(names, dtype=f"S{max(width, 1)}")
-    matrix = fixed.view(np.uint8).reshape(count, max(width, 1))
+    return _front_code_matrix(fixed.view(np.uint8).reshape(count, max(width, 1)), lengths)
+
+
+def _front_code_strings(
+    strings: list[str],
+) -> tuple[IntArray, IntArray, IntArray, dict[str, npt.NDArray[Any]]]:
+    """`_front_code` of the strings in UTF-8, laid out side by side from their text
+    joined by NUL (no bytes object a string) when none holds a NUL."""
+    text = "\x00".join(strings)
+    if not strings or text.count("\x00") != len(strings) - 1:
+        return _front_code(_encoded(strings))
+    blob = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    separators = blob == 0
+    ends = np.append(np.flatnonzero(separators), len(blob))
+    lengths = np.diff(ends, prepend=-1) - 1
+    width = int(lengths.max())
+    if width > _FRONT_CODING_WIDTH:
+        return _front_code_long(blob.tobytes().split(b"\x00"))
+    matrix = np.zeros((len(strings), max(width, 1)), dtype=np.uint8)
+    # Row after row, the cells a name fills are its bytes in order: the text less its NULs.
+    matrix[np.arange(matrix.shape[1]) < lengths[:, None]] = blob[~separators]
+    return _front_code_matrix(matrix, lengths)
+
+
+def _front_code_matrix(
+    matrix: npt.NDArray[np.uint8], lengths: IntArray
+) -> tuple[IntArray, IntArray, IntArray, dict[str, npt.NDArray[Any]]]:
+    """`_front_code` of names given as the rows of ``matrix`` (NUL-padded) and lengths."""
+    width = int(lengths.max())
     order = _byte_order(matrix, lengths)
     matrix = matrix[order]
     ordered_lengths = lengths[order]
@@ -302,14 +340,16 @@ def _front_code(
     # A kept name shares its prefix with the kept name before it: duplicates dropped
     # between them were equal to that one, so the shared length holds.
     kept_shared, kept_lengths = shared[keep], ordered_lengths[keep]
-    columns = np.arange(matrix.shape[1])
-    inside = (columns >= kept_shared[:, None]) & (columns < kept_lengths[:, None])
-    text = matrix[keep][inside]  # every suffix, one after the other
+    kept = np.zeros((len(keep), matrix.shape[1] + 1), dtype=np.uint8)
+    kept[:, :-1] = matrix[keep]
+    columns = np.arange(kept.shape[1])
+    # Every suffix, one after the other, each with the NUL (padding) after it.
+    ended = kept[(columns >= kept_shared[:, None]) & (columns <= kept_lengths[:, None])]
     sizes = kept_lengths - kept_shared
-    if not np.any(text == 0):
+    if np.count_nonzero(ended == 0) == len(keep):
         # As _pack_bytes joins them: a NUL after every suffix but the last.
-        joined = np.insert(text, np.cumsum(sizes)[:-1], np.uint8(0))
-        return order, codes.astype(np.int64), kept_shared, {_SUFFIX + "text": joined}
+        return order, codes.astype(np.int64), kept_shared, {_SUFFIX + "text": ended[:-1]}
+    text = np.delete(ended, np.cumsum(sizes + 1) - 1)  # less the NUL after each
     packed = {_SUFFIX + "text": text, _SUFFIX + "lengths": _narrowest(sizes)}
     return order, codes.astype(np.int64), kept_shared, packed
 
@@ -398,11 +438,11 @@ def _encode_floats(values: FloatArray) -> dict[str, npt.NDArray[Any]]:
     """Exact float64 values: dictionary-encoded, as thousandths or raw, whichever is smaller."""
     bits = values.view(np.uint64).copy()
     bits[np.isnan(values)] = _CANONICAL_NAN
-    distinct, codes = np.unique(bits, return_inverse=True)
+    distinct, codes = _distinct_codes(bits)
     candidates: list[dict[str, npt.NDArray[Any]]] = []
     if len(distinct) <= _DICTIONARY_LIMIT:
         kind = np.uint8 if len(distinct) <= 256 else np.uint16
-        candidates.append({"distinct": distinct, "codes": codes.reshape(-1).astype(kind)})
+        candidates.append({"distinct": distinct, "codes": codes.astype(kind)})
         if len(distinct) <= 256:
             return candidates[0]
     if np.isfinite(values).all():
@@ -418,6 +458,32 @@ def _encode_floats(values: FloatArray) -> dict[str, npt.NDArray[Any]]:
     return min(candidates, key=lambda arrays: sum(array.nbytes for array in arrays.values()))
 
 
+#: Columns longer than this look for their distinct values in a sample first.
+_SAMPLED_OVER = 1 << 16
+
+
+def _distinct_codes(bits: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.uint64], IntArray]:
+    """``np.unique(bits, return_inverse=True)``, the codes flat.
+
+    A long column of few distinct values (hit@k, recall@k, ...) is coded by a search
+    among the distinct values of a sample of it, with the values the sample missed
+    added: no sort of the whole column.
+    """
+    if len(bits) > _SAMPLED_OVER:
+        distinct = np.unique(bits[:: len(bits) // 8192])
+        if len(distinct) <= 256:
+            codes = np.searchsorted(distinct, bits)
+            missed = distinct[np.minimum(codes, len(distinct) - 1)] != bits
+            if not missed.any():
+                return distinct, codes
+            missing = np.unique(bits[missed])
+            if len(distinct) + len(missing) <= 256:
+                distinct = np.union1d(distinct, missing)
+                return distinct, np.searchsorted(distinct, bits)
+    distinct, inverse = np.unique(bits, return_inverse=True)
+    return distinct, inverse.reshape(-1)
+
+
 def _decode_floats(arrays: Mapping[str, npt.NDArray[Any]]) -> FloatArray:
     decoded: FloatArray
     if "distinct" in arrays:
@@ -429,17 +495,13 @@ def _decode_floats(arrays: Mapping[str, npt.NDArray[Any]]) -> FloatArray:
     return decoded
 
 
-def _dictionary(labels: Sequence[str | None]) -> tuple[list[str], IntArray]:
+def _dictionary(labels: Sequence[Any]) -> tuple[list[Any], IntArray]:
     """Distinct labels in first-seen order and one code per label (0 for None)."""
-    vocabulary: dict[str, int] = {}
-    codes = np.fromiter(
-        (
-            0 if label is None else vocabulary.setdefault(label, len(vocabulary) + 1)
-            for label in labels
-        ),
-        np.int64,
-        len(labels),
-    )
+    vocabulary = dict.fromkeys(labels)
+    vocabulary.pop(None, None)
+    code_of = {label: code for code, label in enumerate(vocabulary, 1)}
+    code_of[None] = 0
+    codes = np.fromiter(map(code_of.__getitem__, labels), np.int64, len(labels))
     return list(vocabulary), codes
 
 
@@ -722,11 +784,12 @@ class Outcomes(Sequence["QuestionOutcome"]):
                 **_pack_strings("message.", list(errors.values())),
             }
         )
-        forms = [None if form is None else form.value for form in self.forms]
-        for name, labels in ((FORMS, forms), (HARD_CLASSES, list(self.hard_classes))):
+        for name, labels in ((FORMS, self.forms), (HARD_CLASSES, self.hard_classes)):
             vocabulary, codes = _dictionary(labels)
+            # A form is stored as its value (a form is a str enum: its value is itself).
+            texts = [getattr(label, "value", label) for label in vocabulary]
             columns[name] = _pack(
-                {"codes": _narrowest(codes), **_pack_strings("label.", vocabulary)},
+                {"codes": _narrowest(codes), **_pack_strings("label.", texts)},
                 {"labels": len(vocabulary)},
             )
         for name in self._metrics:
@@ -745,9 +808,12 @@ class Outcomes(Sequence["QuestionOutcome"]):
         seen[labels.codes] = True
         used = np.flatnonzero(seen)
         used_names = documents if len(used) == len(documents) else _pick(documents, used)
-        order, codes, shared, suffixes = _front_code(_encoded(list(used_names)))
+        order, codes, shared, suffixes = _front_code_strings(list(used_names))
+        # In the narrowest type that holds every new code: gathering the codes of a large
+        # run's rankings through it makes no int64 array of them.
         remap = np.zeros(len(documents), dtype=np.int64)
         remap[used[order]] = codes
+        remap = _narrowest(remap)
         return {
             DOCUMENTS: _pack(
                 {"shared": _narrowest(shared), **suffixes},

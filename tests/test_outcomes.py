@@ -587,3 +587,53 @@ def test_ids_sort_as_python_sorts_bytes_by_one_sort_or_word_by_word(
     assert (_packed_order(_word_keys(matrix, lengths)) is None) == (shortest > 0)
     expected = sorted(range(len(names)), key=names.__getitem__)
     assert _byte_order(matrix, lengths).tolist() == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    names=st.lists(
+        st.text(st.characters(blacklist_characters="\x00", codec="utf-8"), max_size=9)
+        | st.sampled_from(["doc-1", "doc-10", "doc-1", "", "é" * 70, "z" * 129]),
+        max_size=40,
+    )
+)
+def test_ids_laid_out_from_their_joined_text_code_as_each_encoded_on_its_own(
+    names: list[str],
+) -> None:
+    """Front coding from the ids' text joined at once (short ids, ids over the front
+    coding width, empty ids, non-ASCII) gives what coding each id's bytes gives."""
+    from retrievalkit.outcomes import _encoded, _front_code, _front_code_strings
+
+    fast = _front_code_strings(names)
+    slow = _front_code(_encoded(names))
+    for got, expected in zip(fast[:3], slow[:3], strict=True):
+        assert got.tolist() == expected.tolist()
+    assert fast[3].keys() == slow[3].keys()
+    for key in slow[3]:
+        assert fast[3][key].tobytes() == slow[3][key].tobytes(), key
+        assert fast[3][key].dtype == slow[3][key].dtype, key
+
+
+@pytest.mark.parametrize("kind", ["two values", "rare values", "many values", "few then many"])
+def test_a_long_column_codes_its_values_as_a_whole_sort_would(kind: str) -> None:
+    """Long columns look for their distinct values in a sample first; the values the
+    sample misses (rare ones, or too many) still get their codes."""
+    from retrievalkit.outcomes import _distinct_codes
+
+    rng = np.random.default_rng(len(kind))
+    count = 70_001
+    if kind == "two values":
+        values = rng.integers(0, 2, count).astype(np.float64)
+    elif kind == "rare values":
+        values = rng.integers(0, 5, count) / 4.0
+        values[rng.choice(count, 7, replace=False)] = [0.3, 0.7, np.nan, -0.0, 2.0, 0.3, 9.0]
+    elif kind == "many values":
+        values = rng.random(count)
+    else:
+        values = rng.integers(0, 3, count).astype(np.float64)
+        values[-5_000:] = rng.random(5_000)
+    bits = values.view(np.uint64)
+    distinct, codes = _distinct_codes(bits)
+    expected, inverse = np.unique(bits, return_inverse=True)
+    assert distinct.tolist() == expected.tolist()
+    assert codes.tolist() == inverse.reshape(-1).tolist()
