@@ -165,8 +165,17 @@ def on_github_actions(environ: Mapping[str, str]) -> bool:
     return environ.get("GITHUB_ACTIONS") == "true"
 
 
+#: Question rows in the job summary: GitHub refuses a step summary over 1 MiB (a
+#: 100,000-question table is about 10 MB), and the verdict comes after the table.
+STEP_SUMMARY_QUESTIONS = 1000
+
+
 def write_step_summary(report: EvalReport, environ: Mapping[str, str] | None = None) -> bool:
-    """Append the Markdown report to ``$GITHUB_STEP_SUMMARY`` when that variable is set."""
+    """Append the Markdown report to ``$GITHUB_STEP_SUMMARY`` when that variable is set.
+
+    The question table stops after `STEP_SUMMARY_QUESTIONS` rows and says how many
+    more there are.
+    """
     from retrievalkit.render.markdown import render_markdown
 
     environ = os.environ if environ is None else environ
@@ -175,7 +184,7 @@ def write_step_summary(report: EvalReport, environ: Mapping[str, str] | None = N
         return False
     try:
         with open(target, "a", encoding="utf-8") as summary:
-            summary.write(render_markdown(report) + "\n")
+            summary.write(render_markdown(report, question_limit=STEP_SUMMARY_QUESTIONS) + "\n")
     except OSError as error:
         from retrievalkit.errors import InputError
 

@@ -75,10 +75,17 @@ def emit_report(
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(report))
     else:
-        from retrievalkit.render.table import eval_renderable
+        from retrievalkit.render.table import PLAIN_LISTING, eval_renderable, question_listing
+        from retrievalkit.render.terminal import plain
+        from retrievalkit.render.text import header_line
 
         output = console(args)
-        output.print(eval_renderable(report, per_question=not args.quiet, width=output.width))
+        if args.quiet or len(report.record.outcomes) <= PLAIN_LISTING:
+            output.print(eval_renderable(report, per_question=not args.quiet, width=output.width))
+            return
+        output.print(plain(header_line(report), style="bold"))
+        output.file.write(question_listing(report.record))
+        output.print(eval_renderable(report, per_question=False, header=False))
 
 
 def _ci_outputs(report: EvalReport, args: argparse.Namespace, failed: str | None) -> None:

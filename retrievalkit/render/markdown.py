@@ -23,7 +23,8 @@ def _escape(text: str) -> str:
     return printable(text.replace("\n", " ")).replace("|", "\\|")
 
 
-def render_markdown(report: EvalReport) -> str:
+def render_markdown(report: EvalReport, *, question_limit: int | None = None) -> str:
+    """The report as Markdown; ``question_limit`` caps the rows of its question table."""
     record = report.record
     lines = [
         f"# retrievalkit evaluation: {_escape(record.set)} × {_escape(record.model)}",
@@ -60,7 +61,8 @@ def render_markdown(report: EvalReport) -> str:
         "| id | form | hard class | hit@1 | hit@3 | top 3 | expected |",
         "|---|---|---|:-:|:-:|---|---|",
     ]
-    for outcome in record.outcomes:
+    shown = record.outcomes if question_limit is None else record.outcomes[:question_limit]
+    for outcome in shown:
         top = ", ".join(outcome.ranking[:3]) if outcome.error is None else f"ERROR: {outcome.error}"
         lines.append(
             f"| {_escape(outcome.question_id)} | {outcome.form.value if outcome.form else ''} "
@@ -68,6 +70,13 @@ def render_markdown(report: EvalReport) -> str:
             f"| {hits_cell(outcome.scores, 'hit@3')} | {_escape(top)} "
             f"| {_escape(', '.join(outcome.expected) or '(no answer)')} |"
         )
+    left_out = len(record.outcomes) - len(shown)
+    if left_out:
+        lines += [
+            "",
+            f"... and {left_out:,} more questions: `--output-dir` writes them all "
+            "(report.md, per_question.jsonl).",
+        ]
     errors = errored_questions(record)
     if errors:
         lines += ["", f"## Errors ({len(errors)})", ""]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from retrievalkit.render.summary import EvalReport, errored_questions
-from retrievalkit.render.terminal import plain
+from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import (
     breakdown_columns,
     breakdown_rows,
@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 #: What the question table spends on borders and padding (7 columns).
 _TABLE_FRAME = 22
+#: Past this many questions the questions are listed as plain lines, written at once:
+#: rich lays out every line and table row on its own (22 s for 100,000 questions).
+PLAIN_LISTING = 1000
 
 
 def _widest_id(record: ResultRecord) -> int:
@@ -46,6 +49,34 @@ def _fits(record: ResultRecord, width: int) -> bool:
     hard = max((len(o.hard_class or "") for o in record.outcomes), default=0)
     fixed = max(question, 2) + 5 + max(hard, 10) + 5 + 5
     return _TABLE_FRAME + fixed + 2 * max(_widest_id(record), 11) <= width
+
+
+def question_listing(record: ResultRecord) -> str:
+    """The list form of the questions as plain text (controls escaped), for large runs."""
+    lines = ["Questions"]
+    for outcome in record.outcomes:
+        form = outcome.form.value if outcome.form else ""
+        lines.append(
+            printable(
+                "  ".join(
+                    part
+                    for part in (
+                        outcome.question_id,
+                        form,
+                        outcome.hard_class or "",
+                        f"hit@1 {hits_cell(outcome.scores, 'hit@1')}",
+                        f"hit@3 {hits_cell(outcome.scores, 'hit@3')}",
+                    )
+                    if part
+                )
+            )
+        )
+        if outcome.error is None:
+            lines.append(printable("    top 3:    " + ", ".join(outcome.ranking[:3])))
+        else:
+            lines.append(printable("    ERROR: " + outcome.error))
+        lines.append(printable("    expected: " + (", ".join(outcome.expected) or "(no answer)")))
+    return "\n".join(lines) + "\n"
 
 
 def _question_list(record: ResultRecord) -> list[Text]:
@@ -83,19 +114,24 @@ def _title(text: str) -> Text:
 
 
 def eval_renderable(
-    report: EvalReport, *, per_question: bool = True, width: int | None = None
+    report: EvalReport,
+    *,
+    per_question: bool = True,
+    width: int | None = None,
+    header: bool = True,
 ) -> Group:
     """Everything ``eval`` and ``show`` print in a terminal, as one rich Group.
 
     ``width`` is the terminal's: too narrow for every document id to fit its cell, the
-    questions become a list instead of a table.
+    questions become a list instead of a table. Without ``header``, the first line is
+    left out (for a caller that printed it and `question_listing` already).
     """
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
     record = report.record
-    parts: list[Table | Text] = [plain(header_line(report), style="bold")]
+    parts: list[Table | Text] = [plain(header_line(report), style="bold")] if header else []
     if per_question and width is not None and not _fits(record, width):
         parts += _question_list(record)
     elif per_question:
