@@ -189,12 +189,12 @@ def run(args: argparse.Namespace) -> int:
         verdict=verdict,
         verdict_note=verdict_note,
     )
-    page = render_html_report(report)
+    page = render_html_report(report).encode("utf-8")
     try:
-        output.write_text(page, encoding="utf-8")
+        output.write_bytes(page)
     except OSError as error:
         raise InputError(
             f"cannot write the report: {error.strerror}", source=str(output), field="--output"
         ) from None
-    print(f"wrote {output} ({len(page.encode()) // 1024} KB)")
+    print(f"wrote {output} ({len(page) // 1024} KB)")
     return EXIT_OK

@@ -261,6 +261,11 @@ def _short_time(created_at: str) -> str:
     return created_at.replace("T", " ").rstrip("Z")
 
 
+#: Past this many changed questions the difference chart is drawn as filled areas
+#: rather than one bar per question (which would be narrower than a pixel anyway).
+DRAWN_BARS = 1000
+
+
 def difference_chart(
     differences: Sequence[tuple[str, float]], metric: str, baseline: str, candidate: str
 ) -> str:
@@ -278,8 +283,26 @@ def difference_chart(
         if changed:
             xs = range(len(changed))
             moves = [move for _, move in changed]
-            colours = [BETTER_COLOUR if move > 0 else WORSE_COLOUR for move in moves]
-            axes.bar(xs, moves, width=0.8, color=colours)
+            if len(changed) <= DRAWN_BARS:
+                colours = [BETTER_COLOUR if move > 0 else WORSE_COLOUR for move in moves]
+                axes.bar(xs, moves, width=0.8, color=colours)
+            else:
+                # One bar each would be thousands of SVG paths, each narrower than a pixel:
+                # the same sorted profile as one filled staircase per sign, a step per run
+                # of equal differences.
+                for positive, colour in ((False, WORSE_COLOUR), (True, BETTER_COLOUR)):
+                    edges: list[float] = []
+                    heights: list[float] = []
+                    for index, move in enumerate(moves):
+                        if (move > 0) != positive:
+                            continue
+                        if not heights or heights[-1] != move:
+                            edges.append(index - 0.5)
+                            heights.append(move)
+                        last = index + 0.5
+                    if heights:
+                        edges.append(last)
+                        axes.stairs(heights, edges, baseline=0, fill=True, color=colour)
             if len(changed) <= 80:
                 axes.set_xticks(list(xs), [question for question, _ in changed])
                 axes.tick_params(axis="x", labelrotation=90, labelsize=7)

@@ -11,6 +11,7 @@ whether it lands in text or in an attribute value; an element id made from user 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from html import escape
 
@@ -37,6 +38,11 @@ from retrievalkit.run_report import QuestionResult, QuestionRow, RunReport
 HIT_COLUMNS = ("hit@1", "hit@3")
 #: Documents shown per question before the rest are folded away.
 SHOWN = 3
+#: Past this many questions the question table lists only this many rows (a page of
+#: 100,000 rows is about 100 MB and too slow for a browser to sort or filter): every
+#: errored question first, then the largest changes, then misses, then the rest. The
+#: metrics, charts and counts above it still cover every question.
+TABLE_ROWS = 1000
 
 _CSS = """
 :root { --ink: #1d2329; --muted: #5b6670; --line: #dde2e7; --run: #0072b2;
@@ -528,6 +534,56 @@ def _rank_text(result: QuestionResult) -> str:
     return NONE if result.first_relevant is None else str(result.first_relevant)
 
 
+def _move(row: QuestionRow, metric: str) -> float | None:
+    """This run minus the baseline in ``metric``; None where either is undefined."""
+    if row.baseline is None:
+        return None
+    value = row.result.scores.get(metric)
+    before = row.baseline.scores.get(metric)
+    return None if value is None or before is None else value - before
+
+
+def _listed(report: RunReport) -> list[QuestionRow]:
+    """The rows the table lists: all of them, or past `TABLE_ROWS` the most telling ones,
+    in the run's order."""
+    rows = report.questions
+    if len(rows) <= TABLE_ROWS:
+        return list(rows)
+    metric = report.difference_metric
+    compare = report.comparison is not None
+
+    def priority(index: int) -> tuple[int, float, int]:
+        row = rows[index]
+        if row.result.error is not None or (row.baseline is not None and row.baseline.error):
+            return (0, 0.0, index)
+        move = _move(row, metric) if compare else None
+        if move is not None and abs(move) >= 1e-12:
+            return (1, -abs(move), index)
+        if row.expected and row.result.first_relevant is None:
+            return (2, 0.0, index)
+        return (3, 0.0, index)
+
+    chosen = sorted(heapq.nsmallest(TABLE_ROWS, range(len(rows)), key=priority))
+    return [rows[index] for index in chosen]
+
+
+def _left_out(report: RunReport, listed: int) -> str:
+    total = len(report.questions)
+    if listed == total:
+        return ""
+    order = "every errored question first, "
+    if report.comparison is not None:
+        order += f"then the largest changes in {report.difference_metric}, "
+    order += "then the misses, then the rest, in the run's order"
+    return (
+        f'<p class="note" id="questions-left-out">This run has {total} questions; the table '
+        f"lists {listed} of them ({_e(order)}) and leaves out the other {total - listed}. "
+        "Every metric, chart and count above covers all the questions; "
+        f"<code>retrievalkit show {_e(report.record.run_id)} --format json</code> lists "
+        "every one.</p>"
+    )
+
+
 def _question_table(report: RunReport) -> str:
     record = report.record
     hits = [name for name in HIT_COLUMNS if name in record.metrics]
@@ -555,7 +611,8 @@ def _question_table(report: RunReport) -> str:
         for name, kind in columns
     )
     body = []
-    for row in report.questions:
+    listed = _listed(report)
+    for row in listed:
         result = row.result
         answerable = bool(row.expected)
         if result.error is not None:
@@ -582,11 +639,7 @@ def _question_table(report: RunReport) -> str:
             other = row.baseline
             base_rank = None if other is None else other.first_relevant
             cells.append(_cell(NONE if other is None else _rank_text(other), base_rank, css="num"))
-            move = None
-            if other is not None:
-                before = other.scores.get(metric)
-                if value is not None and before is not None:
-                    move = value - before
+            move = _move(row, metric)
             tone = "" if move is None or abs(move) < 1e-12 else ("better" if move > 0 else "worse")
             cells.append(_cell(signed(move), move, css=f"num {tone}".strip()))
         cells.append(_cell(f"{result.latency_ms:.1f}", result.latency_ms, css="num"))
@@ -596,8 +649,9 @@ def _question_table(report: RunReport) -> str:
                 errors.append(f"baseline: {row.baseline.error}")
             cells.append(_cell(_e("; ".join(errors)), "; ".join(errors)))
         body.append(f'<tr class="{css}">{"".join(cells)}</tr>')
-    total = len(report.questions)
+    total = len(listed)
     note = f"<p class=note>{_e(report.texts_note)}</p>" if report.texts_note else ""
+    note += _left_out(report, total)
     return (
         f'<section id="questions"><h2>Questions</h2>{note}<p class=note>Click a column '
         "heading to sort (again to reverse). <i>rank</i>: where the first relevant "
