@@ -316,6 +316,7 @@ def _front_code_strings(
     matrix = np.zeros((len(strings), max(width, 1)), dtype=np.uint8)
     # Row after row, the cells a name fills are its bytes in order: the text less its NULs.
     matrix[np.arange(matrix.shape[1]) < lengths[:, None]] = blob[~separators]
+    del text, blob, separators, ends  # not held while the names are sorted
     return _front_code_matrix(matrix, lengths)
 
 
