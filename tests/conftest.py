@@ -10,6 +10,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -28,6 +29,27 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return shared_data()
+
+
+@pytest.fixture(scope="session")
+def bm25_populations(data_dir: Path) -> dict[str, Any]:
+    """Real per-query values: BM25 on SciFact's test queries (skewed, ties, mass at 0 and 1).
+
+    rr, ndcg@10 and ap@10 of the 300 queries, undefined ones left out: the populations
+    the interval simulations draw questions from.
+    """
+    import numpy as np
+
+    from retrievalkit.golden_files import load_beir
+    from retrievalkit.metrics import compute_metrics, judge_rankings
+    from retrievalkit.retrievers.bm25 import BM25Retriever
+
+    golden = load_beir(data_dir / "scifact")
+    retriever = BM25Retriever(data_dir / "scifact" / "corpus.jsonl")
+    rankings = [retriever.retrieve(question.question, 10) for question in golden.questions]
+    judged = judge_rankings(rankings, [q.judgments() for q in golden.questions], depth=10)
+    table = compute_metrics(judged, (10,))
+    return {name: table[name][~np.isnan(table[name])] for name in ("rr", "ndcg@10", "ap@10")}
 
 
 # --- a third-party plugin package, built from source and installed with pip ---------------

@@ -10,8 +10,6 @@ The long run over the whole grid is ``benchmarks/bench_coverage.py``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -66,21 +64,6 @@ def test_rates_are_covered_at_least_95_percent_of_the_time_at_every_small_n() ->
         for index, (n, p) in enumerate(BINARY_CELLS)
     ]
     assert not all(binary_accepts(value) for value in narrower), narrower
-
-
-@pytest.fixture(scope="module")
-def bm25_populations(data_dir: Path) -> dict[str, npt.NDArray[np.float64]]:
-    """Real per-query values: BM25 on SciFact's test queries (skewed, ties, mass at 0 and 1)."""
-    from retrievalkit.golden_files import load_beir
-    from retrievalkit.metrics import compute_metrics, judge_rankings
-    from retrievalkit.retrievers.bm25 import BM25Retriever
-
-    golden = load_beir(data_dir / "scifact")
-    retriever = BM25Retriever(data_dir / "scifact" / "corpus.jsonl")
-    rankings = [retriever.retrieve(question.question, 10) for question in golden.questions]
-    judged = judge_rankings(rankings, [q.judgments() for q in golden.questions], depth=10)
-    table = compute_metrics(judged, (10,))
-    return {name: table[name][~np.isnan(table[name])] for name in ("rr", "ndcg@10", "ap@10")}
 
 
 def continuous_accepts(value: float, n: int) -> bool:

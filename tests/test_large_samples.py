@@ -9,8 +9,6 @@ members, gets the interval the whole-run resampling gives it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -28,21 +26,6 @@ from retrievalkit.large_samples import LARGE_SAMPLE, cell_resampled_means, centr
 from retrievalkit.paired import paired_test
 
 
-@pytest.fixture(scope="module")
-def scifact_values(data_dir: Path) -> dict[str, npt.NDArray[np.float64]]:
-    """Real per-query values of BM25 on SciFact's 300 test queries (skewed, mass at 0 and 1)."""
-    from retrievalkit.golden_files import load_beir
-    from retrievalkit.metrics import compute_metrics, judge_rankings
-    from retrievalkit.retrievers.bm25 import BM25Retriever
-
-    golden = load_beir(data_dir / "scifact")
-    retriever = BM25Retriever(data_dir / "scifact" / "corpus.jsonl")
-    rankings = [retriever.retrieve(question.question, 10) for question in golden.questions]
-    judged = judge_rankings(rankings, [q.judgments() for q in golden.questions], depth=10)
-    table = compute_metrics(judged, (10,))
-    return {name: table[name][~np.isnan(table[name])] for name in ("rr", "ndcg@10", "ap@10")}
-
-
 def whole_run_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every run resample whole, as runs below LARGE_SAMPLE questions do."""
     monkeypatch.setattr(intervals, "LARGE_SAMPLE", 10**12)
@@ -50,12 +33,12 @@ def whole_run_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("metric", ["rr", "ndcg@10", "ap@10"])
 def test_abc_bounds_agree_with_bca_from_many_resamples(
-    scifact_values: dict[str, npt.NDArray[np.float64]],
+    bm25_populations: dict[str, npt.NDArray[np.float64]],
     metric: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rng = np.random.default_rng(7)
-    population = scifact_values[metric]
+    population = bm25_populations[metric]
     values = population[rng.integers(0, len(population), LARGE_SAMPLE)][:, None]
     groups = np.ones((1, LARGE_SAMPLE), dtype=bool)
     analytic = bootstrap_means(values, groups)[0][0]
@@ -89,11 +72,11 @@ def abc_coverage(
 
 @pytest.mark.parametrize("metric", ["rr", "ndcg@10", "ap@10"])
 def test_abc_covers_the_true_mean_at_the_nominal_rate(
-    scifact_values: dict[str, npt.NDArray[np.float64]], metric: str
+    bm25_populations: dict[str, npt.NDArray[np.float64]], metric: str
 ) -> None:
     # 4,000 samples of 10,000 questions: a standard error of 0.0034 near 95 %; three of
     # them either side, so a 92.5 % interval falls out of the window.
-    population = scifact_values[metric]
+    population = bm25_populations[metric]
     value = abc_coverage(population, 4000, 0.95, seed=3)
     assert abs(value - 0.95) <= 0.0105, value
     narrower = abc_coverage(population, 4000, 0.925, seed=3)
@@ -127,10 +110,10 @@ def test_cells_of_a_large_run_choose_their_method_by_size() -> None:
 
 
 def test_a_small_slice_of_a_large_run_gets_the_whole_run_resampling_interval(
-    scifact_values: dict[str, npt.NDArray[np.float64]], monkeypatch: pytest.MonkeyPatch
+    bm25_populations: dict[str, npt.NDArray[np.float64]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = np.random.default_rng(5)
-    population = scifact_values["ndcg@10"]
+    population = bm25_populations["ndcg@10"]
     count = LARGE_SAMPLE
     values = population[rng.integers(0, len(population), count)][:, None]
     sliced = np.zeros(count, dtype=bool)

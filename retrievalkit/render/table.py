@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Group
     from rich.text import Text
 
-    from retrievalkit.model import ResultRecord
+    from retrievalkit.model import QuestionOutcome, ResultRecord
 
 #: What the question table spends on borders and padding (7 columns).
 _TABLE_FRAME = 22
@@ -51,32 +51,40 @@ def _fits(record: ResultRecord, width: int) -> bool:
     return _TABLE_FRAME + fixed + 2 * max(_widest_id(record), 11) <= width
 
 
+def _question_head(outcome: QuestionOutcome) -> str:
+    """A question's first line in the list form: id, form, hard class and its hits."""
+    return "  ".join(
+        part
+        for part in (
+            outcome.question_id,
+            outcome.form.value if outcome.form else "",
+            outcome.hard_class or "",
+            f"hit@1 {hits_cell(outcome.scores, 'hit@1')}",
+            f"hit@3 {hits_cell(outcome.scores, 'hit@3')}",
+        )
+        if part
+    )
+
+
+def _top_line(outcome: QuestionOutcome) -> str:
+    return "    top 3:    " + ", ".join(outcome.ranking[:3])
+
+
+def _expected_line(outcome: QuestionOutcome) -> str:
+    return "    expected: " + (", ".join(outcome.expected) or "(no answer)")
+
+
 def question_listing(record: ResultRecord) -> str:
     """The list form of the questions as plain text (controls escaped), for large runs."""
     lines = ["Questions"]
     for outcome in record.outcomes:
-        form = outcome.form.value if outcome.form else ""
-        lines.append(
-            printable(
-                "  ".join(
-                    part
-                    for part in (
-                        outcome.question_id,
-                        form,
-                        outcome.hard_class or "",
-                        f"hit@1 {hits_cell(outcome.scores, 'hit@1')}",
-                        f"hit@3 {hits_cell(outcome.scores, 'hit@3')}",
-                    )
-                    if part
-                )
-            )
-        )
+        lines.append(_question_head(outcome))
         if outcome.error is None:
-            lines.append(printable("    top 3:    " + ", ".join(outcome.ranking[:3])))
+            lines.append(_top_line(outcome))
         else:
-            lines.append(printable("    ERROR: " + outcome.error))
-        lines.append(printable("    expected: " + (", ".join(outcome.expected) or "(no answer)")))
-    return "\n".join(lines) + "\n"
+            lines.append("    ERROR: " + outcome.error)
+        lines.append(_expected_line(outcome))
+    return "\n".join(printable(line) for line in lines) + "\n"
 
 
 def _question_list(record: ResultRecord) -> list[Text]:
@@ -88,24 +96,12 @@ def _question_list(record: ResultRecord) -> list[Text]:
 
     lines = [plain("Questions", style="italic")]
     for outcome in record.outcomes:
-        form = outcome.form.value if outcome.form else ""
-        head = "  ".join(
-            part
-            for part in (
-                outcome.question_id,
-                form,
-                outcome.hard_class or "",
-                f"hit@1 {hits_cell(outcome.scores, 'hit@1')}",
-                f"hit@3 {hits_cell(outcome.scores, 'hit@3')}",
-            )
-            if part
-        )
-        lines.append(plain(head))
+        lines.append(plain(_question_head(outcome)))
         if outcome.error is None:
-            lines.append(plain("    top 3:    " + ", ".join(outcome.ranking[:3])))
+            lines.append(plain(_top_line(outcome)))
         else:
             lines.append(Text.assemble(("    ERROR: ", "red"), plain(outcome.error)))
-        lines.append(plain("    expected: " + (", ".join(outcome.expected) or "(no answer)")))
+        lines.append(plain(_expected_line(outcome)))
     return lines
 
 
