@@ -10,7 +10,8 @@ matrix, and the resampled sums of every metric in every slice come from its prod
 with the values (see `_resampled_means`). Undefined values (NaN) are left out
 of a mean, so a resampled mean is sum(defined values) / count(defined). The same
 inputs and seed give the same intervals, to the last bit, however the batches are
-spread over threads.
+spread over threads. Runs of `LARGE_SAMPLE` questions or more take the analytic and
+per-slice paths of `retrievalkit.large_samples` instead.
 """
 
 from __future__ import annotations
@@ -225,6 +226,10 @@ def bootstrap_means(
     Every group is read from the same resamples of the whole run, so a slice's
     resampled size varies from resample to resample, as it would in a fresh sample of
     questions. ``value_range`` is where a value can lie; bounds never leave it.
+
+    A run of `LARGE_SAMPLE` questions or more is not resampled whole: a cell with that
+    many values gets the ABC interval (`ABC`), a smaller one BCa from resampling its
+    own members (see `_large_run_bounds` and `retrievalkit.large_samples`).
     """
     count, metrics = values.shape
     group_count = groups.shape[0]
