@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from run_records import run_record
 
-from retrievalkit.model import Manifest, MetricValue, QuestionOutcome, ResultRecord
+from retrievalkit.model import QuestionOutcome, ResultRecord
 from retrievalkit.render import html_report
 from retrievalkit.run_report import build_run_report
 
@@ -40,33 +41,8 @@ def _record(run_id: str, changed: dict[int, float]) -> ResultRecord:
         outcomes.append(
             QuestionOutcome(f"q{index}", tuple(ranking), scores, 2.0, judgments=judgments)
         )
-    metrics = {name: MetricValue(mean=0.5, ci=(0.4, 0.6), n=COUNT) for name in SCORES}
-    manifest = Manifest(
-        retrievalkit_version="0",
-        set_name="big",
-        set_hash="0" * 64,
-        retriever="r",
-        plugin="r",
-        retriever_options={},
-        retriever_options_hash="0" * 16,
-        created_at=f"2026-01-01T00:00:0{run_id[-1]}Z",
-        ks=(1, 3, 10),
-        overfetch=3,
-        confidence=0.95,
-        resamples=100,
-        seed=1,
-    )
-    return ResultRecord(
-        run_id=run_id,
-        set="big",
-        model="r",
-        grader="retrieval_hit_rate",
-        pass_rate=0.5,
-        mean_score=0.5,
-        metrics=metrics,
-        slices={},
-        outcomes=outcomes,
-        manifest=manifest,
+    return run_record(
+        outcomes, SCORES, run_id=run_id, created_at=f"2026-01-01T00:00:0{run_id[-1]}Z"
     )
 
 

@@ -12,10 +12,11 @@ import io
 
 import pytest
 from rich.console import Console
+from run_records import run_record
 
 from retrievalkit.ci_output import STEP_SUMMARY_QUESTIONS, write_step_summary
 from retrievalkit.commands.output import emit_report
-from retrievalkit.model import Manifest, MetricValue, QuestionOutcome, ResultRecord
+from retrievalkit.model import QuestionOutcome, ResultRecord
 from retrievalkit.regression import MetricComparison, Verdict
 from retrievalkit.render.summary import EvalReport
 from retrievalkit.render.table import PLAIN_LISTING, _question_list, question_listing
@@ -43,34 +44,7 @@ def _record(count: int) -> ResultRecord:
                 judgments={f"d{index}": 1} if index % 5 else {},
             )
         )
-    metrics = {name: MetricValue(mean=0.5, ci=(0.4, 0.6), n=count) for name in SCORES}
-    manifest = Manifest(
-        retrievalkit_version="0",
-        set_name="big",
-        set_hash="0" * 64,
-        retriever="r",
-        plugin="r",
-        retriever_options={},
-        retriever_options_hash="0" * 16,
-        created_at="2026-01-01T00:00:00Z",
-        ks=(1, 3, 10),
-        overfetch=3,
-        confidence=0.95,
-        resamples=100,
-        seed=1,
-    )
-    return ResultRecord(
-        run_id="20260101T000000Z-00000000",
-        set="big",
-        model="r",
-        grader="retrieval_hit_rate",
-        pass_rate=0.5,
-        mean_score=0.5,
-        metrics=metrics,
-        slices={},
-        outcomes=outcomes,
-        manifest=manifest,
-    )
+    return run_record(outcomes, SCORES)
 
 
 def _verdict() -> Verdict:
@@ -130,3 +104,4 @@ def test_the_job_summary_stops_the_question_table_and_keeps_the_verdict(
     assert (f"... and {left_out:,} more questions" in section) == bool(left_out)
     assert "\n## Regression\n" in text
     assert len(text.encode()) < 1024 * 1024
+
