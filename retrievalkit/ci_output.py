@@ -168,15 +168,33 @@ def on_github_actions(environ: Mapping[str, str]) -> bool:
 #: Question rows in the job summary: GitHub refuses a step summary over 1 MiB (a
 #: 100,000-question table is about 10 MB), and the verdict comes after the table.
 STEP_SUMMARY_QUESTIONS = 1000
+#: What one report may add to the job summary, under GitHub's 1 MiB: rows of long ids
+#: can pass it before `STEP_SUMMARY_QUESTIONS` rows do.
+STEP_SUMMARY_BYTES = 900 * 1024
+
+
+def step_summary_markdown(report: EvalReport) -> str:
+    """The Markdown report with as many question rows as fit `STEP_SUMMARY_BYTES`.
+
+    At most `STEP_SUMMARY_QUESTIONS` rows, halved until the whole report fits; the
+    report says how many questions it leaves out.
+    """
+    from retrievalkit.render.markdown import render_markdown
+
+    limit = STEP_SUMMARY_QUESTIONS
+    while True:
+        text = render_markdown(report, question_limit=limit)
+        if limit == 0 or len(text.encode("utf-8")) <= STEP_SUMMARY_BYTES:
+            return text
+        limit //= 2
 
 
 def write_step_summary(report: EvalReport, environ: Mapping[str, str] | None = None) -> bool:
     """Append the Markdown report to ``$GITHUB_STEP_SUMMARY`` when that variable is set.
 
-    The question table stops after `STEP_SUMMARY_QUESTIONS` rows and says how many
-    more there are.
+    The question table stops after `STEP_SUMMARY_QUESTIONS` rows, or fewer when long
+    ids would take it past `STEP_SUMMARY_BYTES`, and says how many more there are.
     """
-    from retrievalkit.render.markdown import render_markdown
 
     environ = os.environ if environ is None else environ
     target = environ.get("GITHUB_STEP_SUMMARY")
@@ -184,7 +202,7 @@ def write_step_summary(report: EvalReport, environ: Mapping[str, str] | None = N
         return False
     try:
         with open(target, "a", encoding="utf-8") as summary:
-            summary.write(render_markdown(report, question_limit=STEP_SUMMARY_QUESTIONS) + "\n")
+            summary.write(step_summary_markdown(report) + "\n")
     except OSError as error:
         from retrievalkit.errors import InputError
 

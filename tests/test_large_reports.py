@@ -105,3 +105,32 @@ def test_the_job_summary_stops_the_question_table_and_keeps_the_verdict(
     assert "\n## Regression\n" in text
     assert len(text.encode()) < 1024 * 1024
 
+
+@pytest.mark.parametrize(("id_length", "labelled"), [(10, 2), (40, 20), (400, 20), (4000, 20)])
+def test_rows_of_long_ids_still_keep_the_job_summary_under_a_mebibyte(
+    id_length: int, labelled: int, tmp_path: pytest.TempPathFactory
+) -> None:
+    target = tmp_path / "summary.md"  # type: ignore[operator]
+    count = 3000
+    outcomes = [
+        QuestionOutcome(
+            f"q{index}",
+            tuple(f"d{index}-{n}-".ljust(id_length, "x") for n in range(3)),
+            {"hit@1": 0.0, "hit@3": 1.0, "rr": 0.5},
+            1.0,
+            judgments={f"e{index}-{n}-".ljust(id_length, "y"): 1 for n in range(labelled)},
+        )
+        for index in range(count)
+    ]
+    record = run_record(outcomes, SCORES)
+    assert write_step_summary(
+        EvalReport(record, (), _verdict(), "sqlite:///x"), {"GITHUB_STEP_SUMMARY": str(target)}
+    )
+    text = target.read_text(encoding="utf-8")
+    assert len(text.encode()) < 1024 * 1024
+    section = text.split("\n## Questions\n", 1)[1].split("\n## ", 1)[0]
+    rows = [row for row in section.splitlines() if row.startswith("| q")]
+    assert f"... and {count - len(rows):,} more questions" in section
+    assert "\n## Regression\n" in text
+    # Short rows stop at the row limit; long ones earlier, at the size.
+    assert (len(rows) == STEP_SUMMARY_QUESTIONS) == (id_length == 10)
