@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from retrievalkit.errors import EXIT_OK, EvaluationError, InputError
+from retrievalkit.plugin_api import EXIT_OK, EvaluationError, InputError
 
 HELP = (
     "Elasticsearch tools (retrievalkit-elasticsearch): index a corpus for BM25 (and, with "
@@ -206,8 +206,7 @@ def _embedder_options(pairs: list[str]) -> dict[str, Any]:
 
 def _embed(args: argparse.Namespace, corpus: Path) -> tuple[Any, Any]:
     """The vector setup and the corpus's vectors (from the shared cache when there)."""
-    from retrievalkit.embedders import create_embedder
-    from retrievalkit.retrievers.dense import embed_corpus
+    from retrievalkit.plugin_api import create_embedder, embed_corpus
     from retrievalkit_elasticsearch.vectors import vector_index_for
 
     options = _embedder_options(args.embedder_option)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from retrievalkit.errors import EvaluationError, InputError, RetrievalkitError
+from retrievalkit.plugin_api import EvaluationError, InputError, RetrievalkitError
 
 if TYPE_CHECKING:
     from elasticsearch import Elasticsearch

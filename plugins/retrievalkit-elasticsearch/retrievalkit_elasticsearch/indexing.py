@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from retrievalkit.errors import EvaluationError, InputError
-from retrievalkit.formats.corpus import read_corpus
+from retrievalkit.plugin_api import EvaluationError, InputError, read_corpus
 from retrievalkit_elasticsearch import __version__
 from retrievalkit_elasticsearch.connection import (
     Target,

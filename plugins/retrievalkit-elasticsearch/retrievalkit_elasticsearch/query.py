@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from retrievalkit.errors import InputError
+from retrievalkit.plugin_api import InputError
 
 PLACEHOLDER = re.compile(r"\{\{\s*question\s*\}\}")
 QUERY_TYPES = ("best_fields", "most_fields", "cross_fields")

@@ -15,8 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.errors import InputError
-from retrievalkit.retrievers.contract import document_id_of
+from retrievalkit.plugin_api import InputError, document_id_of
 from retrievalkit_elasticsearch.connection import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,

@@ -40,9 +40,16 @@ import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.errors import RetrievalkitError, StoreError
-from retrievalkit.model.values import GRADER, ResultRecord
-from retrievalkit.stores.serialization import dump_columns, dump_summary, load_record, load_summary
+from retrievalkit.plugin_api import (
+    GRADER,
+    ResultRecord,
+    RetrievalkitError,
+    StoreError,
+    dump_columns,
+    dump_summary,
+    load_record,
+    load_summary,
+)
 from retrievalkit_elasticsearch.connection import (
     Target,
     client_errors,

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from retrievalkit.errors import InputError
-from retrievalkit.retrievers.contract import document_id_of
+from retrievalkit.plugin_api import InputError, document_id_of
 from retrievalkit_elasticsearch.connection import (
     Target,
     client_errors,
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     from elasticsearch import Elasticsearch
 
-    from retrievalkit.embedders import Embedder
+    from retrievalkit.plugin_api import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +203,7 @@ def embedder_for(
     embedder_options: Mapping[str, Any] | None,
 ) -> Embedder:
     """The index's own embedder (or the one named), checked against the index's vectors."""
-    from retrievalkit.embedders import create_embedder
+    from retrievalkit.plugin_api import create_embedder
 
     name = embedder or vectors.embedder
     if not name:
@@ -305,7 +304,7 @@ class ElasticsearchKnnRetriever:
         return [doc for doc, _ in self.retrieve_scored(question, limit)]
 
     def retrieve_scored(self, question: str, limit: int) -> list[tuple[str, float]]:
-        from retrievalkit.embedders import embed_queries
+        from retrievalkit.plugin_api import embed_queries
 
         if limit <= 0:
             return []
@@ -320,7 +319,7 @@ class ElasticsearchKnnRetriever:
         self, questions: Sequence[str], limit: int
     ) -> list[Sequence[str] | BaseException]:
         """Questions embedded in one call per batch and searched through ``_msearch``."""
-        from retrievalkit.embedders import embed_queries
+        from retrievalkit.plugin_api import embed_queries
 
         if limit <= 0:
             return [[] for _ in questions]
@@ -503,7 +502,7 @@ class ElasticsearchRrfRetriever:
         }
 
     def body(self, question: str, limit: int) -> dict[str, Any]:
-        from retrievalkit.embedders import embed_queries
+        from retrievalkit.plugin_api import embed_queries
 
         vector = embed_queries(self._knn.embedder, [question])[0]
         window = max(self._window, limit)
@@ -572,8 +571,7 @@ def create_elasticsearch_hybrid(
     (``dfs_query_then_fetch``: BM25 statistics over every shard) applies to the BM25 leg,
     and to Elasticsearch's fused search as a whole.
     """
-    from retrievalkit.plugins.resolution import ResolvedRetriever
-    from retrievalkit.retrievers.hybrid import build_hybrid
+    from retrievalkit.plugin_api import ResolvedRetriever, build_hybrid
     from retrievalkit_elasticsearch.query import parse_multi_match
     from retrievalkit_elasticsearch.retriever import create_elasticsearch_bm25
 

@@ -16,7 +16,7 @@ from support import cli, write_config
 from retrievalkit.errors import InputError, StoreError
 from retrievalkit.formats.convert import to_json
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.values import ResultRecord
+from retrievalkit.model.records import ResultRecord
 from retrievalkit.pipeline.history import build_history
 from retrievalkit.stores import open_store
 from retrievalkit.stores.serialization import load_record

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from retrievalkit.errors import EXIT_OK, InputError
+from retrievalkit.plugin_api import EXIT_OK, InputError
 
 HELP = "PostgreSQL tools (retrievalkit-postgres): embed a corpus into a pgvector table."
 DEFAULT_URL = "postgresql://retrievalkit@127.0.0.1:5433/retrievalkit"
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 def run_index(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from retrievalkit.embedders import create_embedder
+    from retrievalkit.plugin_api import create_embedder
     from retrievalkit_postgres.connection import target_from_url
     from retrievalkit_postgres.vectors import (
         EF_CONSTRUCTION_RANGE,
@@ -164,7 +164,7 @@ def run_index(args: argparse.Namespace) -> int:
     except Exception as error:
         import psycopg
 
-        from retrievalkit.errors import EvaluationError
+        from retrievalkit.plugin_api import EvaluationError
         from retrievalkit_postgres.connection import server_reason
 
         if isinstance(error, psycopg.Error):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from retrievalkit.errors import EvaluationError, InputError, RetrievalkitError, one_line
+from retrievalkit.plugin_api import EvaluationError, InputError, RetrievalkitError, one_line
 
 if TYPE_CHECKING:
     import psycopg

@@ -19,8 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.errors import InputError
-from retrievalkit.retrievers.contract import document_id_of
+from retrievalkit.plugin_api import InputError, document_id_of
 from retrievalkit_postgres.connection import Target, server_reason, target_from_url
 from retrievalkit_postgres.vectors import (
     DEFAULT_EF_SEARCH,
@@ -39,7 +38,7 @@ from retrievalkit_postgres.vectors import (
 if TYPE_CHECKING:
     import psycopg
 
-    from retrievalkit.embedders import Embedder
+    from retrievalkit.plugin_api import Embedder
 
 SEARCHES = ("hnsw", "exact")
 
@@ -84,7 +83,7 @@ class PgvectorRetriever:
 
     def retrieve_scored(self, question: str, limit: int) -> list[tuple[str, float]]:
         """(document id, similarity) pairs, best first."""
-        from retrievalkit.embedders import embed_queries
+        from retrievalkit.plugin_api import embed_queries
 
         if limit <= 0:
             return []
@@ -94,7 +93,7 @@ class PgvectorRetriever:
         self, questions: Sequence[str], limit: int
     ) -> list[Sequence[str] | BaseException]:
         """One ranking per question; the questions are embedded in one call."""
-        from retrievalkit.embedders import embed_queries
+        from retrievalkit.plugin_api import embed_queries
 
         if limit <= 0:
             return [[] for _ in questions]
@@ -128,7 +127,7 @@ class PgvectorRetriever:
     # --- searching -------------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
-        from retrievalkit.errors import RetrievalkitError
+        from retrievalkit.plugin_api import RetrievalkitError
 
         if self._connection is None or self._connection.closed:
             try:
@@ -264,8 +263,7 @@ def create_pgvector(
     """
     import psycopg
 
-    from retrievalkit.embedders import create_embedder
-    from retrievalkit.errors import EvaluationError, RetrievalkitError
+    from retrievalkit.plugin_api import EvaluationError, RetrievalkitError, create_embedder
 
     if password is not None:
         raise InputError(

@@ -86,7 +86,7 @@ OLD_RECORD_JSON = f"""json_build_object(
 
 def _runs_to_columns(cursor: psycopg.Cursor[Any], sql: Callable[[str], Any]) -> int:
     """Step 4: each run's question rows become a summary and outcome columns, one run at a time."""
-    from retrievalkit.stores.serialization import dump_columns, dump_summary, load_record
+    from retrievalkit.plugin_api import dump_columns, dump_summary, load_record
 
     cursor.execute(sql("SELECT seq FROM {schema}.runs ORDER BY seq"))
     sequence = [int(row[0]) for row in cursor.fetchall()]

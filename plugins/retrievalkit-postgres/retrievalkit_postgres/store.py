@@ -28,9 +28,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.errors import EXIT_EVALUATION_FAILED, InputError, RetrievalkitError, StoreError
-from retrievalkit.model.values import GRADER, ResultRecord
-from retrievalkit.stores.serialization import dump_columns, dump_summary, load_summary
+from retrievalkit.plugin_api import (
+    EXIT_EVALUATION_FAILED,
+    GRADER,
+    InputError,
+    ResultRecord,
+    RetrievalkitError,
+    StoreError,
+    dump_columns,
+    dump_summary,
+    load_summary,
+)
 from retrievalkit_postgres.connection import (
     Target,
     server_reason,

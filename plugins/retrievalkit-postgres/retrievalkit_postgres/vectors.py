@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from retrievalkit.errors import InputError
+from retrievalkit.plugin_api import InputError
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
     import psycopg
 
-    from retrievalkit.embedders import Embedder
+    from retrievalkit.plugin_api import Embedder
 
 #: pgvector's defaults, and the bounds it accepts.
 DEFAULT_M = 16
@@ -138,8 +138,7 @@ def build_table(
     import psycopg
     from psycopg import sql
 
-    from retrievalkit.formats.corpus import read_corpus
-    from retrievalkit.retrievers.dense import corpus_hash, document_text
+    from retrievalkit.plugin_api import corpus_hash, document_text, read_corpus
 
     similarity = SIMILARITIES.get(embedder.similarity)
     if similarity is None:

@@ -14,7 +14,8 @@ from typing import Any
 import attrs
 
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
 from retrievalkit.pipeline.evaluator import Retrieval
 from retrievalkit.pipeline.record import build_record, new_run_id
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from retrievalkit.errors import EXIT_OK
+from retrievalkit.plugin_api import EXIT_OK
 
 HELP = "Show the question's TF-IDF terms and the best-scored documents (retrievalkit-example)."
 

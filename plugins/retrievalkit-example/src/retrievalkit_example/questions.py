@@ -13,9 +13,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from retrievalkit.errors import InputError
-from retrievalkit.formats.golden_sets import parse_question
-from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
+from retrievalkit.plugin_api import GoldenQuestion, GoldenQuestionSet, InputError, parse_question
 
 from retrievalkit_example import DATA
 

@@ -14,10 +14,15 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from retrievalkit.errors import StoreError
-from retrievalkit.model.values import GRADER, ResultRecord
-from retrievalkit.stores import check_parent, path_from_url
-from retrievalkit.stores.serialization import dump_record, load_record
+from retrievalkit.plugin_api import (
+    GRADER,
+    ResultRecord,
+    StoreError,
+    check_parent,
+    dump_record,
+    load_record,
+    path_from_url,
+)
 
 SCHEME = "rundir"
 

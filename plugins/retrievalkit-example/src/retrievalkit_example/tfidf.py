@@ -15,9 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from retrievalkit.errors import InputError
-from retrievalkit.formats.corpus import CorpusDocument, read_corpus
-from retrievalkit.retrievers import document_id_of
+from retrievalkit.plugin_api import CorpusDocument, InputError, document_id_of, read_corpus
 from scipy import sparse
 
 from retrievalkit_example import CORPUS
