@@ -30,7 +30,8 @@ import numpy.typing as npt
 from harness import goal, table
 from populations import population
 
-from retrievalkit.model.values import GRADER, Manifest, QuestionOutcome, ResultRecord
+from retrievalkit.model.records import GRADER, ResultRecord
+from retrievalkit.model.values import Manifest, QuestionOutcome
 from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS, compare_runs
 
 METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")

@@ -17,12 +17,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from retrievalkit._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from retrievalkit.api import (
         Run,
-        RunFailed,
         Thresholds,
         compare,
         evaluate,
@@ -32,21 +31,22 @@ if TYPE_CHECKING:
         load_set,
         open_store,
     )
+    from retrievalkit.errors import RunFailed
     from retrievalkit.metrics.definitions import Metric, parse_metric
+    from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import (
         GoldenQuestion,
         GoldenQuestionSet,
         MetricValue,
         QuestionForm,
         QuestionOutcome,
-        ResultRecord,
     )
     from retrievalkit.pipeline.comparison import Comparison
     from retrievalkit.pipeline.gate import Verdict
 
 _EXPORTS = {
     "Run": "retrievalkit.api",
-    "RunFailed": "retrievalkit.api",
+    "RunFailed": "retrievalkit.errors",
     "Thresholds": "retrievalkit.api",
     "compare": "retrievalkit.api",
     "evaluate": "retrievalkit.api",

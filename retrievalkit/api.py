@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from retrievalkit.errors import EvaluationError, InputError
+from retrievalkit.errors import InputError
+from retrievalkit.errors import RunFailed as RunFailed
 from retrievalkit.metrics.definitions import DEFAULT_KS
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.values import GoldenQuestionSet, MetricValue, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestionSet, MetricValue
 from retrievalkit.pipeline.comparison import DEFAULT_CHANGED_BY
 from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
 from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -121,15 +123,6 @@ class Thresholds:
     def metric_names(self) -> list[str]:
         """Every gated metric name, overall or in a slice, sorted."""
         return sorted({*self.metrics, *(m for ms in self.slices.values() for m in ms)})
-
-
-class RunFailed(EvaluationError):
-    """More questions errored than `max_error_rate` allows; `run` holds the failed run
-    (for its report). A failed run must never be saved or become a baseline."""
-
-    def __init__(self, message: str, run: Run) -> None:
-        super().__init__(message)
-        self.run = run
 
 
 @attrs.frozen

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from retrievalkit.api import Run
+
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
@@ -80,10 +85,21 @@ class StoreError(RetrievalkitError):
     exit_code = EXIT_USAGE
 
 
-class StoreBusyError(RetrievalkitError):
+class StoreBusyError(StoreError):
     """A store could not be written now (locked past the timeout, disk full): exit code 3.
 
-    The input was fine; the run could not be carried through to the store.
+    The input was fine; the run could not be carried through to the store. It is a
+    `StoreError`, so ``except StoreError`` catches every store failure.
     """
 
     exit_code = EXIT_EVALUATION_FAILED
+
+
+class RunFailed(EvaluationError):
+    """More questions errored than ``max_error_rate`` allows; ``run`` holds the failed run
+    (a `retrievalkit.Run`, for its report). A failed run must never be saved or become a
+    baseline."""
+
+    def __init__(self, message: str, run: Run) -> None:
+        super().__init__(message)
+        self.run = run

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from retrievalkit.model.values import Manifest, MetricValue, QuestionOutcome, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import Manifest, MetricValue, QuestionOutcome
 
 
 def run_record(

@@ -26,7 +26,7 @@ from retrievalkit.errors import InputError, StoreError
 from retrievalkit.formats.config import find_config
 from retrievalkit.formats.golden_sets import load_jsonl
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import GRADER, ResultRecord
+from retrievalkit.model.records import GRADER, ResultRecord
 from retrievalkit.pipeline.baselines import NEWEST, PINNED, choose_baseline
 from retrievalkit.pipeline.evaluator import Retrieval
 from retrievalkit.pipeline.gate import compare_runs

@@ -13,7 +13,8 @@ from test_streaming import random_case
 import retrievalkit as rk
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.values import QuestionOutcome, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import QuestionOutcome
 from retrievalkit.pipeline.gate import compare_runs
 from retrievalkit.pipeline.record import build_record
 from retrievalkit.stats.intervals import DEFAULT_SEED

@@ -21,7 +21,8 @@ from conftest import REPO, RunCli
 from retrievalkit.demo import DEMO_CORPUS, DemoSetProvider
 from retrievalkit.errors import InputError
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
 from retrievalkit.pipeline.comparison import Side, compare_records, first_relevant_rank, holm
 from retrievalkit.pipeline.evaluator import Retrieval
 from retrievalkit.pipeline.record import build_record

@@ -18,7 +18,8 @@ import pytest
 
 from retrievalkit.errors import InputError
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, ResultRecord, Retrieval
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, Retrieval
 from retrievalkit.pipeline.comparison import MetricDelta, PairComparison, Side, compare_records
 from retrievalkit.pipeline.record import build_record
 from retrievalkit.stats.paired import paired_test

@@ -331,7 +331,7 @@ def test_records_without_embedding_fields_still_load() -> None:
     import datetime as dt
 
     from retrievalkit.formats.convert import structure, unstructure
-    from retrievalkit.model.values import ResultRecord
+    from retrievalkit.model.records import ResultRecord
     from retrievalkit.testing import _sample_record
 
     record = _sample_record("s", "m", dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))

@@ -13,7 +13,8 @@ import numpy.typing as npt
 import pytest
 
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import GRADER, Manifest, QuestionOutcome, ResultRecord
+from retrievalkit.model.records import GRADER, ResultRecord
+from retrievalkit.model.values import Manifest, QuestionOutcome
 from retrievalkit.pipeline.evaluator import evaluate_questions
 from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS, compare_runs
 from retrievalkit.retrievers.bm25 import create_bm25_demo

@@ -19,7 +19,7 @@ from retrievalkit.formats.trec import (
     read_qrels,
     read_run,
 )
-from retrievalkit.model.values import ResultRecord
+from retrievalkit.model.records import ResultRecord
 from retrievalkit.retrievers.run import create_run
 from retrievalkit.stores import open_store
 

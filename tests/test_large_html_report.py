@@ -12,7 +12,8 @@ import re
 import pytest
 from run_records import run_record
 
-from retrievalkit.model.values import QuestionOutcome, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import QuestionOutcome
 from retrievalkit.render import html_report
 from retrievalkit.render.run_report import build_run_report
 

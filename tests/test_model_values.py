@@ -9,13 +9,8 @@ from typing import Any
 import pytest
 
 from retrievalkit.formats.convert import structure, to_json, unstructure
-from retrievalkit.model.values import (
-    FrozenDict,
-    GoldenQuestion,
-    QuestionForm,
-    ResultRecord,
-    Retrieval,
-)
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import FrozenDict, GoldenQuestion, QuestionForm, Retrieval
 
 
 def question(**changes: Any) -> GoldenQuestion:

@@ -16,7 +16,8 @@ import pytest
 
 from retrievalkit.errors import InputError
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
 from retrievalkit.pipeline.evaluator import Retrieval
 from retrievalkit.pipeline.gate import (
     Verdict,

@@ -22,7 +22,8 @@ import attrs
 import pytest
 
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 from retrievalkit.pipeline.evaluator import Retrieval
 from retrievalkit.pipeline.record import build_record
 from retrievalkit.stores.jsonl import JSONLStore

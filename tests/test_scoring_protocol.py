@@ -20,13 +20,8 @@ from retrievalkit.metrics.scoring import (
     score_run,
 )
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.values import (
-    GRADER,
-    GoldenQuestion,
-    GoldenQuestionSet,
-    MetricValue,
-    QuestionForm,
-)
+from retrievalkit.model.records import GRADER
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, MetricValue, QuestionForm
 from retrievalkit.pipeline.evaluator import Retrieval, evaluate_questions
 from retrievalkit.pipeline.record import build_record
 from retrievalkit.retrievers.contract import document_id_of

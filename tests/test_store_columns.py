@@ -33,7 +33,7 @@ from retrievalkit.formats.convert import to_json
 from retrievalkit.metrics.definitions import DEFAULT_KS
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.values import SCHEMA_VERSION, ResultRecord
+from retrievalkit.model.records import SCHEMA_VERSION, ResultRecord
 from retrievalkit.pipeline.baselines import RunBrief, baseline_status, choose_baseline
 from retrievalkit.pipeline.evaluator import evaluate_questions
 from retrievalkit.pipeline.history import build_history

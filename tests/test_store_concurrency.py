@@ -27,7 +27,7 @@ import pytest
 from retrievalkit.demo import DemoSetProvider
 from retrievalkit.formats.config import Config
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import ResultRecord
+from retrievalkit.model.records import ResultRecord
 from retrievalkit.pipeline.evaluator import evaluate_questions
 from retrievalkit.pipeline.record import build_record
 from retrievalkit.plugins.resolution import resolve_retriever

@@ -31,8 +31,9 @@ from immutable_files import immutable
 from retrievalkit.demo import DemoSetProvider
 from retrievalkit.errors import InputError, StoreBusyError, StoreError
 from retrievalkit.formats.config import Config
+from retrievalkit.formats.text_files import not_a_regular_file
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import ResultRecord
+from retrievalkit.model.records import ResultRecord
 from retrievalkit.pipeline.evaluator import evaluate_questions
 from retrievalkit.pipeline.record import build_record
 from retrievalkit.plugins.resolution import resolve_retriever
@@ -40,7 +41,6 @@ from retrievalkit.stores import (
     check_parent,
     jsonl,
     lock_timeout,
-    not_a_regular_file,
     open_store,
     pinned_run_id,
     read_only_reason,

@@ -17,7 +17,7 @@ from retrievalkit.errors import InputError, StoreError
 from retrievalkit.formats.config import Config
 from retrievalkit.formats.convert import to_json
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.model.values import GRADER, SCHEMA_VERSION, ResultRecord
+from retrievalkit.model.records import GRADER, SCHEMA_VERSION, ResultRecord
 from retrievalkit.pipeline.evaluator import evaluate_questions
 from retrievalkit.pipeline.record import build_record
 from retrievalkit.plugins.resolution import resolve_retriever

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from retrievalkit import __version__
+from retrievalkit._version import __version__
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.errors import (
     EXIT_INTERRUPTED,

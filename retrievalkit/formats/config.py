@@ -6,7 +6,6 @@ the key, because a silently ignored threshold is a CI gate that never closes.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +22,7 @@ from retrievalkit.formats.limits import (
     MAX_TIMEOUT,
     check_path,
 )
+from retrievalkit.formats.text_files import key_line, read_text, toml_error_line
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -113,7 +113,6 @@ def find_config(explicit: str | None, directory: Path | None = None) -> Config:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    from retrievalkit.formats.golden_sets import read_text, toml_error_line
 
     text = read_text(path)
     try:
@@ -146,51 +145,6 @@ def _refuse_nul(value: Any, path: Path, key: str) -> None:
             line=key_line(str(path), key) if key else None,
             field=key or None,
         )
-
-
-_TOML_HEADER = re.compile(r"^\s*\[\[?(?P<name>[^\]]+)\]\]?\s*(#.*)?$")
-_TOML_KEY = re.compile(
-    r"""^\s*(?P<key>("[^"]*"|'[^']*'|[\w\-@]+)(\s*\.\s*("[^"]*"|'[^']*'|[\w\-@]+))*)\s*="""
-)
-_KEY_PART = re.compile(r"""\s*("(?P<double>[^"]*)"|'(?P<single>[^']*)'|(?P<bare>[^.\s]+))\s*""")
-
-
-def _key_parts(dotted: str) -> list[str]:
-    return [
-        match["double"] if match["double"] is not None else match["single"] or match["bare"] or ""
-        for match in _KEY_PART.finditer(dotted)
-    ]
-
-
-def key_line(path: Path | str, dotted: str) -> int | None:
-    """Best effort: the line of a TOML file that sets ``dotted`` (e.g. ``eval.k``).
-
-    When the key itself is missing, the line of the nearest enclosing table or key that
-    is there (``[retrievers.x]`` for a missing ``retrievers.x.plugin``); None when the
-    file cannot be read or nothing matches. tomllib keeps no positions, hence this scan.
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
-    except OSError:
-        return None
-    target = _key_parts(dotted)
-    table: list[str] = []
-    best, best_line = 0, None
-    for number, raw in enumerate(text.split("\n"), start=1):
-        header = _TOML_HEADER.match(raw)
-        if header:
-            table = _key_parts(header["name"])
-            found = table
-        else:
-            key = _TOML_KEY.match(raw)
-            if key is None:
-                continue
-            found = table + _key_parts(key["key"])
-        if found == target:
-            return number
-        if len(found) > best and target[: len(found)] == found:
-            best, best_line = len(found), number
-    return best_line
 
 
 def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> Config:

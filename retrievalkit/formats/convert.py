@@ -18,7 +18,8 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from retrievalkit.model import values as model
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.values import QuestionForm, QuestionOutcome, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import QuestionForm, QuestionOutcome
 
 T = TypeVar("T")
 

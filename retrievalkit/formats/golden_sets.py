@@ -20,6 +20,13 @@ from typing import Any
 
 from retrievalkit.errors import InputError
 from retrievalkit.formats.limits import MAX_GRADE, check_path
+from retrievalkit.formats.text_files import (
+    iter_lines,
+    lines_of,
+    not_a_regular_file,
+    read_text,
+    toml_error_line,
+)
 from retrievalkit.model.values import (
     FrozenDict,
     GoldenQuestion,
@@ -79,59 +86,6 @@ def load_set_file(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     if path.suffix == ".tsv" and path.parent.name == "qrels":
         return load_beir(path.parent.parent, qrels=path, name=name)
     return load_jsonl(path, name=name)
-
-
-def read_text(path: Path) -> str:
-    """The file as text: UTF-8 (a byte order mark is fine); an error names the line if not.
-
-    A FIFO or a device is refused before it is opened: reading one could block forever.
-    """
-    from retrievalkit.stores import not_a_regular_file
-
-    odd = not_a_regular_file(path)
-    if odd is not None:
-        raise InputError(f"is {odd}", source=str(path), hint="give the path of a file")
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise InputError(f"cannot read the file: {error.strerror}", source=str(path)) from None
-    try:
-        # utf-8-sig: a byte order mark written by some editors is harmless, so accept it.
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise InputError(
-            f"invalid UTF-8 at byte {error.start}",
-            source=str(path),
-            line=line,
-            hint="save the file as UTF-8",
-        ) from None
-
-
-_read_text = read_text  # the name this helper had before config.py shared it
-
-
-def lines_of(text: str) -> list[str]:
-    """Lines as JSON Lines and TOML count them: split at \\n only (a \\r\\n ending is fine).
-
-    ``str.splitlines`` would also split at \\r, \\x0c or U+2028, which may sit inside a
-    valid JSON string, and then every line number after it would be wrong.
-    """
-    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
-    return lines[:-1] if lines and lines[-1] == "" else lines
-
-
-def iter_lines(text: str) -> Iterator[str]:
-    """The lines of `lines_of` one at a time (a large set's lines are never all held at
-    once); a last line of only \r comes out blank, where `lines_of` drops it."""
-    start, end = 0, len(text)
-    while start < end:
-        stop = text.find("\n", start)
-        if stop < 0:
-            stop = end
-        line = text[start:stop]
-        yield line[:-1] if line.endswith("\r") else line
-        start = stop + 1
 
 
 def load_jsonl(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
@@ -228,7 +182,6 @@ def _fast_questions(path: Path) -> list[GoldenQuestion] | None:
     of the whole file by `_load_jsonl_lines`, follows any error: invalid UTF-8 anywhere
     comes first there, then the first bad line.
     """
-    from retrievalkit.stores import not_a_regular_file
 
     if not_a_regular_file(path) is not None:
         return None
@@ -514,21 +467,7 @@ _DECODER = json.JSONDecoder(
 )
 
 
-_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 _TOML_QUESTION = re.compile(r"^\s*\[\[\s*questions\s*\]\]")
-
-
-def toml_error_line(error: Exception, text: str = "") -> int | None:
-    """The line tomllib names in a decode error ("... (at line 3, column 1)").
-
-    An error "at end of document" is on the last line of ``text``.
-    """
-    found = _TOML_LINE.search(str(error))
-    if found:
-        return int(found.group(1))
-    if "at end of document" in str(error) and text:
-        return len(lines_of(text)) or 1
-    return None
 
 
 def load_toml(path: Path, *, name: str | None = None) -> GoldenQuestionSet:

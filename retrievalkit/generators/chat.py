@@ -19,13 +19,13 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from retrievalkit.errors import InputError
+from retrievalkit.errors import EvaluationError, InputError
 
 #: Never wait longer than this between attempts, whatever Retry-After says.
 MAX_BACKOFF_SECONDS = 60.0
 
 
-class ChatError(Exception):
+class ChatError(EvaluationError):
     """One request failed for good (after its retries); the message is safe to show."""
 
     def __init__(self, message: str, *, attempts: int) -> None:

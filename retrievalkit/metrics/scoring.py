@@ -53,6 +53,14 @@ class Scores:
     outcomes: Outcomes
 
 
+def split_slice(name: str) -> tuple[str, str]:
+    """``hard_class=near-duplicate`` -> (``hard_class``, ``near-duplicate``)."""
+    field, equals, label = name.partition("=")
+    if not equals or not field.strip() or not label.strip():
+        raise ValueError(f"slice {name!r} is not FIELD=VALUE, e.g. hard_class=near-duplicate")
+    return field.strip(), label.strip()
+
+
 def slice_label(question: GoldenQuestion, field: str) -> str | None:
     """The value a question has for a slicing field: form, hard_class, or a meta key."""
     if field == "form":

@@ -54,15 +54,13 @@ import json
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from retrievalkit.errors import StoreError
-
-if TYPE_CHECKING:
-    from retrievalkit.model.values import QuestionForm, QuestionOutcome
+from retrievalkit.model.values import FrozenDict, QuestionForm, QuestionOutcome
 
 #: The version of the column encoding; `Outcomes.from_columns` refuses a newer one.
 FORMAT = 1
@@ -551,8 +549,6 @@ class Outcomes(Sequence["QuestionOutcome"]):
     @classmethod
     def from_outcomes(cls, outcomes: Iterable[QuestionOutcome]) -> Outcomes:
         """The columns of any iterable of `QuestionOutcome` (an `Outcomes` is returned as is)."""
-        from retrievalkit.model.values import QuestionOutcome
-
         if isinstance(outcomes, Outcomes):
             return outcomes
         if isinstance(outcomes, (str, bytes, Mapping)):
@@ -642,8 +638,6 @@ class Outcomes(Sequence["QuestionOutcome"]):
 
         Raises ``ValueError`` when a column's length, an offset or a code does not fit.
         """
-        from retrievalkit.model.values import QuestionForm
-
         ids = tuple(question_ids)
         count = len(ids)
         if any(not isinstance(question_id, str) for question_id in ids):
@@ -856,8 +850,6 @@ class Outcomes(Sequence["QuestionOutcome"]):
         return decoded
 
     def _decode(self, name: str, data: bytes) -> Any:
-        from retrievalkit.model.values import QuestionForm
-
         arrays, meta = _unpack(data)
         count = self._count
         if name == QUESTION_IDS:
@@ -1008,8 +1000,6 @@ class Outcomes(Sequence["QuestionOutcome"]):
         return self._build(range(self._count))
 
     def _build(self, positions: range) -> Iterator[QuestionOutcome]:
-        from retrievalkit.model.values import FrozenDict, QuestionOutcome
-
         if not positions:
             return
         start, stop = positions.start, positions.stop
@@ -1177,5 +1167,5 @@ def _present(metric: _Metric, count: int) -> npt.NDArray[np.bool_]:
 
 
 def as_outcomes(value: Iterable[QuestionOutcome]) -> Outcomes:
-    """The converter of `retrievalkit.model.values.ResultRecord.outcomes`."""
+    """The converter of `retrievalkit.model.records.ResultRecord.outcomes`."""
     return Outcomes.from_outcomes(value)

@@ -1,11 +1,12 @@
-"""The value types of retrievalkit: golden questions and sets, retrievals, outcomes and records.
+"""The value types of retrievalkit: golden questions and sets, retrievals, outcomes, manifests.
 
 All are frozen attrs classes, and every mapping they hold is a read-only
 `FrozenDict`, so a value cannot change once made. Values hash when what they
 hold does (a question, an outcome, a metric value); a manifest's retriever options may
 hold lists, so a manifest and the record holding it are not promised to hash. Turning
 them into JSON, TOML or database rows and back is the job of `retrievalkit.formats.convert`,
-never of methods on these classes.
+never of methods on these classes. The record that holds a run is in
+`retrievalkit.model.records`.
 """
 
 from __future__ import annotations
@@ -20,21 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 from json.encoder import encode_basestring as _encode_string
-from typing import TYPE_CHECKING, Any, NoReturn, overload
+from typing import Any, NoReturn
 
 import attrs
-
-if TYPE_CHECKING:
-    from retrievalkit.model.outcomes import Outcomes
-
-#: The grader name of every retrievalkit record, so retrieval histories never mix with
-#: another grader's in a generic (set, model, grader) store.
-GRADER = "retrieval_hit_rate"
-
-#: Bumped whenever the stored form of a record changes; stores migrate older records.
-#: 2: each metric value names its interval method.
-#: 3: outcomes are stored by column (`retrievalkit.model.outcomes`); items are derived from them.
-SCHEMA_VERSION = 3
 
 
 class QuestionForm(str, enum.Enum):
@@ -419,119 +408,3 @@ class Manifest:
     """Package name -> version of each plugin the run used (the retriever's, the set's)."""
     retriever_identifier: str | None = None
     """What the retriever calls itself (its ``identifier``), when it has one."""
-
-
-@attrs.frozen
-class QuestionVerdict:
-    """One item of the generic record: top-1 hit as ``passed``, top-3 hit as ``score``."""
-
-    question_id: str
-    passed: bool
-    score: float
-
-
-def _as_outcomes(value: Iterable[QuestionOutcome]) -> Outcomes:
-    from retrievalkit.model.outcomes import Outcomes
-
-    return Outcomes.from_outcomes(value)
-
-
-class Verdicts(Sequence[QuestionVerdict]):
-    """A record's items, derived on demand from its outcomes' hit@1 and hit@3 columns.
-
-    Item ``i`` is question ``i``: ``passed`` when its hit@1 is 1, ``score`` its hit@3
-    (0 where undefined or absent). No per-question object is kept.
-    """
-
-    __slots__ = ("_outcomes",)
-
-    def __init__(self, outcomes: Outcomes) -> None:
-        self._outcomes = outcomes
-
-    def _column(self, metric: str) -> list[float]:
-        if metric not in self._outcomes.metric_names:
-            return [0.0] * len(self._outcomes)
-        values: list[float] = self._outcomes.values(metric).tolist()
-        return values
-
-    def __len__(self) -> int:
-        return len(self._outcomes)
-
-    @overload
-    def __getitem__(self, index: int) -> QuestionVerdict: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[QuestionVerdict, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> QuestionVerdict | tuple[QuestionVerdict, ...]:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        position = range(len(self))[index]
-        outcomes = self._outcomes
-        names = outcomes.metric_names
-        one = float(outcomes.values("hit@1")[position]) if "hit@1" in names else 0.0
-        three = float(outcomes.values("hit@3")[position]) if "hit@3" in names else 0.0
-        return QuestionVerdict(
-            outcomes.question_ids[position], one == 1.0, 0.0 if three != three else three
-        )
-
-    def __iter__(self) -> Iterator[QuestionVerdict]:
-        top1, top3 = self._column("hit@1"), self._column("hit@3")
-        for question_id, one, three in zip(self._outcomes.question_ids, top1, top3, strict=True):
-            yield QuestionVerdict(question_id, one == 1.0, 0.0 if three != three else three)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Verdicts, tuple, list)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"Verdicts({len(self)} items)"
-
-
-def _check_manifest(_: Any, __: Any, value: Any) -> None:
-    if not isinstance(value, Manifest):
-        raise TypeError(f"manifest must be a Manifest, not {type(value).__name__}")
-
-
-@attrs.frozen
-class ResultRecord:
-    """A run mapped onto the generic (set, model, grader) result record.
-
-    ``pass_rate`` is the top-1 hit rate and ``mean_score`` the top-3 hit rate; the
-    full metric table, the slices, the outcomes and the manifest travel with it.
-    ``outcomes`` is an `retrievalkit.model.outcomes.Outcomes` (any iterable of
-    `QuestionOutcome` is converted); ``items``, the generic record's per-question
-    verdicts, are derived from it.
-    """
-
-    run_id: str
-    set: str
-    model: str
-    grader: str
-    pass_rate: float
-    mean_score: float
-    metrics: Mapping[str, MetricValue] = attrs.field(converter=_as_dict)
-    slices: Mapping[str, Mapping[str, Mapping[str, MetricValue]]] = attrs.field(
-        converter=_as_nested
-    )
-    outcomes: Outcomes = attrs.field(converter=_as_outcomes)
-    manifest: Manifest = attrs.field(validator=_check_manifest)
-    schema_version: int = SCHEMA_VERSION
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.set, self.model, self.grader)
-
-    @property
-    def items(self) -> Verdicts:
-        """The per-question verdicts: top-1 hit as ``passed``, top-3 hit as ``score``."""
-        return Verdicts(self.outcomes)
-
-    @property
-    def errored(self) -> int:
-        """How many questions errored; a stored record answers without reading its outcomes."""
-        return self.outcomes.errored

@@ -13,7 +13,7 @@ import attrs
 
 from retrievalkit.errors import InputError, StoreError
 from retrievalkit.metrics.definitions import TREND
-from retrievalkit.model.values import GRADER, ResultRecord
+from retrievalkit.model.records import GRADER, ResultRecord
 from retrievalkit.stores import ResultStore, pinned_run_id
 
 EXPLICIT = "--baseline"

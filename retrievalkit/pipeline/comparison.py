@@ -25,7 +25,8 @@ from retrievalkit.errors import InputError
 from retrievalkit.metrics.definitions import metric_order
 from retrievalkit.metrics.judged_share import judged_warning
 from retrievalkit.metrics.scoring import as_columns, metric_column, positions_of
-from retrievalkit.model.values import QuestionOutcome, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import QuestionOutcome
 from retrievalkit.stats.paired import TIE, paired_test, verdict
 from retrievalkit.stats.paired import holm as holm
 

@@ -24,11 +24,20 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievalkit.errors import InputError
-from retrievalkit.model.values import GoldenQuestion, QuestionOutcome, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
 
 if TYPE_CHECKING:
     from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.metrics.scoring import Pairing, as_columns, pair_questions, slice_label
+from retrievalkit.metrics.scoring import (
+    Pairing,
+    as_columns,
+    pair_questions,
+    slice_label,
+)
+from retrievalkit.metrics.scoring import (
+    split_slice as split_slice,
+)
 from retrievalkit.stats.paired import SIGNIFICANT, paired_test, verdict
 from retrievalkit.stats.power import power_row, spread_of_pair, undetectable_warning
 from retrievalkit.stats.sequential import FAIL, PASS, SequentialResult
@@ -100,14 +109,6 @@ def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
     return attrs.evolve(
         verdict, sequential=result, regressed=result.decision != PASS, failures=failures
     )
-
-
-def split_slice(name: str) -> tuple[str, str]:
-    """``hard_class=near-duplicate`` -> (``hard_class``, ``near-duplicate``)."""
-    field, equals, label = name.partition("=")
-    if not equals or not field.strip() or not label.strip():
-        raise ValueError(f"slice {name!r} is not FIELD=VALUE, e.g. hard_class=near-duplicate")
-    return field.strip(), label.strip()
 
 
 def check_slices(

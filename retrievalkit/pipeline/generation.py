@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from retrievalkit.corpora.providers import Chunk, is_clean_id
-from retrievalkit.errors import InputError
+from retrievalkit.errors import EvaluationError, InputError
 from retrievalkit.generators.chat import ChatError
 from retrievalkit.model.values import GoldenQuestion, QuestionForm
 
@@ -51,7 +51,7 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 
 
-class GenerationFailed(Exception):
+class GenerationFailed(EvaluationError):
     """A generator could not write a question for a chunk; the message is safe to show."""
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from retrievalkit.metrics.definitions import TREND
-from retrievalkit.model.values import ResultRecord
+from retrievalkit.model.records import ResultRecord
 
 #: Manifest fields compared between consecutive runs, in the order they are reported.
 MANIFEST_FIELDS = (

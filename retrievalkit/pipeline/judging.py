@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from retrievalkit.errors import EvaluationError
 from retrievalkit.formats.corpus import CorpusDocument
 from retrievalkit.formats.labels import Label
 from retrievalkit.generators.chat import ChatError
@@ -22,7 +23,7 @@ from retrievalkit.generators.chat import ChatError
 MAX_GRADE = 3
 
 
-class JudgeFailed(Exception):
+class JudgeFailed(EvaluationError):
     """A judge could not grade a pair; the message is safe to show."""
 
 

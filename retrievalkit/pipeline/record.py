@@ -13,14 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from retrievalkit import __version__
+from retrievalkit._version import __version__
 from retrievalkit.metrics.scoring import Scores, ScoringOptions
-from retrievalkit.model.values import (
-    GRADER,
-    GoldenQuestionSet,
-    Manifest,
-    ResultRecord,
-)
+from retrievalkit.model.records import GRADER, ResultRecord
+from retrievalkit.model.values import GoldenQuestionSet, Manifest
 from retrievalkit.redaction import REDACTED as REDACTED
 from retrievalkit.redaction import is_secret_option as is_secret_option
 from retrievalkit.redaction import options_hash as options_hash

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -72,22 +73,141 @@ def create_instance(
 
 def call_factory(group: str, plugin_name: str, options: Mapping[str, Any], *, source: str) -> Any:
     """Load a plugin and call it with keyword options; a wrong option names the plugin."""
-    factory = plugins.load(plugins.find_one(group, plugin_name))
+    return create_plugin(group, plugin_name, options, source=source)
+
+
+def create_retriever(
+    plugin_name: str, options: dict[str, Any], *, instance: str, config_file: str | None = None
+) -> Any:
+    """Call a retriever factory with the options of ``[retrievers.INSTANCE]``."""
+    return create_plugin(
+        plugins.RETRIEVERS,
+        plugin_name,
+        options,
+        source=f"[retrievers.{instance}]",
+        table=f"retrievers.{instance}",
+        config_file=config_file,
+        instance=instance,
+    )
+
+
+#: What each kind of plugin is called in messages.
+_KINDS = {
+    plugins.RETRIEVERS: "retriever",
+    plugins.CORPORA: "corpus",
+    plugins.GENERATORS: "generator",
+    plugins.JUDGES: "judge",
+    plugins.EMBEDDERS: "embedder",
+    plugins.RERANKERS: "reranker",
+}
+
+
+def create_plugin(
+    group: str,
+    plugin_name: str,
+    options: Mapping[str, Any],
+    *,
+    source: str,
+    table: str | None = None,
+    config_file: str | None = None,
+    instance: str | None = None,
+) -> Any:
+    """Load a plugin of ``group`` and call its factory with keyword options: the one path.
+
+    Every plugin kind goes through here, so each gets the same care: secret option values
+    never appear in a message (even when the plugin puts them in its own exception); a
+    wrong option names the plugin, the closest accepted option and all of them; with the
+    config file the options come from (``config_file`` and the dotted ``table``, such as
+    ``retrievers.kb``), a message names that file, the line and the option. ``source``
+    says where the options come from otherwise (``[generators.x]``, ``--corpus``).
+    A factory that fails in any other way cannot start: `EvaluationError` (exit code 3).
+    """
+    from retrievalkit.errors import EvaluationError
+    from retrievalkit.redaction import remember, scrub, secret_values
+
+    kind = _KINDS.get(group, "plugin")
+    who = instance if instance is not None else plugin_name
+    section = source if config_file is None else f"{config_file}, {source}"
+    hidden = secret_values(dict(options))
+    remember(hidden)
+
+    def place(option: str | None) -> dict[str, Any]:
+        """Where an option of this instance is set: file, line and dotted key."""
+        if config_file is None or table is None:
+            return {"source": section, "field": option}
+        from retrievalkit.formats.text_files import key_line
+
+        key = table + (f".{option}" if option else "")
+        return {"source": config_file, "line": key_line(config_file, key), "field": key}
+
+    try:
+        plugin = plugins.find_one(group, plugin_name)
+    except PluginError as error:
+        if config_file is None:
+            raise
+        raise InputError(str(error), **place("plugin")) from None
+    factory = plugins.load(plugin)
     try:
         return factory(**options)
     except TypeError as error:
-        if "argument" in str(error):
+        text = scrub(str(error), hidden)
+        if "argument" in text:
+            named = re.search(r"keyword argument '(\w+)'", text)
+            option = named.group(1) if named and named.group(1) in options else None
             raise InputError(
-                f"plugin '{plugin_name}' does not accept these options: {error}",
-                source=source,
-                hint="check the plugin's documented options",
+                f"{kind} plugin '{plugin_name}' does not accept these options: {text}",
+                **place(option),
+                hint=_option_hint(factory, option),
             ) from None
-        raise
-    except InputError as error:
-        raise InputError(
-            error.detail,
-            source=error.source or f"{source} (plugin '{plugin_name}')",
-            line=error.line,
-            field=error.field,
-            hint=error.hint,
+        raise EvaluationError(
+            f"{kind} '{who}' (plugin '{plugin_name}') could not start: TypeError: {text}"
         ) from None
+    except InputError as error:
+        detail, hint = scrub(error.detail, hidden), scrub(error.hint or "", hidden) or None
+        if error.source is None and error.field in options:
+            where = place(error.field)
+            raise InputError(
+                f"{detail} (plugin '{plugin_name}')",
+                line=where.pop("line", None),
+                hint=hint,
+                **where,
+            ) from None
+        where_from = error.source or f"{section} (plugin '{plugin_name}')"
+        raise InputError(
+            detail, source=where_from, line=error.line, field=error.field, hint=hint
+        ) from None
+    except (PluginError, EvaluationError):
+        raise  # a composed plugin (fusion) resolving its parts has said what went wrong
+    except Exception as error:
+        # A plugin that cannot reach its backend while starting: the evaluation cannot be
+        # carried out (exit code 3), and the message must not carry a secret from the options.
+        raise EvaluationError(
+            f"{kind} '{who}' (plugin '{plugin_name}') could not start: "
+            f"{type(error).__name__}: {scrub(str(error), hidden)}"
+        ) from None
+
+
+def _option_hint(factory: Any, option: str | None) -> str:
+    """The closest option the factory accepts, and the list of all it accepts."""
+    import difflib
+    import inspect
+
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return "check the plugin's documented options"
+    accepted = sorted(
+        p.name
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not p.name.startswith("_")
+    )
+    if not accepted:
+        return "check the plugin's documented options"
+    close = []
+    if option:
+        close = (
+            difflib.get_close_matches(option, accepted, n=1, cutoff=0.6)
+            or [name for name in accepted if option.startswith(name) or name.startswith(option)][:1]
+        )
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    return f"{guess}it accepts: {', '.join(accepted)}"

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from retrievalkit.errors import InputError, PluginError
+from retrievalkit.errors import PluginError
 
 if TYPE_CHECKING:
     import importlib.metadata
@@ -616,103 +616,3 @@ def _catalogue(
             Collision(QUESTION_SETS, set_name, winner, (winner, *rest) if winner else rest)
         )
     return SetCatalogue(offers, broken, collisions, misdeclared)
-
-
-def create_retriever(
-    plugin_name: str, options: dict[str, Any], *, instance: str, config_file: str | None = None
-) -> Any:
-    """Call a retriever factory with its options; a wrong option names the plugin.
-
-    With the config file the instance comes from, a message names that file, the line
-    and the option (``retrievers.NAME.OPTION``). Secret option values never appear in a
-    message, even when the plugin puts them in its own exception.
-    """
-    from retrievalkit.errors import EvaluationError
-    from retrievalkit.redaction import remember, scrub, secret_values
-
-    section = f"[retrievers.{instance}]"
-    if config_file is not None:
-        section = f"{config_file}, {section}"
-    hidden = secret_values(options)
-    remember(hidden)
-
-    def place(option: str | None) -> dict[str, Any]:
-        """Where an option of this instance is set: file, line and dotted key."""
-        if config_file is None:
-            return {"source": section, "field": option}
-        from retrievalkit.formats.config import key_line
-
-        key = f"retrievers.{instance}" + (f".{option}" if option else "")
-        return {"source": config_file, "line": key_line(config_file, key), "field": key}
-
-    try:
-        plugin = find_one(RETRIEVERS, plugin_name)
-    except PluginError as error:
-        if config_file is None:
-            raise
-        raise InputError(str(error), **place("plugin")) from None
-    factory = load(plugin)
-    try:
-        return factory(**options)
-    except TypeError as error:
-        text = scrub(str(error), hidden)
-        if "argument" in text:
-            named = re.search(r"keyword argument '(\w+)'", text)
-            option = named.group(1) if named and named.group(1) in options else None
-            raise InputError(
-                f"retriever plugin '{plugin_name}' does not accept these options: {text}",
-                **place(option),
-                hint=_option_hint(factory, option),
-            ) from None
-        raise EvaluationError(
-            f"retriever '{instance}' (plugin '{plugin_name}') could not start: TypeError: {text}"
-        ) from None
-    except InputError as error:
-        detail, hint = scrub(error.detail, hidden), scrub(error.hint or "", hidden) or None
-        if error.source is None and error.field in options:
-            where = place(error.field)
-            raise InputError(
-                f"{detail} (plugin '{plugin_name}')",
-                line=where.pop("line", None),
-                hint=hint,
-                **where,
-            ) from None
-        source = error.source or f"{section} (plugin '{plugin_name}')"
-        raise InputError(
-            detail, source=source, line=error.line, field=error.field, hint=hint
-        ) from None
-    except (PluginError, EvaluationError):
-        raise  # a composed retriever (fusion) resolving its parts has said what went wrong
-    except Exception as error:
-        # A retriever that cannot reach its backend while starting: the evaluation cannot be
-        # carried out (exit code 3), and the message must not carry a secret from the options.
-        raise EvaluationError(
-            f"retriever '{instance}' (plugin '{plugin_name}') could not start: "
-            f"{type(error).__name__}: {scrub(str(error), hidden)}"
-        ) from None
-
-
-def _option_hint(factory: Any, option: str | None) -> str:
-    """The closest option the factory accepts, and the list of all it accepts."""
-    import difflib
-    import inspect
-
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return "check the plugin's documented options"
-    accepted = sorted(
-        p.name
-        for p in parameters
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not p.name.startswith("_")
-    )
-    if not accepted:
-        return "check the plugin's documented options"
-    close = []
-    if option:
-        close = (
-            difflib.get_close_matches(option, accepted, n=1, cutoff=0.6)
-            or [name for name in accepted if option.startswith(name) or name.startswith(option)][:1]
-        )
-    guess = f"did you mean '{close[0]}'? " if close else ""
-    return f"{guess}it accepts: {', '.join(accepted)}"

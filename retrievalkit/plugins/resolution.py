@@ -17,6 +17,7 @@ from retrievalkit.errors import InputError, PluginError
 from retrievalkit.formats.config import Config
 from retrievalkit.model.values import GoldenQuestionSet
 from retrievalkit.plugins import registry as plugins
+from retrievalkit.plugins.factories import create_retriever
 
 
 def resolve_set(name: str, config: Config) -> GoldenQuestionSet:
@@ -107,7 +108,7 @@ def _resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
                 f"(configured: {', '.join(sorted(config.retrievers)) or 'none'}; "
                 f"plugins: {', '.join(sorted(known)) or 'none'})"
             )
-    retriever = plugins.create_retriever(
+    retriever = create_retriever(
         plugin_name,
         options,
         instance=name,

@@ -15,9 +15,10 @@ import heapq
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from retrievalkit import __version__
+from retrievalkit._version import __version__
 from retrievalkit.metrics.definitions import TREND, headline, metric_order
-from retrievalkit.model.values import MetricValue, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import MetricValue
 from retrievalkit.pipeline.comparison import Comparison, MetricDelta
 from retrievalkit.render import charts
 from retrievalkit.render.comparison import (

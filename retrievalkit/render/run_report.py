@@ -16,7 +16,8 @@ import attrs
 
 from retrievalkit.metrics.definitions import TREND
 from retrievalkit.metrics.judged_share import judged_shares, judged_warning
-from retrievalkit.model.values import MetricValue, QuestionOutcome, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import MetricValue, QuestionOutcome
 from retrievalkit.pipeline.comparison import (
     DEFAULT_CHANGED_BY,
     Comparison,

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from retrievalkit.formats.convert import unstructure
-from retrievalkit.model.values import GoldenQuestion, MetricValue, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestion, MetricValue
 
 if TYPE_CHECKING:
     import numpy as np

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from retrievalkit.metrics.definitions import headline
-from retrievalkit.model.values import MetricValue, ResultRecord
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import MetricValue
 from retrievalkit.pipeline.gate import MetricComparison, Verdict
 from retrievalkit.render.summary import EvalReport
 

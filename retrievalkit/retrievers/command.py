@@ -34,7 +34,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from retrievalkit.errors import InputError
+from retrievalkit.errors import EvaluationError, InputError
 from retrievalkit.redaction import is_secret_option, remember, scrub
 from retrievalkit.retrievers.contract import document_id_of
 from retrievalkit.retrievers.templates import QuestionLookup, context_for, question_lookup
@@ -44,7 +44,7 @@ _STDERR_LINES = 20
 _GRACE_SECONDS = 2.0
 
 
-class ChildError(Exception):
+class ChildError(EvaluationError):
     """The child process failed a request; the message says how and quotes its stderr."""
 
 

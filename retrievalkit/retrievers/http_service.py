@@ -29,7 +29,7 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.errors import InputError
+from retrievalkit.errors import EvaluationError, InputError
 from retrievalkit.redaction import REDACTED, redact_url, scrub, secret_values
 from retrievalkit.retrievers.contract import document_id_of
 from retrievalkit.retrievers.templates import (
@@ -49,7 +49,7 @@ RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 
 
-class ServiceError(Exception):
+class ServiceError(EvaluationError):
     """A request to the service failed; the message names the endpoint and the cause."""
 
 

@@ -479,8 +479,7 @@ def set_power(
     ``outcomes`` (a run of the set) the run's values give the size and the spread, paired
     with ``baseline``'s when given.
     """
-    from retrievalkit.metrics.scoring import outcome_values, slice_label
-    from retrievalkit.pipeline.gate import split_slice
+    from retrievalkit.metrics.scoring import outcome_values, slice_label, split_slice
 
     questions = golden.questions
     rows = []

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from retrievalkit.errors import InputError, PluginError, StoreError
-from retrievalkit.model.values import GRADER, ResultRecord
+from retrievalkit.errors import InputError, PluginError, StoreBusyError, StoreError
+from retrievalkit.model.records import GRADER, ResultRecord
 
 DEFAULT_STORE_URL = "sqlite:///.retrievalkit/results.sqlite3"
 #: How long a store write waits for another process's lock before giving up (exit code 3).
@@ -31,25 +30,6 @@ def lock_timeout() -> float:
     except ValueError:
         return DEFAULT_LOCK_TIMEOUT
     return value if 0 <= value < 86_400 else DEFAULT_LOCK_TIMEOUT
-
-
-def not_a_regular_file(path: Path) -> str | None:
-    """Why ``path`` (which may not exist) cannot be a file to read or write, or None.
-
-    A FIFO or a device would block a reader forever or swallow a store: both are refused.
-    """
-    try:
-        mode = os.stat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as error:
-        return error.strerror
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
-    return f"{kind}, not a regular file"
 
 
 log = logging.getLogger(__name__)
@@ -221,6 +201,8 @@ def open_store(url: str) -> ResultStore:
     factory = plugins.load(plugin)
     try:
         store = factory(url)
+    except StoreBusyError:
+        raise
     except StoreError as error:
         raise InputError(str(error), field="--store") from None
     if not isinstance(store, ResultStore):

@@ -43,14 +43,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from retrievalkit.errors import StoreBusyError, StoreError
-from retrievalkit.model.values import GRADER, ResultRecord
-from retrievalkit.stores import (
-    check_parent,
-    lock_timeout,
-    not_a_regular_file,
-    path_from_url,
-    read_only_reason,
-)
+from retrievalkit.formats.text_files import not_a_regular_file
+from retrievalkit.model.records import GRADER, ResultRecord
+from retrievalkit.stores import check_parent, lock_timeout, path_from_url, read_only_reason
 from retrievalkit.stores.serialization import dump_columns, dump_summary, load_record, load_summary
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ Two stored forms:
   and items inline, as the JSON export shows it, for stores that keep one document
   a run. It reads records of every schema.
 
-A record older than `retrievalkit.model.values.SCHEMA_VERSION` is upgraded step by step
+A record older than `retrievalkit.model.records.SCHEMA_VERSION` is upgraded step by step
 through `MIGRATIONS` before it is built; a newer one is refused with a message
 that says to upgrade retrievalkit, never misread. A store holding records of schema 2
 or older (one JSON document each) migrates them by `load_record` and then writing
@@ -36,7 +36,8 @@ from retrievalkit.formats.convert import (
     unstructure_summary,
 )
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.values import SCHEMA_VERSION, LazySlices, MetricValue, ResultRecord
+from retrievalkit.model.records import SCHEMA_VERSION, ResultRecord
+from retrievalkit.model.values import LazySlices, MetricValue
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 _SLICES = Mapping[str, Mapping[str, Mapping[str, MetricValue]]]

@@ -39,12 +39,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from retrievalkit.errors import StoreBusyError, StoreError
-from retrievalkit.model.values import GRADER, ResultRecord
+from retrievalkit.formats.text_files import not_a_regular_file
+from retrievalkit.model.records import GRADER, ResultRecord
 from retrievalkit.stores import (
     DEFAULT_STORE_URL,
     check_parent,
     lock_timeout,
-    not_a_regular_file,
     path_from_url,
     read_only_reason,
 )

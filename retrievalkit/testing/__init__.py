@@ -30,13 +30,8 @@ from typing import Any, NoReturn
 import attrs
 
 from retrievalkit.errors import StoreError
-from retrievalkit.model.values import (
-    GRADER,
-    GoldenQuestion,
-    GoldenQuestionSet,
-    QuestionForm,
-    ResultRecord,
-)
+from retrievalkit.model.records import GRADER, ResultRecord
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
 
 __all__ = [
     "DEFAULT_PROBES",

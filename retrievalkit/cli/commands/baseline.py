@@ -38,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.model.values import GRADER
+    from retrievalkit.model.records import GRADER
     from retrievalkit.pipeline.baselines import baseline_status
     from retrievalkit.render.baseline import baseline_document, baseline_lines
     from retrievalkit.render.summary import to_json_text

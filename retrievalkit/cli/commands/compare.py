@@ -21,7 +21,7 @@ from retrievalkit.errors import EXIT_OK, InputError
 from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES
 
 if TYPE_CHECKING:
-    from retrievalkit.model.values import ResultRecord
+    from retrievalkit.model.records import ResultRecord
 
 NAME, HELP = SUMMARIES["compare"]
 

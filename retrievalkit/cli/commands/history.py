@@ -42,7 +42,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.model.values import GRADER
+    from retrievalkit.model.records import GRADER
     from retrievalkit.pipeline.history import build_history, runs_to_prune
     from retrievalkit.render.history import (
         history_renderable,

@@ -15,7 +15,8 @@ from retrievalkit.errors import EXIT_OK, EvaluationError, InputError, PluginErro
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config, PluginInstance
     from retrievalkit.formats.corpus import CorpusDocument
-    from retrievalkit.model.values import GoldenQuestionSet, ResultRecord
+    from retrievalkit.model.records import ResultRecord
+    from retrievalkit.model.values import GoldenQuestionSet
 
 NAME, HELP = SUMMARIES["judge"]
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from retrievalkit.api import Thresholds
     from retrievalkit.formats.config import Config
-    from retrievalkit.model.values import ResultRecord
+    from retrievalkit.model.records import ResultRecord
     from retrievalkit.stores import ResultStore
 
 FORMATS = ("table", "json", "markdown")
@@ -145,7 +145,7 @@ def store_place(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     """Where the store URL was given, for messages: the flag, or the config file's key."""
     if getattr(args, "store", None) or not config.store_url or config.source is None:
         return {"field": "--store"}
-    from retrievalkit.formats.config import key_line
+    from retrievalkit.formats.text_files import key_line
 
     dotted = "store.url"
     if str(config.source).endswith("pyproject.toml"):

@@ -12,7 +12,8 @@ from retrievalkit.errors import EXIT_OK, InputError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from retrievalkit.model.values import GoldenQuestionSet, QuestionOutcome, ResultRecord
+    from retrievalkit.model.records import ResultRecord
+    from retrievalkit.model.values import GoldenQuestionSet, QuestionOutcome
     from retrievalkit.stats.power import PowerReport
 
 NAME, HELP = SUMMARIES["power"]

@@ -12,7 +12,8 @@ from retrievalkit.errors import EXIT_OK, InputError, RetrievalkitError
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
-    from retrievalkit.model.values import GoldenQuestionSet, ResultRecord
+    from retrievalkit.model.records import ResultRecord
+    from retrievalkit.model.values import GoldenQuestionSet
     from retrievalkit.pipeline.gate import Verdict
     from retrievalkit.stores import ResultStore
 
