@@ -10,7 +10,7 @@ document changes nothing at smaller k; permuting the questions changes no mean.
 
 CI runs ``RETRIEVALKIT_FUZZ_EXAMPLES`` examples per property (default 200); set it
 higher for a long run, e.g. ``RETRIEVALKIT_FUZZ_EXAMPLES=20000 pytest
-tests/test_reliability_fuzz.py``.
+tests/test_loaders_and_metrics_fuzz.py``.
 """
 
 from __future__ import annotations
