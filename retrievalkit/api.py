@@ -98,6 +98,12 @@ def open_store(
     return open_by_scheme(url)
 
 
+def _default_thresholds() -> dict[str, float]:
+    from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS
+
+    return dict(DEFAULT_THRESHOLDS)
+
+
 @attrs.frozen
 class Thresholds:
     """What a gate checks: the largest allowed absolute drop of each metric, overall and
@@ -107,7 +113,7 @@ class Thresholds:
     the paired test finds the difference significant.
     """
 
-    metrics: Mapping[str, float] = attrs.field(factory=lambda: {"hit@1": 0.0, "hit@3": 0.0})
+    metrics: Mapping[str, float] = attrs.field(factory=_default_thresholds)
     slices: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
     require_significant: bool = False
 

@@ -1,6 +1,6 @@
 """The ``retrievalkit`` command line: parse, dispatch, map errors onto exit codes.
 
-Built-in commands live in `retrievalkit.commands`; plugins add their own through
+Built-in commands live in `retrievalkit.cli.commands`; plugins add their own through
 the ``retrievalkit.commands`` entry-point group. A plugin command is imported only when
 it is run, and heavy libraries (numpy, scipy, rich) only inside commands, so
 ``--version`` and ``--help`` start fast.
