@@ -35,6 +35,7 @@ _EXPORTS = {
     "GoldenQuestionSet": "retrievalkit.model.values",
     "parse_question": "retrievalkit.formats.golden_sets",
     # corpora
+    "DEMO_CORPUS": "retrievalkit.demo",
     "CorpusDocument": "retrievalkit.formats.corpus",
     "read_corpus": "retrievalkit.formats.corpus",
     # retrievers
