@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from retrievalkit.stores.columns import columns_header, decode_columns
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
@@ -93,14 +95,14 @@ def main() -> int:
     write_json, text = best(1, lambda: to_json(outcomes))
     stored = sum(map(len, columns.values()))
     inline = len(text.encode("utf-8"))
-    header = outcomes.header()
+    header = columns_header(outcomes)
 
     def first_column() -> Any:
-        return Outcomes.from_columns(header, columns.__getitem__).values("hit@1")
+        return decode_columns(header, columns.__getitem__).values("hit@1")
 
     read_column, hits = best(args.repeats, first_column)
     read_json, parsed = best(1, lambda: structure(json.loads(text), Outcomes))
-    every, _ = best(1, lambda: list(Outcomes.from_columns(header, columns.__getitem__)))
+    every, _ = best(1, lambda: list(decode_columns(header, columns.__getitem__)))
     if not (np.array_equal(hits, outcomes.values("hit@1")) and parsed == outcomes):
         print("stored outcomes disagree with the ones written", file=sys.stderr)
         return 1

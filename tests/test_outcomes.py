@@ -34,6 +34,7 @@ from retrievalkit.model.outcomes import (
     column_name,
 )
 from retrievalkit.model.values import QuestionForm, QuestionOutcome
+from retrievalkit.stores.columns import columns_header, decode_columns, encode_columns
 
 METRICS = ("hit@1", "hit@3", "ndcg@3", "rr")
 
@@ -79,15 +80,15 @@ def outcome_lists(draw: st.DrawFn) -> list[QuestionOutcome]:
 
 def stored(outcomes: Outcomes) -> tuple[Outcomes, Counter[str]]:
     """``outcomes`` through the stored form, with a count of the columns loaded."""
-    columns = outcomes.to_columns()
-    header = json.loads(json.dumps(outcomes.header()))
+    columns = encode_columns(outcomes)
+    header = json.loads(json.dumps(columns_header(outcomes)))
     loads: Counter[str] = Counter()
 
     def load(name: str) -> bytes:
         loads[name] += 1
         return columns[name]
 
-    return Outcomes.from_columns(header, load, where="test store run r1"), loads
+    return decode_columns(header, load, where="test store run r1"), loads
 
 
 def plain(outcomes: list[QuestionOutcome] | Outcomes) -> str:
@@ -184,7 +185,7 @@ def test_a_stored_run_reads_only_the_columns_asked_for() -> None:
     assert len(back) == 50
     assert back.errored == 0
     assert back.metric_names[0] == "hit@1"
-    assert back.header()["count"] == 50
+    assert columns_header(back)["count"] == 50
     assert loads == Counter()
     hits = back.values("hit@1")
     assert loads == Counter({column_name("hit@1"): 1})
@@ -195,7 +196,7 @@ def test_a_stored_run_reads_only_the_columns_asked_for() -> None:
     back.ranking(3)
     assert set(loads) == {column_name("hit@1"), QUESTION_IDS, DOCUMENTS, RANKINGS}
     list(back)
-    assert set(loads) == set(back.header()["columns"])
+    assert set(loads) == set(columns_header(back)["columns"])
     assert max(loads.values()) == 1
 
 
@@ -363,30 +364,30 @@ def test_undefined_values_stay_undefined_and_absent_ones_absent() -> None:
 
 def test_a_damaged_column_names_the_store_and_the_column() -> None:
     outcomes = scored(10)
-    columns = outcomes.to_columns()
+    columns = encode_columns(outcomes)
     columns[RANKINGS] = columns[RANKINGS][:-3]
-    damaged = Outcomes.from_columns(outcomes.header(), columns.__getitem__, where="runs.db r7")
+    damaged = decode_columns(columns_header(outcomes), columns.__getitem__, where="runs.db r7")
     assert damaged.values("hit@1").shape == (10,)
     with pytest.raises(StoreError, match=r"runs.db r7: outcome column 'rankings' cannot be read"):
         list(damaged)
     columns[JUDGMENTS] = b"nonsense"
-    damaged = Outcomes.from_columns(outcomes.header(), columns.__getitem__, where="runs.db r7")
+    damaged = decode_columns(columns_header(outcomes), columns.__getitem__, where="runs.db r7")
     with pytest.raises(StoreError, match="'judgments'"):
         _ = damaged.judgments
-    wrong = outcomes.to_columns()
-    wrong[QUESTION_IDS] = Outcomes.from_outcomes(list(outcomes)[:9]).to_columns()[QUESTION_IDS]
+    wrong = encode_columns(outcomes)
+    wrong[QUESTION_IDS] = encode_columns(Outcomes.from_outcomes(list(outcomes)[:9]))[QUESTION_IDS]
     with pytest.raises(StoreError, match="expected 10 strings"):
-        _ = Outcomes.from_columns(outcomes.header(), wrong.__getitem__).question_ids
+        _ = decode_columns(columns_header(outcomes), wrong.__getitem__).question_ids
 
 
 def test_a_header_of_a_newer_format_or_without_counts_is_refused() -> None:
-    header = scored(3).header()
+    header = columns_header(scored(3))
     with pytest.raises(StoreError, match="newer than this retrievalkit reads"):
-        Outcomes.from_columns({**header, "format": 99}, lambda name: b"", where="w")
+        decode_columns({**header, "format": 99}, lambda name: b"", where="w")
     with pytest.raises(StoreError, match="w: the outcomes header is incomplete"):
-        Outcomes.from_columns({"format": 1}, lambda name: b"", where="w")
+        decode_columns({"format": 1}, lambda name: b"", where="w")
     with pytest.raises(StoreError, match="no valid counts"):
-        Outcomes.from_columns({**header, "errored": 4}, lambda name: b"", where="w")
+        decode_columns({**header, "errored": 4}, lambda name: b"", where="w")
 
 
 def test_outcomes_refuse_what_is_not_a_list_of_outcomes() -> None:
@@ -412,7 +413,7 @@ def test_pickling_keeps_the_outcomes() -> None:
 def test_columns_of_a_large_run_are_compact() -> None:
     """hit@k costs about a bit a question; a 10-deep ranking about its codes' entropy."""
     outcomes = scored(5_000)
-    columns = outcomes.to_columns()
+    columns = encode_columns(outcomes)
     assert len(columns[column_name("hit@1")]) < 5_000 / 8 * 1.5
     # 10 codes from 500 documents: at most 9 bits each before compression.
     assert len(columns[RANKINGS]) < 5_000 * 10 * 9 / 8 * 1.1
@@ -452,7 +453,7 @@ def test_a_summary_is_small_and_refuses_an_inline_record() -> None:
 
     record = load_fixture()[0]
     summary = json.loads(dump_summary(record))
-    assert "items" not in summary and summary["outcomes"] == record.outcomes.header()
+    assert "items" not in summary and summary["outcomes"] == columns_header(record.outcomes)
     load: Callable[[str], bytes] = lambda name: b""  # noqa: E731
     with pytest.raises(StoreError, match="has no outcomes header"):
         load_summary(FIXTURE.read_text("utf-8").splitlines()[0], load, where="w")
@@ -469,7 +470,7 @@ def reference_document_columns(outcomes: Outcomes) -> dict[str, bytes]:
     describes them, written out plainly: the ids used, each once, sorted by their UTF-8
     bytes, each as the prefix it shares with the one before (none when any id is longer
     than 128 bytes) and the rest; codes into that list."""
-    from retrievalkit.model.outcomes import _narrowest, _pack, _pack_bytes
+    from retrievalkit.stores.columns import _narrowest, _pack, _pack_bytes
 
     ranked, labels, documents = outcomes.rankings, outcomes.judgments, outcomes.documents
     used_codes = [*ranked.codes.tolist(), *labels.codes.tolist()]
@@ -558,7 +559,7 @@ def test_document_columns_are_the_plain_front_coding_bit_for_bit(kind: str) -> N
             rng.integers(-1, 4, len(label_codes)),
         ),
     )
-    columns = built.to_columns()
+    columns = encode_columns(built)
     expected = reference_document_columns(built)
     for name in (DOCUMENTS, RANKINGS, JUDGMENTS):
         assert columns[name] == expected[name], name
@@ -578,7 +579,7 @@ def test_ids_sort_as_python_sorts_bytes_by_one_sort_or_word_by_word(
     """Short ids sort by one sort of packed integers; long random ones, whose words take
     too many distinct values for that, by a sort per word: both in Python's order of
     the bytes, equal ids in the order given."""
-    from retrievalkit.model.outcomes import _byte_order, _packed_order, _word_keys
+    from retrievalkit.stores.columns import _byte_order, _packed_order, _word_keys
 
     rng = np.random.default_rng(longest)
     names = [
@@ -607,7 +608,7 @@ def test_ids_laid_out_from_their_joined_text_code_as_each_encoded_on_its_own(
 ) -> None:
     """Front coding from the ids' text joined at once (short ids, ids over the front
     coding width, empty ids, non-ASCII) gives what coding each id's bytes gives."""
-    from retrievalkit.model.outcomes import _encoded, _front_code, _front_code_strings
+    from retrievalkit.stores.columns import _encoded, _front_code, _front_code_strings
 
     fast = _front_code_strings(names)
     slow = _front_code(_encoded(names))
@@ -623,7 +624,7 @@ def test_ids_laid_out_from_their_joined_text_code_as_each_encoded_on_its_own(
 def test_a_long_column_codes_its_values_as_a_whole_sort_would(kind: str) -> None:
     """Long columns look for their distinct values in a sample first; the values the
     sample misses (rare ones, or too many) still get their codes."""
-    from retrievalkit.model.outcomes import _distinct_codes
+    from retrievalkit.stores.columns import _distinct_codes
 
     rng = np.random.default_rng(len(kind))
     count = 70_001

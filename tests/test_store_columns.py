@@ -40,6 +40,7 @@ from retrievalkit.pipeline.history import build_history
 from retrievalkit.pipeline.record import build_record
 from retrievalkit.plugins.resolution import resolve_retriever
 from retrievalkit.stores import ResultStore, open_store, serialization
+from retrievalkit.stores.columns import columns_header
 from retrievalkit.stores.jsonl import JSONLStore
 from retrievalkit.stores.serialization import load_record
 from retrievalkit.stores.sqlite import LAYOUT, SQLiteStore
@@ -82,16 +83,16 @@ def other(record: ResultRecord) -> ResultRecord:
 def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the outcome columns any stored record loads, in order."""
     seen: list[str] = []
-    original = Outcomes.from_columns.__func__  # type: ignore[attr-defined]
+    original = serialization.decode_columns
 
-    def counting(cls: type[Outcomes], header: Any, load: Any, **options: Any) -> Outcomes:
+    def counting(header: Any, load: Any, **options: Any) -> Outcomes:
         def counted(name: str) -> bytes:
             seen.append(name)
             return bytes(load(name))
 
-        return original(cls, header, counted, **options)  # type: ignore[no-any-return]
+        return original(header, counted, **options)
 
-    monkeypatch.setattr(Outcomes, "from_columns", classmethod(counting))
+    monkeypatch.setattr(serialization, "decode_columns", counting)
     load_slices = serialization._load_slices
 
     def slices(*arguments: Any) -> Any:
@@ -147,7 +148,7 @@ def test_history_listing_and_baseline_choice_load_no_column(
     assert loads == ["metric/hit@1"]
     assert to_json(gated) == to_json(attrs.evolve(record, run_id=run_ids[0]))
     # Every column once; SQLite keeps the slices apart too, read once when first used.
-    columns = len(record.outcomes.header()["columns"])
+    columns = len(columns_header(record.outcomes)["columns"])
     assert len(loads) == len(set(loads)) == columns + (kind == "sqlite")
 
 
@@ -257,7 +258,7 @@ def test_a_json_lines_run_is_a_summary_line_and_a_column_file(
     [line] = (tmp_path / "runs.jsonl").read_text(encoding="utf-8").splitlines()
     data = json.loads(line)
     assert data["schema_version"] == SCHEMA_VERSION
-    assert data["outcomes"] == record.outcomes.header() and "items" not in data
+    assert data["outcomes"] == columns_header(record.outcomes) and "items" not in data
     ranked = {
         doc for index in range(len(record.outcomes)) for doc in record.outcomes.ranking(index)
     }
@@ -505,7 +506,7 @@ def test_processes_opening_an_old_sqlite_store_at_once_migrate_it_once(tmp_path:
     connection.close()
     assert len(per_run) == len(lines)
     assert {count - 1 for (count,) in per_run} == {  # the outcome columns and the slices
-        len(SQLiteStore(path).all_runs()[0].outcomes.header()["columns"])
+        len(columns_header(SQLiteStore(path).all_runs()[0].outcomes)["columns"])
     }
 
 

@@ -35,9 +35,9 @@ from retrievalkit.formats.convert import (
     to_json,
     unstructure_summary,
 )
-from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import SCHEMA_VERSION, ResultRecord
 from retrievalkit.model.values import LazySlices, MetricValue
+from retrievalkit.stores.columns import columns_header, decode_columns, encode_columns
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 _SLICES = Mapping[str, Mapping[str, Mapping[str, MetricValue]]]
@@ -153,7 +153,7 @@ def _canonical(data: Any) -> str:
 def dump_summary(record: ResultRecord) -> str:
     """The record without outcomes and items, with the outcomes' header: canonical JSON."""
     data = unstructure_summary(record)
-    data["outcomes"] = record.outcomes.header()
+    data["outcomes"] = columns_header(record.outcomes)
     return _canonical(data)
 
 
@@ -165,14 +165,14 @@ def dump_summary_parts(record: ResultRecord) -> tuple[str, bytes]:
     ``slices``.
     """
     data = unstructure_summary(record)
-    data["outcomes"] = record.outcomes.header()
+    data["outcomes"] = columns_header(record.outcomes)
     slices = data.pop("slices")
     return _canonical(data), _canonical(slices).encode("utf-8")
 
 
 def dump_columns(record: ResultRecord) -> dict[str, bytes]:
     """The record's outcome columns, ``name -> bytes``, to store beside `dump_summary`."""
-    return record.outcomes.to_columns()
+    return encode_columns(record.outcomes)
 
 
 def load_summary(
@@ -205,7 +205,7 @@ def load_summary(
     if apart:
         data["slices"] = {}
     data = migrate(data, version, where=where)
-    data["outcomes"] = Outcomes.from_columns(data["outcomes"], load_column, where=where)
+    data["outcomes"] = decode_columns(data["outcomes"], load_column, where=where)
     record = _structure(data, where)
     if slices is None or not apart:
         return record

@@ -19,6 +19,7 @@ from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.pipeline.history import build_history
 from retrievalkit.stores import open_store
+from retrievalkit.stores.columns import columns_header
 from retrievalkit.stores.serialization import load_record
 from retrievalkit.testing import check_store
 
@@ -110,7 +111,7 @@ def test_outcomes_are_column_documents_loaded_only_when_read(
     assert len(history.entries) == 3 and {entry.questions for entry in history.entries} == {4}
     assert loads == []
     source = es.get(index=name, id=newest.run_id)["_source"]
-    assert source["record"]["outcomes"] == newest.outcomes.header()
+    assert source["record"]["outcomes"] == columns_header(newest.outcomes)
     columns = es.search(
         index=name,
         query={
@@ -119,7 +120,7 @@ def test_outcomes_are_column_documents_loaded_only_when_read(
         size=100,
     )["hits"]["hits"]
     assert sorted(hit["_source"]["column"] for hit in columns) == sorted(
-        older.outcomes.header()["columns"]
+        columns_header(older.outcomes)["columns"]
     )
     assert [outcome.question_id for outcome in older.outcomes] == ["c1", "c2", "c3", "c4"]
     assert sorted(loads) == sorted(set(loads)) and "question_ids" in loads

@@ -19,6 +19,7 @@ from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.pipeline.baselines import choose_baseline
 from retrievalkit.pipeline.history import build_history
 from retrievalkit.stores import open_store
+from retrievalkit.stores.columns import columns_header
 from retrievalkit.testing import check_store
 
 
@@ -41,7 +42,7 @@ def test_a_run_is_a_summary_row_metric_rows_and_column_blobs(
         f" JOIN {schema}.runs r ON r.seq = c.run_seq WHERE r.run_id = %s",
         (record.run_id,),
     )
-    assert columns == sorted(record.outcomes.header()["columns"])
+    assert columns == columns_header(sorted(record.outcomes)["columns"])
     hit3 = scalar(
         pg_url,
         f"SELECT m.mean FROM {schema}.run_metrics m JOIN {schema}.runs r ON r.seq = m.run_seq"
@@ -63,7 +64,7 @@ def test_a_run_is_a_summary_row_metric_rows_and_column_blobs(
     summary = scalar(
         pg_url, f"SELECT summary FROM {schema}.runs WHERE run_id = %s", (record.run_id,)
     )
-    assert json.loads(summary)["outcomes"] == record.outcomes.header()
+    assert json.loads(summary)["outcomes"] == columns_header(record.outcomes)
     assert record.outcomes[0].question_id not in summary.replace('"question_ids"', "")
     assert scalar(pg_url, "SELECT to_regclass(%s)", (f"{schema}.run_questions",)) is None
     indexes = scalar(
@@ -162,7 +163,7 @@ def test_a_save_is_whole_or_nothing(pg_url: str, store_url: str, schema: str) ->
     with pytest.raises(StoreError, match="already stored"):
         store.save(record)
     assert scalar(pg_url, f"SELECT count(*) FROM {schema}.run_columns") == len(
-        record.outcomes.header()["columns"]
+        columns_header(record.outcomes)["columns"]
     )
 
 
