@@ -63,7 +63,7 @@ _EXPORTS = {
     "MetricValue": "retrievalkit.model.values",
     "QuestionForm": "retrievalkit.model.values",
     "QuestionOutcome": "retrievalkit.model.values",
-    "ResultRecord": "retrievalkit.model.values",
+    "ResultRecord": "retrievalkit.model.records",
     "Verdict": "retrievalkit.pipeline.gate",
 }
 
