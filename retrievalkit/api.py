@@ -36,7 +36,7 @@ from retrievalkit.errors import EvaluationError, InputError
 from retrievalkit.evaluator import DEFAULT_OVERFETCH
 from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 from retrievalkit.metrics import DEFAULT_KS
-from retrievalkit.model import GoldenQuestionSet, MetricValue, ResultRecord
+from retrievalkit.model import GoldenQuestionSet, MetricValue, ResultRecord, StageReport
 from retrievalkit.outcomes import Outcomes
 
 if TYPE_CHECKING:
@@ -403,6 +403,21 @@ def evaluate(
     # Asked, judged and scored a batch at a time: a batch's answers are let go once its
     # columns are filled in, so no per-question object outlives its batch.
     scorer = RunScorer(questions, scoring)
+    from retrievalkit.pipeline.stages import has_stages
+
+    if has_stages(resolved.retriever):
+        return _staged_run(
+            golden,
+            scorer,
+            resolved,
+            overfetch=overfetch,
+            timeout=timeout,
+            progress=progress,
+            git_commit=git_commit,
+            now=now,
+            max_error_rate=max_error_rate,
+            provider=provider,
+        )
     for answered in ask_in_batches(
         resolved.retriever,
         questions,
@@ -424,6 +439,53 @@ def evaluate(
         now=now,
         max_error_rate=max_error_rate,
         provider=provider,
+    )
+
+
+def _staged_run(
+    golden: GoldenQuestionSet,
+    scorer: RunScorer,
+    resolved: _Retriever,
+    *,
+    overfetch: int,
+    timeout: float | None,
+    progress: Callable[[int], None] | None,
+    git_commit: str | Literal["detect"] | None,
+    now: dt.datetime | None,
+    max_error_rate: float | None,
+    provider: Any,
+) -> Run:
+    """A run of a retriever that reports its stages: its answer scored as any run's, and
+    every stage scored beside it (`retrievalkit.pipeline.stages`)."""
+    from retrievalkit.evaluator import STREAM_BATCH
+    from retrievalkit.pipeline.stages import StageScorer, ask_stages
+
+    questions = scorer.questions
+    staged = StageScorer(questions, scorer.options)
+    for low in range(0, len(questions), STREAM_BATCH):
+        answers, stages = ask_stages(
+            resolved.retriever,
+            questions[low : low + STREAM_BATCH],
+            depth=max(scorer.options.ks),
+            overfetch=overfetch,
+            timeout=timeout,
+            secrets=resolved.secrets,
+            progress=progress,
+        )
+        scorer.add(answers)
+        staged.add(answers, stages)
+    report, columns = staged.finish()
+    scorer.extra_columns.update(columns)
+    return _finished_run(
+        golden,
+        scorer,
+        resolved,
+        overfetch=overfetch,
+        git_commit=git_commit,
+        now=now,
+        max_error_rate=max_error_rate,
+        provider=provider,
+        stages=report,
     )
 
 
@@ -473,6 +535,7 @@ def _finished_run(
     max_error_rate: float | None,
     provider: Any = None,
     extra: Mapping[str, str] | None = None,
+    stages: StageReport | None = None,
 ) -> Run:
     """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
     sequential run asked); raise `RunFailed` past ``max_error_rate``."""
@@ -511,6 +574,8 @@ def _finished_run(
         plugin_packages=packages,
         retriever_identifier=identifier if isinstance(identifier, str) and identifier else None,
     )
+    if stages is not None:
+        record = attrs.evolve(record, stages=stages)
     run = Run(record, golden, () if short is None else (short,))
     errored, total = scores.outcomes.errored, len(scorer.questions)
     if max_error_rate is not None and errored and errored / total > max_error_rate:

@@ -83,13 +83,16 @@ converter.register_structure_hook(Outcomes, _structure_outcomes)
 # The record's outcomes field is annotated with a name model.py imports only for type
 # checking (so that importing the model does not import numpy); resolve it here.
 attrs.resolve_types(ResultRecord, globalns={**vars(model), "Outcomes": Outcomes})
-_unstructure_record_fields = make_dict_unstructure_fn(ResultRecord, converter)
+# A record without stages is stored as it was before stages existed (no ``stages`` key).
+_unstructure_record_fields = make_dict_unstructure_fn(
+    ResultRecord, converter, stages=override(omit_if_default=True)
+)
 _structure_record_fields = make_dict_structure_fn(
     ResultRecord, converter, _cattrs_forbid_extra_keys=True
 )
 
 _unstructure_record_summary = make_dict_unstructure_fn(
-    ResultRecord, converter, outcomes=override(omit=True)
+    ResultRecord, converter, outcomes=override(omit=True), stages=override(omit_if_default=True)
 )
 
 

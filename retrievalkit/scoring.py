@@ -96,6 +96,9 @@ class RunScorer:
         self._label_codes: list[npt.NDArray[np.int64]] = []
         self._label_grades: list[npt.NDArray[np.int64]] = []
         self.done = 0
+        #: Per-question columns kept with the outcomes beside the metrics, without
+        #: intervals of their own (a staged run's ``stage.NAME:METRIC`` values).
+        self.extra_columns: dict[str, npt.NDArray[np.float64]] = {}
 
     def _codes(self, documents: Iterable[str], size: int) -> npt.NDArray[np.int64]:
         """The codes of ``size`` document ids, in one pass: an id met for the first time
@@ -201,7 +204,10 @@ class RunScorer:
         questions = self.questions
         return Outcomes.from_arrays(
             [question.id for question in questions],
-            {name: self.values[:, column] for column, name in enumerate(self.names)},
+            {
+                **{name: self.values[:, column] for column, name in enumerate(self.names)},
+                **self.extra_columns,
+            },
             latency_ms=self.latency,
             errors=self.errors,
             forms=[question.form for question in questions],

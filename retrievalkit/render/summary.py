@@ -100,6 +100,8 @@ def latency_summary(
 
 
 def summary(report: EvalReport) -> dict[str, Any]:
+    from retrievalkit.render.stages import stages_document
+
     record = report.record
     return {
         "run_id": record.run_id,
@@ -130,6 +132,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "manifest": unstructure(record.manifest),
         "warnings": list(report.warnings),
         "extra_labels": None if report.extra_labels is None else unstructure(report.extra_labels),
+        "stages": stages_document(record),
     }
 
 

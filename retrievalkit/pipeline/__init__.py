@@ -1,0 +1,1 @@
+"""The evaluation pipeline: asking retrievers, scoring, storing, comparing and gating runs."""
