@@ -331,13 +331,13 @@ def evaluate(
     set: GoldenQuestionSet | str | os.PathLike[str],
     retriever: Any,
     *,
-    k: Sequence[int] = DEFAULT_KS,
-    overfetch: int = DEFAULT_OVERFETCH,
-    slices: Sequence[str] = (),
-    confidence: float = DEFAULT_CONFIDENCE,
-    resamples: int = DEFAULT_RESAMPLES,
+    k: Sequence[int] | None = None,
+    overfetch: int | None = None,
+    slices: Sequence[str] | None = None,
+    confidence: float | None = None,
+    resamples: int | None = None,
     seed: int = DEFAULT_SEED,
-    concurrency: int = 1,
+    concurrency: int | None = None,
     timeout: float | None = None,
     max_error_rate: float | None = 0.0,
     options: Mapping[str, Any] | None = None,
@@ -346,6 +346,7 @@ def evaluate(
     git_commit: str | Literal["detect"] | None = "detect",
     progress: Callable[[int], None] | None = None,
     now: dt.datetime | None = None,
+    chunk_separator: str | None = None,
 ) -> Run:
     """Ask `retriever` every question of `set` and score the answers.
 
@@ -355,6 +356,10 @@ def evaluate(
       (and optionally `retrieve_many(questions, limit)`); `name` is then the name the
       run is stored under (default: its `identifier`), and `options` what the manifest
       records about it (secrets redacted).
+    Each argument left out (None) takes the configuration's `[eval]` value, else the
+    default: `k` 1, 3, 5, 10; `overfetch` 3; `confidence` 0.95; `resamples` 10,000;
+    `concurrency` 1; no `timeout`; no extra `slices`.
+
     - `k`: the cut-offs (1 and 3 are always added); each question asks for
       `max(k) * overfetch` ids so that `max(k)` distinct documents remain after chunk
       ids collapse.
@@ -369,7 +374,13 @@ def evaluate(
       the working directory.
     - `progress`: called with the number of questions just answered.
     - `config`: a `Config`, or a path to a configuration file; default: the working
-      directory's `retrievalkit.toml` or `pyproject.toml`, if any.
+      directory's `retrievalkit.toml` or `pyproject.toml`, if any. Its `[eval]` table
+      (`k`, `overfetch`, `resamples`, `confidence`, `slices`, `concurrency`, `timeout`,
+      `chunk_separator`) gives the defaults of the arguments left out, as on the command
+      line.
+    - `chunk_separator`: the retriever returns chunk ids (`doc-7#3`); the document
+      metrics score their documents, and for questions with `expected_chunks` the chunk
+      metrics (`chunk_rr`, ...) score the raw chunk ranking (`retrievalkit.pipeline.chunks`).
 
     Returns a [`Run`][retrievalkit.api.Run]; nothing is saved (`store.save(run.record)`).
     """
@@ -377,11 +388,22 @@ def evaluate(
     from retrievalkit.metrics import normalise_ks
     from retrievalkit.scoring import RunScorer, ScoringOptions
 
+    settings = _config(config)
+    defaults = settings.eval
+    # The configuration's [eval] fills what is not given, as the command line does.
+    k = k if k is not None else defaults.k or DEFAULT_KS
+    overfetch = overfetch if overfetch is not None else defaults.overfetch or DEFAULT_OVERFETCH
+    slices = slices if slices is not None else defaults.slices
+    confidence = confidence if confidence is not None else defaults.confidence or DEFAULT_CONFIDENCE
+    resamples = resamples if resamples is not None else defaults.resamples or DEFAULT_RESAMPLES
+    concurrency = concurrency if concurrency is not None else defaults.concurrency or 1
+    timeout = timeout if timeout is not None else defaults.timeout
+    if chunk_separator is None:
+        chunk_separator = defaults.chunk_separator
     if not 0.0 < confidence < 1.0:
         raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
     if overfetch < 1 or concurrency < 1 or resamples < 1:
         raise InputError("overfetch, concurrency and resamples must be 1 or more")
-    settings = _config(config)
     provider = None
     if isinstance(set, GoldenQuestionSet):
         golden = set
@@ -418,8 +440,15 @@ def evaluate(
             max_error_rate=max_error_rate,
             provider=provider,
         )
+    asked = resolved.retriever
+    keeper = None
+    if chunk_separator is not None or scorer.with_chunks:
+        from retrievalkit.pipeline.chunks import ChunkKeeper
+
+        asked = keeper = ChunkKeeper(resolved.retriever, chunk_separator)
+    done = 0
     for answered in ask_in_batches(
-        resolved.retriever,
+        asked,
         questions,
         depth=max(scoring.ks),
         overfetch=overfetch,
@@ -429,7 +458,14 @@ def evaluate(
         progress=progress,
         batch=STREAM_BATCH,
     ):
-        scorer.add(answered)
+        if keeper is None:
+            scorer.add(answered)
+        else:
+            texts = [question.question for question in questions[done : done + len(answered)]]
+            scorer.add(
+                answered, [ranking[: max(scoring.ks)] for ranking in keeper.chunks_of(texts)]
+            )
+        done += len(answered)
     return _finished_run(
         golden,
         scorer,
@@ -439,6 +475,7 @@ def evaluate(
         now=now,
         max_error_rate=max_error_rate,
         provider=provider,
+        extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
     )
 
 

@@ -65,6 +65,8 @@ class EvalConfig:
     slices: tuple[str, ...] = ()
     timeout: float | None = None
     """Seconds one question may take before it is recorded as a timeout error."""
+    chunk_separator: str | None = None
+    """The retriever returns chunk ids: what splits a chunk id from its document's id."""
 
 
 @attrs.frozen
@@ -402,11 +404,16 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
             if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
                 raise fail("eval.slices", "must be a list of field names")
             values[key] = tuple(value)
+        elif key == "chunk_separator":
+            if not isinstance(value, str) or not value or value.isspace():
+                raise fail("eval.chunk_separator", 'must be a non-empty string, e.g. "#"')
+            values[key] = value
         else:
             raise fail(
                 f"eval.{key}",
                 "unknown key",
-                hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout",
+                hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout, "
+                "chunk_separator",
             )
     return EvalConfig(**values)
 

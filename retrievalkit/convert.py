@@ -17,7 +17,7 @@ from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from retrievalkit import model
-from retrievalkit.model import QuestionForm, QuestionOutcome, ResultRecord
+from retrievalkit.model import GoldenQuestion, QuestionForm, QuestionOutcome, ResultRecord
 from retrievalkit.outcomes import Outcomes
 
 T = TypeVar("T")
@@ -83,6 +83,14 @@ converter.register_structure_hook(Outcomes, _structure_outcomes)
 # The record's outcomes field is annotated with a name model.py imports only for type
 # checking (so that importing the model does not import numpy); resolve it here.
 attrs.resolve_types(ResultRecord, globalns={**vars(model), "Outcomes": Outcomes})
+# A question without expected_chunks is written (and hashed) as before chunks existed.
+converter.register_unstructure_hook(
+    GoldenQuestion,
+    make_dict_unstructure_fn(
+        GoldenQuestion, converter, expected_chunks=override(omit_if_default=True)
+    ),
+)
+
 # A record without stages is stored as it was before stages existed (no ``stages`` key).
 _unstructure_record_fields = make_dict_unstructure_fn(
     ResultRecord, converter, stages=override(omit_if_default=True)

@@ -22,7 +22,7 @@ from retrievalkit.intervals import (
     bootstrap_means,
     slice_masks,
 )
-from retrievalkit.metrics import compute_metrics, judge_codes, metric_names
+from retrievalkit.metrics import chunk_metrics, compute_metrics, judge_codes, metric_names
 from retrievalkit.model import (
     GoldenQuestion,
     MetricValue,
@@ -80,7 +80,8 @@ class RunScorer:
         self.options = options
         self.depth = max(options.ks)
         self.with_judged = any(question.grades for question in questions)
-        self.names = metric_names(options.ks, judged=self.with_judged)
+        self.with_chunks = any(question.expected_chunks for question in questions)
+        self.names = metric_names(options.ks, judged=self.with_judged, chunks=self.with_chunks)
         count = len(questions)
         # One row a question, C order: the intervals sum each column in question order.
         self.values = np.empty((count, len(self.names)))
@@ -105,11 +106,18 @@ class RunScorer:
         gets the next code (the vocabulary assigns it on the failed lookup)."""
         return np.fromiter(map(self.documents.__getitem__, documents), np.int64, size)
 
-    def add(self, retrievals: Sequence[Retrieval]) -> None:
+    def add(
+        self,
+        retrievals: Sequence[Retrieval],
+        chunk_rankings: Sequence[Sequence[str]] | None = None,
+    ) -> None:
         """Score the retrievals of the next ``len(retrievals)`` questions of the set.
 
         `retrievalkit.evaluator.Retrievals` (what `ask_in_batches` yields) are read by
         column; any other sequence of `Retrieval` is put in columns first.
+        ``chunk_rankings``: each question's raw ranking of chunk ids, for a set with
+        ``expected_chunks`` (default: the rankings themselves, for a retriever that
+        returns chunk ids without collapsing them).
         """
         low, high = self.done, self.done + len(retrievals)
         if high > len(self.questions):
@@ -140,6 +148,15 @@ class RunScorer:
             errored,
         )
         table = compute_metrics(judged, self.options.ks, with_judged=self.with_judged)
+        if self.with_chunks:
+            table.update(
+                chunk_metrics(
+                    rankings if chunk_rankings is None else chunk_rankings,
+                    [question.expected_chunks for question in self.questions[low:high]],
+                    self.options.ks,
+                    errored.tolist(),
+                )
+            )
         for column, name in enumerate(self.names):
             self.values[low:high, column] = table[name]
         # Python's round, as each outcome's latency always was (numpy's may differ by an ulp).

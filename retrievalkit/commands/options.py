@@ -238,4 +238,5 @@ def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, A
             else config.regression.max_error_rate or 0.0
         ),
         "config": config,
+        "chunk_separator": getattr(args, "chunk_separator", None) or settings.chunk_separator,
     }
