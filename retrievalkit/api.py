@@ -210,6 +210,32 @@ class Run:
         pyarrow = _optional("pyarrow", "to_arrow()")
         return pyarrow.Table.from_pylist(self.rows())
 
+    def report(self, verdict: Verdict | None = None, *, saved_to: str | None = None) -> Any:
+        """The `EvalReport` the command line renders for this run (with the gate's
+        `verdict`, if any, and the store it was saved to)."""
+        from retrievalkit.render.summary import EvalReport
+
+        return EvalReport(
+            self.record, self.set.questions, verdict, saved_to, diagnostics=self.warnings
+        )
+
+    def to_markdown(self, verdict: Verdict | None = None) -> str:
+        """The Markdown report, as `report.md` and `eval --format markdown` give it."""
+        from retrievalkit.render.markdown import render_markdown
+
+        return render_markdown(self.report(verdict))
+
+    def write_report(
+        self, directory: str | os.PathLike[str], verdict: Verdict | None = None
+    ) -> list[str]:
+        """Write `summary.json`, `per_question.jsonl` and `report.md` into `directory`
+        (created if need be), as `eval --output-dir` does; returns the paths written."""
+        from pathlib import Path
+
+        from retrievalkit.commands.output import write_report_files
+
+        return [str(path) for path in write_report_files(self.report(verdict), Path(directory))]
+
     def _repr_html_(self) -> str:
         """The headline of the run for Jupyter: every metric with its interval."""
         e = html.escape
@@ -687,8 +713,10 @@ def gate(
             require_significant=thresholds.require_significant,
             note=choice.note,
         )
+    from retrievalkit.regression import retriever_changes
+
     manifest = record.manifest
-    return compare_runs(
+    verdict = compare_runs(
         record.outcomes,
         manifest.set_hash,
         choice.record,
@@ -701,6 +729,7 @@ def gate(
         questions=questions,
         baseline_kind=choice.kind,
     )
+    return attrs.evolve(verdict, retriever_changes=retriever_changes(choice.record, record))
 
 
 def compare(

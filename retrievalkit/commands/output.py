@@ -40,6 +40,23 @@ def write_output_file(directory: Path, name: str, text: str) -> None:
         raise
 
 
+def write_report_files(report: EvalReport, directory: Path) -> list[Path]:
+    """``summary.json``, ``per_question.jsonl`` and ``report.md`` of ``report`` in
+    ``directory`` (created if need be), each written whole; the paths written."""
+    from retrievalkit.render.markdown import render_markdown
+    from retrievalkit.render.summary import per_question_lines, summary, to_json_text
+
+    directory.mkdir(parents=True, exist_ok=True)
+    write_output_file(directory, "summary.json", to_json_text(summary(report)) + "\n")
+    write_output_file(
+        directory,
+        "per_question.jsonl",
+        "".join(line + "\n" for line in per_question_lines(report)),
+    )
+    write_output_file(directory, "report.md", render_markdown(report))
+    return [directory / name for name in ("summary.json", "per_question.jsonl", "report.md")]
+
+
 def emit_report(
     report: EvalReport, args: argparse.Namespace, *, ci: bool = False, failed: str | None = None
 ) -> None:
@@ -49,19 +66,12 @@ def emit_report(
     the evaluation could not be carried out, for the JUnit report.
     """
     from retrievalkit.render.markdown import render_markdown
-    from retrievalkit.render.summary import per_question_lines, summary, to_json_text
+    from retrievalkit.render.summary import summary, to_json_text
 
     if args.output_dir:
         directory = Path(args.output_dir)
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            write_output_file(directory, "summary.json", to_json_text(summary(report)) + "\n")
-            write_output_file(
-                directory,
-                "per_question.jsonl",
-                "".join(line + "\n" for line in per_question_lines(report)),
-            )
-            write_output_file(directory, "report.md", render_markdown(report))
+            write_report_files(report, directory)
         except OSError as error:
             raise InputError(
                 f"cannot write the report: {error.strerror}",

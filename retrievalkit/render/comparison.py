@@ -182,8 +182,12 @@ def comparison_renderable(comparison: Comparison) -> Group:
     from rich.table import Table
     from rich.text import Text
 
-    def table(title: str, columns: list[str], *, numeric_from: int = 99) -> Table:
-        # Numbers never wrap; labels (system names in headers, question texts) fold.
+    def table(
+        title: str, columns: list[str], rows: list[list[str]], *, numeric_from: int = 99
+    ) -> Table:
+        # Labels (system names in headers, question texts) fold; a number never splits:
+        # each column is at least as wide as its longest word, whatever the width of the
+        # output (80 columns when it is not a terminal).
         view = Table(
             title=plain(title, style="italic"),
             title_justify="left",
@@ -192,37 +196,39 @@ def comparison_renderable(comparison: Comparison) -> Group:
         )
         for index, column in enumerate(columns):
             numeric = index >= numeric_from
+            widest = max((len(word) for row in rows for word in row[index].split()), default=0)
             view.add_column(
                 plain(column),
                 justify="right" if numeric else "left",
                 overflow="fold",
-                no_wrap=(numeric and column not in names) or column == "metric",
+                no_wrap=column == "metric",
+                min_width=widest if numeric or column == "metric" else None,
             )
+        for row in rows:
+            view.add_row(*[plain(cell) for cell in row])
         return view
 
-    names = [system.label for system in comparison.systems]
     parts: list[Table | Text] = [plain(header_line(comparison), style="bold")]
-    systems = table("Systems", system_columns(comparison), numeric_from=1)
-    for row in system_rows(comparison):
-        systems.add_row(*[plain(cell) for cell in row])
-    parts.append(systems)
+    parts.append(
+        table("Systems", system_columns(comparison), system_rows(comparison), numeric_from=1)
+    )
     for pair in comparison.pairs:
         deltas = table(
             f"{pair.candidate} against {pair.baseline}",
             metric_columns(comparison, pair, compact=True),
+            metric_rows(comparison, pair, compact=True),
             numeric_from=1,
         )
-        for row in metric_rows(comparison, pair, compact=True):
-            deltas.add_row(*[plain(cell) for cell in row])
         parts += [deltas, plain(_significance_note(comparison))]
         if not pair.changed:
             parts.append(plain(f"No question changed its {pair.changed_by}."))
             continue
         changes = table(
-            f"Questions that changed most ({pair.changed_by})", change_columns(pair), numeric_from=2
+            f"Questions that changed most ({pair.changed_by})",
+            change_columns(pair),
+            [change_row(change) for change in pair.changed],
+            numeric_from=2,
         )
-        for change in pair.changed:
-            changes.add_row(*[plain(cell) for cell in change_row(change)])
         parts.append(changes)
     parts += [plain(f"warning: {warning}", style="yellow") for warning in comparison.warnings]
     return Group(*parts)

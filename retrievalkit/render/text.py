@@ -63,6 +63,9 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
             f"{verdict.shared_questions} shared questions"
         )
     baseline = f"{_baseline_kind(verdict)} {verdict.baseline_run_id}"
+    if verdict.retriever_changes:
+        lines.append(f"the retriever changed since the {baseline}:")
+        lines.extend(f"  {change}" for change in verdict.retriever_changes)
     sequence = verdict.sequential
     if sequence is not None:
         lines.append(

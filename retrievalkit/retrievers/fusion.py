@@ -137,6 +137,7 @@ def create_fusion(
     Options: ``retrievers`` (names of configured retrievers or option-less plugins,
     at least two), ``method`` (rrf, combsum, combmnz), ``k`` (the RRF constant, 60),
     ``depth`` (how many results to ask each part for), ``weights`` (one per part).
+    It reports its stages: each part's ranking under the part's name, then ``fusion``.
     """
     from retrievalkit.resolve import active_config, resolve_retriever
 

@@ -88,7 +88,9 @@ def create_rerank(
 
     Options: ``first_stage`` (a configured retriever or option-less plugin), ``reranker``
     (a ``retrievalkit.rerankers`` plugin name such as ``tfidf-cosine``), ``candidates``
-    (how many first-stage results to rerank, 50) and ``reranker_options`` (a table).
+    (how many first-stage results to rerank, 50; asked for more, the first stage's order
+    fills the rest) and ``reranker_options`` (a table). It reports its stages: the first
+    stage's (nested under its name when it has stages of its own), then ``rerank``.
     """
     from retrievalkit import plugins
     from retrievalkit.resolve import active_config, resolve_retriever
