@@ -454,9 +454,10 @@ def evaluate(
     from retrievalkit.pipeline.stages import has_stages
 
     if has_stages(resolved.retriever):
+        # Stages rank documents: a staged run has no chunk ranking to score.
         return _staged_run(
             golden,
-            scorer,
+            RunScorer(questions, scoring, chunks=False),
             resolved,
             overfetch=overfetch,
             timeout=timeout,

@@ -75,12 +75,22 @@ class RunScorer:
     every metric is computed question by question, whatever the batches.
     """
 
-    def __init__(self, questions: Sequence[GoldenQuestion], options: ScoringOptions) -> None:
+    def __init__(
+        self,
+        questions: Sequence[GoldenQuestion],
+        options: ScoringOptions,
+        *,
+        chunks: bool | None = None,
+    ) -> None:
+        """``chunks``: whether to score the chunk metrics (default: when a question has
+        ``expected_chunks``)."""
         self.questions = questions
         self.options = options
         self.depth = max(options.ks)
         self.with_judged = any(question.grades for question in questions)
-        self.with_chunks = any(question.expected_chunks for question in questions)
+        self.with_chunks = (
+            any(question.expected_chunks for question in questions) if chunks is None else chunks
+        )
         self.names = metric_names(options.ks, judged=self.with_judged, chunks=self.with_chunks)
         count = len(questions)
         # One row a question, C order: the intervals sum each column in question order.

@@ -184,6 +184,11 @@ def test_stages_are_stored_shown_and_gated(staged_config: Path, tmp_path: Path) 
     assert sum(document["attribution"].values()) == len(document["questions"])
     markdown = render_markdown(report)
     assert "## Stages" in markdown and "lost in fusion" in markdown
+    from retrievalkit.render.html_report import render_html_report
+    from retrievalkit.run_report import build_run_report
+
+    page = render_html_report(build_run_report(stored, store="memory:", history=[stored]))
+    assert '<section id="stages">' in page and "hyb.fusion" in page
 
 
 def test_a_run_without_stages_has_none_and_stores_no_stages_key(staged_config: Path) -> None:

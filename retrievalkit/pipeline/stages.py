@@ -296,7 +296,9 @@ class StageScorer:
         """The stages of the next questions (None for one that errored)."""
         if not self.order:
             self.order = next((list(each) for each in stages if each is not None), [])
-            self.scorers = {name: RunScorer(self.questions, self.options) for name in self.order}
+            self.scorers = {
+                name: RunScorer(self.questions, self.options, chunks=False) for name in self.order
+            }
             # Questions before the first answered one all errored.
             for scorer in self.scorers.values():
                 if self.done:

@@ -43,7 +43,8 @@ def _significance_note(comparison: Comparison) -> str:
     alpha = 1.0 - comparison.confidence
     which = "Holm-adjusted p" if comparison.correction == "holm" else "p"
     return (
-        f"* significant: {which} < {alpha:.2f}; unresolvable: so few questions differ that "
+        f"* significant: {which} < {alpha:.2f}; unresolvable (? in the terminal): so few "
+        "questions differ that "
         f"even the smallest attainable p is not below {alpha:.2f}; W/T/L: questions the "
         "candidate won, tied and lost against the baseline"
     )
@@ -94,7 +95,8 @@ def metric_rows(
     for delta in pair.metrics:
         mark = " *" if delta.significant else ""
         if delta.verdict == "unresolvable":
-            mark = " (unresolvable)"
+            # The terminal's compact table marks it short, so that its numbers fit 80 columns.
+            mark = " ?" if compact else " (unresolvable)"
         row = [
             delta.metric,
             number(delta.baseline),
@@ -186,8 +188,8 @@ def comparison_renderable(comparison: Comparison) -> Group:
         title: str, columns: list[str], rows: list[list[str]], *, numeric_from: int = 99
     ) -> Table:
         # Labels (system names in headers, question texts) fold; a number never splits:
-        # each column is at least as wide as its longest word, whatever the width of the
-        # output (80 columns when it is not a terminal).
+        # each numeric column is at least as wide as its longest word, whatever the width
+        # of the output (80 columns when it is not a terminal).
         view = Table(
             title=plain(title, style="italic"),
             title_justify="left",
