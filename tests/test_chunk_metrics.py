@@ -12,8 +12,8 @@ import pytrec_eval
 
 import retrievalkit as rk
 from retrievalkit.errors import InputError
-from retrievalkit.metrics import chunk_metrics
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet
+from retrievalkit.metrics.definitions import chunk_metrics
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 from retrievalkit.render.summary import EvalReport, per_question_lines
 
 KS = (1, 3, 5, 10)
@@ -102,7 +102,7 @@ def test_a_set_without_chunks_has_no_chunk_metrics_and_keeps_its_hash() -> None:
     )
     assert plain.content_hash != with_chunks.content_hash
     # A set without chunks hashes as before chunks existed: the field is not in its JSON.
-    from retrievalkit.model import _canonical_data
+    from retrievalkit.model.values import _canonical_data
 
     assert "expected_chunks" not in _canonical_data(plain.questions[0])
 

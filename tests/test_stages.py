@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import retrievalkit as rk
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 from retrievalkit.pipeline.stages import (
     BELOW_K,
     NOT_RETRIEVED,
@@ -20,9 +20,9 @@ from retrievalkit.pipeline.stages import (
     record_mean,
     split_stage_metric,
 )
+from retrievalkit.plugins.resolution import ResolvedRetriever
 from retrievalkit.render.markdown import render_markdown
 from retrievalkit.render.summary import EvalReport, summary
-from retrievalkit.resolve import ResolvedRetriever
 from retrievalkit.retrievers.fusion import FusionRetriever
 from retrievalkit.retrievers.rerank import RerankRetriever
 
@@ -185,7 +185,7 @@ def test_stages_are_stored_shown_and_gated(staged_config: Path, tmp_path: Path) 
     markdown = render_markdown(report)
     assert "## Stages" in markdown and "lost in fusion" in markdown
     from retrievalkit.render.html_report import render_html_report
-    from retrievalkit.run_report import build_run_report
+    from retrievalkit.render.run_report import build_run_report
 
     page = render_html_report(build_run_report(stored, store="memory:", history=[stored]))
     assert '<section id="stages">' in page and "hyb.fusion" in page

@@ -38,11 +38,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from retrievalkit.evaluator import Retrievals, call_with_timeout, distinct_ranking
-from retrievalkit.model import GoldenQuestion, ResultRecord, StageDelta, StageReport
-from retrievalkit.paired import paired_test, verdict
+from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
+from retrievalkit.model.values import GoldenQuestion, ResultRecord, StageDelta, StageReport
+from retrievalkit.pipeline.evaluator import Retrievals, call_with_timeout, distinct_ranking
 from retrievalkit.redaction import scrub
-from retrievalkit.scoring import RunScorer, ScoringOptions
+from retrievalkit.stats.paired import paired_test, verdict
 
 #: What a stage metric's name starts with: ``stage.rerank:rr``.
 STAGE_PREFIX = "stage."
@@ -86,7 +86,7 @@ def record_mean(record: ResultRecord, name: str) -> float | None:
 def check_metric_name(name: str) -> str:
     """The canonical name of a metric or stage metric (``stage.rerank:NDCG@10`` ->
     ``stage.rerank:ndcg@10``); ``ValueError`` with the known names otherwise."""
-    from retrievalkit.metrics import parse_metric
+    from retrievalkit.metrics.definitions import parse_metric
 
     split = split_stage_metric(name.strip())
     if split is None:
@@ -158,7 +158,7 @@ def ask_stages(
 ) -> tuple[Retrievals, list[dict[str, tuple[str, ...]] | None]]:
     """The answer (last stage) of every question, and each question's stages (None for
     one that errored), asked one question at a time or with ``retrieve_many_stages`` in
-    groups of 64. ``timeout`` bounds each question as in `retrievalkit.evaluator`."""
+    groups of 64. ``timeout`` bounds each question as in `retrievalkit.pipeline.evaluator`."""
     limit = depth * overfetch
     batched = callable(getattr(retriever, "retrieve_many_stages", None))
     order: list[str] | None = None

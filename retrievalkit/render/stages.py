@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrievalkit.model import ResultRecord, StageDelta, StageReport
+from retrievalkit.model.values import ResultRecord, StageDelta, StageReport
 from retrievalkit.render.text import with_interval
 
 

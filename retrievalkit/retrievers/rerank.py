@@ -34,7 +34,7 @@ class RerankRetriever:
         self._candidates = candidates
 
     def describe(self) -> dict[str, str]:
-        from retrievalkit.record import options_hash
+        from retrievalkit.pipeline.record import options_hash
 
         return {
             "rerank.first_stage": f"{self._first.name} (plugin {self._first.plugin}, options "
@@ -92,8 +92,8 @@ def create_rerank(
     fills the rest) and ``reranker_options`` (a table). It reports its stages: the first
     stage's (nested under its name when it has stages of its own), then ``rerank``.
     """
-    from retrievalkit import plugins
-    from retrievalkit.resolve import active_config, resolve_retriever
+    from retrievalkit.plugins import registry as plugins
+    from retrievalkit.plugins.resolution import active_config, resolve_retriever
 
     if not first_stage or not reranker:
         raise InputError(
