@@ -35,7 +35,7 @@ from retrievalkit.errors import InputError
 from retrievalkit.errors import RunFailed as RunFailed
 from retrievalkit.metrics.definitions import DEFAULT_KS
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.records import ResultRecord, StageReport
 from retrievalkit.model.values import GoldenQuestionSet, MetricValue
 from retrievalkit.pipeline.comparison import DEFAULT_CHANGED_BY
 from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
@@ -209,6 +209,32 @@ class Run:
         pyarrow = _optional("pyarrow", "to_arrow()")
         return pyarrow.Table.from_pylist(self.rows())
 
+    def report(self, verdict: Verdict | None = None, *, saved_to: str | None = None) -> Any:
+        """The `EvalReport` the command line renders for this run (with the gate's
+        `verdict`, if any, and the store it was saved to)."""
+        from retrievalkit.render.summary import EvalReport
+
+        return EvalReport(
+            self.record, self.set.questions, verdict, saved_to, diagnostics=self.warnings
+        )
+
+    def to_markdown(self, verdict: Verdict | None = None) -> str:
+        """The Markdown report, as `report.md` and `eval --format markdown` give it."""
+        from retrievalkit.render.markdown import render_markdown
+
+        return render_markdown(self.report(verdict))
+
+    def write_report(
+        self, directory: str | os.PathLike[str], verdict: Verdict | None = None
+    ) -> list[str]:
+        """Write `summary.json`, `per_question.jsonl` and `report.md` into `directory`
+        (created if need be), as `eval --output-dir` does; returns the paths written."""
+        from pathlib import Path
+
+        from retrievalkit.render.report_files import write_report_files
+
+        return [str(path) for path in write_report_files(self.report(verdict), Path(directory))]
+
     def _repr_html_(self) -> str:
         """The headline of the run for Jupyter: every metric with its interval."""
         e = html.escape
@@ -330,13 +356,13 @@ def evaluate(
     set: GoldenQuestionSet | str | os.PathLike[str],
     retriever: Any,
     *,
-    k: Sequence[int] = DEFAULT_KS,
-    overfetch: int = DEFAULT_OVERFETCH,
-    slices: Sequence[str] = (),
-    confidence: float = DEFAULT_CONFIDENCE,
-    resamples: int = DEFAULT_RESAMPLES,
+    k: Sequence[int] | None = None,
+    overfetch: int | None = None,
+    slices: Sequence[str] | None = None,
+    confidence: float | None = None,
+    resamples: int | None = None,
     seed: int = DEFAULT_SEED,
-    concurrency: int = 1,
+    concurrency: int | None = None,
     timeout: float | None = None,
     max_error_rate: float | None = 0.0,
     options: Mapping[str, Any] | None = None,
@@ -345,6 +371,7 @@ def evaluate(
     git_commit: str | Literal["detect"] | None = "detect",
     progress: Callable[[int], None] | None = None,
     now: dt.datetime | None = None,
+    chunk_separator: str | None = None,
 ) -> Run:
     """Ask `retriever` every question of `set` and score the answers.
 
@@ -354,6 +381,10 @@ def evaluate(
       (and optionally `retrieve_many(questions, limit)`); `name` is then the name the
       run is stored under (default: its `identifier`), and `options` what the manifest
       records about it (secrets redacted).
+    Each argument left out (None) takes the configuration's `[eval]` value, else the
+    default: `k` 1, 3, 5, 10; `overfetch` 3; `confidence` 0.95; `resamples` 10,000;
+    `concurrency` 1; no `timeout`; no extra `slices`.
+
     - `k`: the cut-offs (1 and 3 are always added); each question asks for
       `max(k) * overfetch` ids so that `max(k)` distinct documents remain after chunk
       ids collapse.
@@ -368,7 +399,13 @@ def evaluate(
       the working directory.
     - `progress`: called with the number of questions just answered.
     - `config`: a `Config`, or a path to a configuration file; default: the working
-      directory's `retrievalkit.toml` or `pyproject.toml`, if any.
+      directory's `retrievalkit.toml` or `pyproject.toml`, if any. Its `[eval]` table
+      (`k`, `overfetch`, `resamples`, `confidence`, `slices`, `concurrency`, `timeout`,
+      `chunk_separator`) gives the defaults of the arguments left out, as on the command
+      line.
+    - `chunk_separator`: the retriever returns chunk ids (`doc-7#3`); the document
+      metrics score their documents, and for questions with `expected_chunks` the chunk
+      metrics (`chunk_rr`, ...) score the raw chunk ranking (`retrievalkit.pipeline.chunks`).
 
     Returns a [`Run`][retrievalkit.api.Run]; nothing is saved (`store.save(run.record)`).
     """
@@ -376,11 +413,22 @@ def evaluate(
     from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
     from retrievalkit.pipeline.evaluator import STREAM_BATCH, ask_in_batches
 
+    settings = _config(config)
+    defaults = settings.eval
+    # The configuration's [eval] fills what is not given, as the command line does.
+    k = k if k is not None else defaults.k or DEFAULT_KS
+    overfetch = overfetch if overfetch is not None else defaults.overfetch or DEFAULT_OVERFETCH
+    slices = slices if slices is not None else defaults.slices
+    confidence = confidence if confidence is not None else defaults.confidence or DEFAULT_CONFIDENCE
+    resamples = resamples if resamples is not None else defaults.resamples or DEFAULT_RESAMPLES
+    concurrency = concurrency if concurrency is not None else defaults.concurrency or 1
+    timeout = timeout if timeout is not None else defaults.timeout
+    if chunk_separator is None:
+        chunk_separator = defaults.chunk_separator
     if not 0.0 < confidence < 1.0:
         raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
     if overfetch < 1 or concurrency < 1 or resamples < 1:
         raise InputError("overfetch, concurrency and resamples must be 1 or more")
-    settings = _config(config)
     provider = None
     if isinstance(set, GoldenQuestionSet):
         golden = set
@@ -402,8 +450,31 @@ def evaluate(
     # Asked, judged and scored a batch at a time: a batch's answers are let go once its
     # columns are filled in, so no per-question object outlives its batch.
     scorer = RunScorer(questions, scoring)
+    from retrievalkit.pipeline.stages import has_stages
+
+    if has_stages(resolved.retriever):
+        # Stages rank documents: a staged run has no chunk ranking to score.
+        return _staged_run(
+            golden,
+            RunScorer(questions, scoring, chunks=False),
+            resolved,
+            overfetch=overfetch,
+            timeout=timeout,
+            progress=progress,
+            git_commit=git_commit,
+            now=now,
+            max_error_rate=max_error_rate,
+            provider=provider,
+        )
+    asked = resolved.retriever
+    keeper = None
+    if chunk_separator is not None or scorer.with_chunks:
+        from retrievalkit.pipeline.chunks import ChunkKeeper
+
+        asked = keeper = ChunkKeeper(resolved.retriever, chunk_separator)
+    done = 0
     for answered in ask_in_batches(
-        resolved.retriever,
+        asked,
         questions,
         depth=max(scoring.ks),
         overfetch=overfetch,
@@ -413,7 +484,14 @@ def evaluate(
         progress=progress,
         batch=STREAM_BATCH,
     ):
-        scorer.add(answered)
+        if keeper is None:
+            scorer.add(answered)
+        else:
+            texts = [question.question for question in questions[done : done + len(answered)]]
+            scorer.add(
+                answered, [ranking[: max(scoring.ks)] for ranking in keeper.chunks_of(texts)]
+            )
+        done += len(answered)
     return _finished_run(
         golden,
         scorer,
@@ -423,6 +501,54 @@ def evaluate(
         now=now,
         max_error_rate=max_error_rate,
         provider=provider,
+        extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
+    )
+
+
+def _staged_run(
+    golden: GoldenQuestionSet,
+    scorer: RunScorer,
+    resolved: _Retriever,
+    *,
+    overfetch: int,
+    timeout: float | None,
+    progress: Callable[[int], None] | None,
+    git_commit: str | Literal["detect"] | None,
+    now: dt.datetime | None,
+    max_error_rate: float | None,
+    provider: Any,
+) -> Run:
+    """A run of a retriever that reports its stages: its answer scored as any run's, and
+    every stage scored beside it (`retrievalkit.pipeline.stages`)."""
+    from retrievalkit.pipeline.evaluator import STREAM_BATCH
+    from retrievalkit.pipeline.stages import StageScorer, ask_stages
+
+    questions = scorer.questions
+    staged = StageScorer(questions, scorer.options)
+    for low in range(0, len(questions), STREAM_BATCH):
+        answers, stages = ask_stages(
+            resolved.retriever,
+            questions[low : low + STREAM_BATCH],
+            depth=max(scorer.options.ks),
+            overfetch=overfetch,
+            timeout=timeout,
+            secrets=resolved.secrets,
+            progress=progress,
+        )
+        scorer.add(answers)
+        staged.add(answers, stages)
+    report, columns = staged.finish()
+    scorer.extra_columns.update(columns)
+    return _finished_run(
+        golden,
+        scorer,
+        resolved,
+        overfetch=overfetch,
+        git_commit=git_commit,
+        now=now,
+        max_error_rate=max_error_rate,
+        provider=provider,
+        stages=report,
     )
 
 
@@ -472,6 +598,7 @@ def _finished_run(
     max_error_rate: float | None,
     provider: Any = None,
     extra: Mapping[str, str] | None = None,
+    stages: StageReport | None = None,
 ) -> Run:
     """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
     sequential run asked); raise `RunFailed` past ``max_error_rate``."""
@@ -510,6 +637,8 @@ def _finished_run(
         plugin_packages=packages,
         retriever_identifier=identifier if isinstance(identifier, str) and identifier else None,
     )
+    if stages is not None:
+        record = attrs.evolve(record, stages=stages)
     run = Run(record, golden, () if short is None else (short,))
     errored, total = scores.outcomes.errored, len(scorer.questions)
     if max_error_rate is not None and errored and errored / total > max_error_rate:
@@ -584,8 +713,10 @@ def gate(
             require_significant=thresholds.require_significant,
             note=choice.note,
         )
+    from retrievalkit.pipeline.gate import retriever_changes
+
     manifest = record.manifest
-    return compare_runs(
+    verdict = compare_runs(
         record.outcomes,
         manifest.set_hash,
         choice.record,
@@ -598,6 +729,7 @@ def gate(
         questions=questions,
         baseline_kind=choice.kind,
     )
+    return attrs.evolve(verdict, retriever_changes=retriever_changes(choice.record, record))
 
 
 def compare(

@@ -56,7 +56,18 @@ def test_report_order_and_headline_come_from_the_registry() -> None:
     ]
     assert all(rk.parse_metric(name).headline for name in HEADLINE)
     assert metric_order("not-a-metric") > metric_order("judged@100")
-    assert list(METRICS) == ["hit", "recall", "precision", "ndcg", "ap", "rr", "judged"]
+    assert list(METRICS) == [
+        "hit",
+        "recall",
+        "precision",
+        "ndcg",
+        "ap",
+        "rr",
+        "chunk_recall",
+        "chunk_rr",
+        "chunk_ndcg",
+        "judged",
+    ]
 
 
 def test_the_configuration_refuses_what_the_parser_refuses(tmp_path: object) -> None:

@@ -19,9 +19,6 @@ drift from the code (change an option's help and the next ``nox -s docs`` shows 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import inspect
-import json
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -53,6 +50,12 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
     marker, render = generators[page.file.src_uri]
     if marker not in markdown:
         raise PluginError(f"docs/{page.file.src_uri} lacks the marker {marker}")
+    closing = marker.replace("<!-- ", "<!-- /")
+    if closing in markdown:
+        # The page holds the generated text itself (readable in the repository); the
+        # build puts in what the code says now.
+        head, rest = markdown.split(marker, 1)
+        return head + render() + rest.split(closing, 1)[1]
     return markdown.replace(marker, render())
 
 
@@ -81,51 +84,12 @@ def render_metrics() -> str:
 
 
 def render_retrievers() -> str:
-    entry_points = sorted(
-        (
-            entry_point
-            for entry_point in importlib.metadata.distribution("retrievalkit-eval").entry_points
-            if entry_point.group == "retrievalkit.retrievers"
-        ),
-        key=lambda entry_point: entry_point.name,
-    )
-    if not entry_points:
+    from retrievalkit.render.plugin_options import retriever_reference
+
+    text = retriever_reference()
+    if not text:
         raise PluginError("the retrievalkit distribution registers no retriever plugins")
-    lines: list[str] = []
-    for entry_point in entry_points:
-        factory = entry_point.load()
-        doc = inspect.getdoc(factory) or ""
-        lines += [
-            f"### `{entry_point.name}` {{#plugin-{entry_point.name}}}",
-            "",
-            f"`{entry_point.value}`",
-            "",
-            _literal_block(doc),
-            "",
-            *_options(factory),
-            "",
-        ]
-    return "\n".join(lines)
-
-
-def _options(factory: Any) -> list[str]:
-    """The factory's keyword options as a table: name, annotated type, default as in TOML."""
-    parameters = list(inspect.signature(factory).parameters.values())
-    if not parameters:
-        return ["It takes no options."]
-    rows = ["| option | type | default |", "|---|---|---|"]
-    for parameter in parameters:
-        annotation = parameter.annotation
-        kind = "" if annotation is inspect.Parameter.empty else str(annotation).strip("'")
-        default = parameter.default
-        if default is inspect.Parameter.empty:
-            shown = "required"
-        elif default is None:
-            shown = "unset"
-        else:
-            shown = f"`{json.dumps(default)}`"
-        rows.append(f"| `{parameter.name}` | {_escape(kind)} | {shown} |")
-    return rows
+    return text
 
 
 def _literal_block(doc: str) -> str:

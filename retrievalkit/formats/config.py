@@ -65,6 +65,8 @@ class EvalConfig:
     slices: tuple[str, ...] = ()
     timeout: float | None = None
     """Seconds one question may take before it is recorded as a timeout error."""
+    chunk_separator: str | None = None
+    """The retriever returns chunk ids: what splits a chunk id from its document's id."""
 
 
 @attrs.frozen
@@ -313,12 +315,14 @@ def _metric_name(name: str, key: str, fail: Any, *, seen: Mapping[str, float]) -
     """The canonical name of a gated metric (``"NDCG@10 "`` -> ``"ndcg@10"``), so that a
     threshold is keyed by the name the computed metric has and is always checked; a
     metric given twice (in two spellings, or also as max_top1/3_drop) is refused."""
-    from retrievalkit.metrics.definitions import parse_metric
+    from retrievalkit.pipeline.stages import check_metric_name
 
     try:
-        canonical = parse_metric(name).name
+        canonical = check_metric_name(name)
     except ValueError as error:
-        raise fail(key, str(error), hint="e.g. hit@3, ndcg@10, recall@5, rr") from None
+        raise fail(
+            key, str(error), hint="e.g. hit@3, ndcg@10, recall@5, rr, or stage.rerank:rr"
+        ) from None
     if canonical in seen:
         raise fail(key, f"{canonical} is given a threshold twice", hint="keep one of them")
     return canonical
@@ -354,11 +358,16 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
             if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
                 raise fail("eval.slices", "must be a list of field names")
             values[key] = tuple(value)
+        elif key == "chunk_separator":
+            if not isinstance(value, str) or not value or value.isspace():
+                raise fail("eval.chunk_separator", 'must be a non-empty string, e.g. "#"')
+            values[key] = value
         else:
             raise fail(
                 f"eval.{key}",
                 "unknown key",
-                hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout",
+                hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout, "
+                "chunk_separator",
             )
     return EvalConfig(**values)
 

@@ -19,7 +19,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from retrievalkit.model import values as model
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.model.values import QuestionForm, QuestionOutcome
+from retrievalkit.model.values import GoldenQuestion, QuestionForm, QuestionOutcome
 
 T = TypeVar("T")
 
@@ -84,13 +84,24 @@ converter.register_structure_hook(Outcomes, _structure_outcomes)
 # The record's outcomes field is annotated with a name model.py imports only for type
 # checking (so that importing the model does not import numpy); resolve it here.
 attrs.resolve_types(ResultRecord, globalns={**vars(model), "Outcomes": Outcomes})
-_unstructure_record_fields = make_dict_unstructure_fn(ResultRecord, converter)
+# A question without expected_chunks is written (and hashed) as before chunks existed.
+converter.register_unstructure_hook(
+    GoldenQuestion,
+    make_dict_unstructure_fn(
+        GoldenQuestion, converter, expected_chunks=override(omit_if_default=True)
+    ),
+)
+
+# A record without stages is stored as it was before stages existed (no ``stages`` key).
+_unstructure_record_fields = make_dict_unstructure_fn(
+    ResultRecord, converter, stages=override(omit_if_default=True)
+)
 _structure_record_fields = make_dict_structure_fn(
     ResultRecord, converter, _cattrs_forbid_extra_keys=True
 )
 
 _unstructure_record_summary = make_dict_unstructure_fn(
-    ResultRecord, converter, outcomes=override(omit=True)
+    ResultRecord, converter, outcomes=override(omit=True), stages=override(omit_if_default=True)
 )
 
 

@@ -11,11 +11,26 @@ import attrs
 from retrievalkit.errors import InputError
 
 
+def _fields(value: dict[str, str] | None) -> dict[str, str]:
+    return dict(value or {})
+
+
 @attrs.frozen
 class CorpusDocument:
     id: str
     title: str
     text: str
+    fields: dict[str, str] = attrs.field(factory=dict, converter=_fields, eq=False)
+    """Every other string field of the document's line (``description``, ``filename``),
+    for retrievers that weigh fields (``bm25`` with ``fields``)."""
+
+    def field(self, name: str) -> str | None:
+        """The text of field ``name`` (``title``, ``text`` or another), None if absent."""
+        if name == "title":
+            return self.title
+        if name == "text":
+            return self.text
+        return self.fields.get(name)
 
 
 def read_corpus(path: Path) -> Iterator[CorpusDocument]:
@@ -50,4 +65,9 @@ def read_corpus(path: Path) -> Iterator[CorpusDocument]:
                 raise InputError(
                     "title and text must be strings", source=str(path), line=number, field="text"
                 )
-            yield CorpusDocument(str(record["_id"]), title, text)
+            others = {
+                key: value
+                for key, value in record.items()
+                if key not in ("_id", "title", "text") and isinstance(value, str)
+            }
+            yield CorpusDocument(str(record["_id"]), title, text, others)

@@ -44,7 +44,17 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 #: A question longer than this is almost certainly a pasted document, not a question.
 MAX_QUESTION_CHARS = 10_000
 
-_KNOWN_FIELDS = ("id", "question", "form", "expected", "grades", "hard_class", "gist", "meta")
+_KNOWN_FIELDS = (
+    "id",
+    "question",
+    "form",
+    "expected",
+    "grades",
+    "hard_class",
+    "gist",
+    "meta",
+    "expected_chunks",
+)
 
 #: Free text (a question, a gist, a description) may hold tabs and line breaks (also
 #: U+2028 and U+2029); nothing else a terminal could act on (ESC, OSC, bidirectional
@@ -281,7 +291,8 @@ def _block_questions(text: str, seen: set[str]) -> list[GoldenQuestion] | None:
         return None
     if not _DICTS.issuperset(map(type, records)):
         return None
-    if not _KNOWN_SET.issuperset(chain.from_iterable(records)):
+    # Questions with expected_chunks are read line by line (`parse_question`).
+    if not _FAST_FIELDS.issuperset(chain.from_iterable(records)):
         return None
     try:
         ids = list(map(_ID, records))
@@ -624,6 +635,18 @@ def parse_question(
     for key, value in meta.items():
         _check_text(key, "meta", fail)
         _check_text(value, f"meta.{key}", fail)
+    chunks = data.get("expected_chunks", [])
+    if not isinstance(chunks, list) or not _all_strings(chunks):
+        raise fail("must be a list of chunk id strings", field="expected_chunks")
+    for item in chunks:
+        if not _is_clean_id(item):
+            raise fail(
+                f"chunk id {item!r} is empty or has spaces or control characters",
+                field="expected_chunks",
+            )
+    if len(set(chunks)) != len(chunks):
+        twice = sorted({item for item in chunks if chunks.count(item) > 1})[0]
+        raise fail(f"chunk id '{twice}' is listed twice", field="expected_chunks")
     return GoldenQuestion(
         id=question_id,
         question=text,
@@ -635,10 +658,12 @@ def parse_question(
         hard_class=hard_class,
         gist=gist,
         meta=FrozenDict(meta) if meta else _NO_LABELS,
+        expected_chunks=tuple(chunks),
     )
 
 
 _KNOWN_SET = frozenset(_KNOWN_FIELDS)
+_FAST_FIELDS = _KNOWN_SET - {"expected_chunks"}
 _HARD_CLASSES: dict[str, str] = {}
 _HARD_CLASSES_KEPT = 1024
 _INT_ONLY = frozenset((int,))

@@ -111,6 +111,9 @@ class MetricFamily:
     per_k: bool = True
     defined_for_no_answer: bool = False
     """True when a no-answer question has a value (only hit@k); else it is left out of means."""
+    chunk: bool = False
+    """Scores the raw chunk ranking against ``expected_chunks`` (`chunk_metrics`), not the
+    document ranking; computed only for a set with ``expected_chunks``."""
 
     def name(self, k: int | None = None) -> str:
         return f"{self.family}@{k}" if self.per_k else self.family
@@ -171,6 +174,35 @@ METRICS: dict[str, MetricFamily] = {
             "RR",
             _rr,
             per_k=False,
+        ),
+        MetricFamily(
+            "chunk_recall",
+            "recall@k of the raw ranking of chunk ids (before they collapse to documents) "
+            "against the question's expected_chunks.",
+            "undefined; also undefined for a question without expected_chunks",
+            "recall_k",
+            "R@k",
+            _recall,
+            chunk=True,
+        ),
+        MetricFamily(
+            "chunk_rr",
+            "1 / rank of the first expected chunk in the raw chunk ranking, 0 if none.",
+            "undefined; also undefined for a question without expected_chunks",
+            "recip_rank",
+            "RR",
+            _rr,
+            per_k=False,
+            chunk=True,
+        ),
+        MetricFamily(
+            "chunk_ndcg",
+            "ndcg@k of the raw chunk ranking, every expected chunk at gain 1.",
+            "undefined; also undefined for a question without expected_chunks",
+            "ndcg_cut_k",
+            "nDCG@k",
+            _ndcg,
+            chunk=True,
         ),
         MetricFamily(
             "judged",
@@ -266,11 +298,12 @@ def headline(names: Iterable[str]) -> list[str]:
     return [name for name in HEADLINE if name in present]
 
 
-def metric_names(ks: Sequence[int], *, judged: bool = False) -> list[str]:
-    """The metric table's names, in report order: per-k families by k, then ``rr``."""
+def metric_names(ks: Sequence[int], *, judged: bool = False, chunks: bool = False) -> list[str]:
+    """The metric table's names, in report order: per-k families by k, then ``rr``; the
+    chunk metrics only with ``chunks``."""
     ordered: list[str] = []
     for family in METRICS.values():
-        if family.family == "judged" and not judged:
+        if (family.family == "judged" and not judged) or (family.chunk and not chunks):
             continue
         if family.per_k:
             ordered.extend(family.name(k) for k in ks)
@@ -494,7 +527,7 @@ def _metrics_block(
     )
     results: dict[str, FloatArray] = {}
     for family in METRICS.values():
-        if family.family == "judged" and not with_judged:
+        if (family.family == "judged" and not with_judged) or family.chunk:
             continue
         if family.per_k:
             for k in ks:
@@ -502,3 +535,31 @@ def _metrics_block(
         else:
             results[family.name()] = family.compute(block, depth)
     return results
+
+
+def chunk_metrics(
+    rankings: Sequence[Sequence[str]],
+    expected_chunks: Sequence[Sequence[str]],
+    ks: Sequence[int],
+    errored: Sequence[bool],
+) -> dict[str, FloatArray]:
+    """``chunk_recall@k``, ``chunk_rr`` and ``chunk_ndcg@k`` of each question: the raw
+    ranking of distinct chunk ids, cut at the deepest k, against its expected chunks (each
+    relevant at grade 1), as trec_eval's recall_k, recip_rank and ndcg_cut_k score them.
+    NaN for a question without expected chunks."""
+    depth = max(ks)
+    judged = judge_rankings(
+        [list(ranking)[:depth] for ranking in rankings],
+        [dict.fromkeys(chunks, 1) for chunks in expected_chunks],
+        depth,
+        list(errored),
+    )
+    table = compute_metrics(judged, ks)
+    values: dict[str, FloatArray] = {}
+    for family in METRICS.values():
+        if not family.chunk:
+            continue
+        base = family.family.removeprefix("chunk_")
+        for k in ks if family.per_k else (None,):
+            values[family.name(k)] = table[f"{base}@{k}" if k is not None else base]
+    return values

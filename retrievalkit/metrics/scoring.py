@@ -12,7 +12,12 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from retrievalkit.metrics.definitions import compute_metrics, judge_codes, metric_names
+from retrievalkit.metrics.definitions import (
+    chunk_metrics,
+    compute_metrics,
+    judge_codes,
+    metric_names,
+)
 from retrievalkit.model.values import (
     GoldenQuestion,
     MetricValue,
@@ -83,12 +88,23 @@ class RunScorer:
     every metric is computed question by question, whatever the batches.
     """
 
-    def __init__(self, questions: Sequence[GoldenQuestion], options: ScoringOptions) -> None:
+    def __init__(
+        self,
+        questions: Sequence[GoldenQuestion],
+        options: ScoringOptions,
+        *,
+        chunks: bool | None = None,
+    ) -> None:
+        """``chunks``: whether to score the chunk metrics (default: when a question has
+        ``expected_chunks``)."""
         self.questions = questions
         self.options = options
         self.depth = max(options.ks)
         self.with_judged = any(question.grades for question in questions)
-        self.names = metric_names(options.ks, judged=self.with_judged)
+        self.with_chunks = (
+            any(question.expected_chunks for question in questions) if chunks is None else chunks
+        )
+        self.names = metric_names(options.ks, judged=self.with_judged, chunks=self.with_chunks)
         count = len(questions)
         # One row a question, C order: the intervals sum each column in question order.
         self.values = np.empty((count, len(self.names)))
@@ -104,17 +120,27 @@ class RunScorer:
         self._label_codes: list[npt.NDArray[np.int64]] = []
         self._label_grades: list[npt.NDArray[np.int64]] = []
         self.done = 0
+        #: Per-question columns kept with the outcomes beside the metrics, without
+        #: intervals of their own (a staged run's ``stage.NAME:METRIC`` values).
+        self.extra_columns: dict[str, npt.NDArray[np.float64]] = {}
 
     def _codes(self, documents: Iterable[str], size: int) -> npt.NDArray[np.int64]:
         """The codes of ``size`` document ids, in one pass: an id met for the first time
         gets the next code (the vocabulary assigns it on the failed lookup)."""
         return np.fromiter(map(self.documents.__getitem__, documents), np.int64, size)
 
-    def add(self, retrievals: Sequence[Retrieval]) -> None:
+    def add(
+        self,
+        retrievals: Sequence[Retrieval],
+        chunk_rankings: Sequence[Sequence[str]] | None = None,
+    ) -> None:
         """Score the retrievals of the next ``len(retrievals)`` questions of the set.
 
         `retrievalkit.pipeline.evaluator.Retrievals` (what `ask_in_batches` yields) are read by
         column; any other sequence of `Retrieval` is put in columns first.
+        ``chunk_rankings``: each question's raw ranking of chunk ids, for a set with
+        ``expected_chunks`` (default: the rankings themselves, for a retriever that
+        returns chunk ids without collapsing them).
         """
         low, high = self.done, self.done + len(retrievals)
         if high > len(self.questions):
@@ -145,6 +171,15 @@ class RunScorer:
             errored,
         )
         table = compute_metrics(judged, self.options.ks, with_judged=self.with_judged)
+        if self.with_chunks:
+            table.update(
+                chunk_metrics(
+                    rankings if chunk_rankings is None else chunk_rankings,
+                    [question.expected_chunks for question in self.questions[low:high]],
+                    self.options.ks,
+                    errored.tolist(),
+                )
+            )
         for column, name in enumerate(self.names):
             self.values[low:high, column] = table[name]
         # Python's round, as each outcome's latency always was (numpy's may differ by an ulp).
@@ -209,7 +244,10 @@ class RunScorer:
         questions = self.questions
         return Outcomes.from_arrays(
             [question.id for question in questions],
-            {name: self.values[:, column] for column, name in enumerate(self.names)},
+            {
+                **{name: self.values[:, column] for column, name in enumerate(self.names)},
+                **self.extra_columns,
+            },
             latency_ms=self.latency,
             errors=self.errors,
             forms=[question.form for question in questions],

@@ -8,7 +8,15 @@ from typing import Any, overload
 import attrs
 
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.values import Manifest, MetricValue, QuestionOutcome, _as_dict, _as_nested
+from retrievalkit.model.values import (
+    FrozenDict,
+    Manifest,
+    MetricValue,
+    QuestionOutcome,
+    _as_dict,
+    _as_nested,
+    _as_tuple,
+)
 
 #: The grader name of every retrievalkit record, so retrieval histories never mix with
 #: another grader's in a generic (set, model, grader) store.
@@ -94,6 +102,44 @@ def _check_manifest(_: Any, __: Any, value: Any) -> None:
         raise TypeError(f"manifest must be a Manifest, not {type(value).__name__}")
 
 
+def _as_table(value: Any) -> FrozenDict:
+    """name -> name -> value, read-only at both levels."""
+    return FrozenDict({key: _as_dict(inner) for key, inner in value.items()})
+
+
+@attrs.frozen
+class StageDelta:
+    """A stage's paired difference from the stage before it (this stage minus that one)."""
+
+    difference: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+    n: int
+    """Questions where both stages have a defined value."""
+    verdict: str | None = None
+    """``significant``, ``not significant`` or ``unresolvable`` (`retrievalkit.stats.paired`)."""
+
+
+@attrs.frozen
+class StageReport:
+    """Every stage of a staged retriever scored in one run (see `retrievalkit.pipeline.stages`).
+
+    ``order`` lists the stages as the retriever reported them, the last being its answer;
+    ``metrics`` holds each stage's metric table with intervals, ``deltas`` each stage's
+    paired difference from the stage before it (none for the first), ``attribution`` how
+    many questions each outcome label covers (``not retrieved``, ``lost in fusion``,
+    ``demoted by reranker``, ``rescued by reranker``, ...) at cut-off ``attribution_k``,
+    and ``questions`` the label of each question that has one.
+    """
+
+    order: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    metrics: Mapping[str, Mapping[str, MetricValue]] = attrs.field(converter=_as_table)
+    deltas: Mapping[str, Mapping[str, StageDelta]] = attrs.field(converter=_as_table)
+    attribution_k: int
+    attribution: Mapping[str, int] = attrs.field(converter=_as_dict)
+    questions: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+
+
 @attrs.frozen
 class ResultRecord:
     """A run mapped onto the generic (set, model, grader) result record.
@@ -118,6 +164,9 @@ class ResultRecord:
     outcomes: Outcomes = attrs.field(converter=_as_outcomes)
     manifest: Manifest = attrs.field(validator=_check_manifest)
     schema_version: int = SCHEMA_VERSION
+    stages: StageReport | None = None
+    """Each stage's scores, for a retriever that reports its stages; None otherwise (and
+    then absent from the stored form, which is the same as before stages existed)."""
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -155,6 +155,9 @@ class GoldenQuestion:
     hard_class: str | None = None
     gist: str | None = None
     meta: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    expected_chunks: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    """The chunk ids that answer it, for the chunk-level metrics (``chunk_rr`` ...), which
+    score the retriever's raw ranking of chunks; empty: those metrics are undefined."""
 
     def judgments(self) -> dict[str, int]:
         """Every labelled document with its grade: expected ids at grade 1 unless graded."""
@@ -169,7 +172,17 @@ class GoldenQuestion:
 
 
 #: The fields of `GoldenQuestion`, in their order (`questions_from_columns` fills them).
-QUESTION_FIELDS = ("id", "question", "form", "expected", "grades", "hard_class", "gist", "meta")
+QUESTION_FIELDS = (
+    "id",
+    "question",
+    "form",
+    "expected",
+    "grades",
+    "hard_class",
+    "gist",
+    "meta",
+    "expected_chunks",
+)
 
 
 def questions_from_columns(
@@ -181,6 +194,7 @@ def questions_from_columns(
     hard_classes: Sequence[str | None],
     gists: Sequence[str | None],
     meta: Sequence[FrozenDict],
+    expected_chunks: Sequence[tuple[str, ...]] | None = None,
 ) -> list[GoldenQuestion]:
     """``GoldenQuestion(id, question, form, expected, grades, hard_class, gist, meta)`` of
     each row, built a field at a time with no Python run per question.
@@ -192,7 +206,8 @@ def questions_from_columns(
     count = len(ids)
     questions: list[GoldenQuestion] = list(map(object.__new__, repeat(GoldenQuestion, count)))
     slots = GoldenQuestion.__dict__
-    columns = (ids, texts, forms, expected, grades, hard_classes, gists, meta)
+    chunks = [()] * count if expected_chunks is None else expected_chunks
+    columns = (ids, texts, forms, expected, grades, hard_classes, gists, meta, chunks)
     for name, column in zip(QUESTION_FIELDS, columns, strict=True):
         if len(column) != count:
             raise ValueError(f"{len(column)} values of {name} for {count} questions")
@@ -246,8 +261,11 @@ def _sorted(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
 def _canonical_data(question: GoldenQuestion) -> dict[str, Any]:
     """``converter.unstructure(question)`` with every mapping's keys sorted, as
     ``json.dumps(..., sort_keys=True)`` would write it."""
-    return {
-        "expected": list(question.expected),
+    data: dict[str, Any] = {"expected": list(question.expected)}
+    if question.expected_chunks:
+        # Only when given, so that every set without chunks keeps the hash it had.
+        data["expected_chunks"] = list(question.expected_chunks)
+    return data | {
         "form": None if question.form is None else question.form.value,
         "gist": question.gist,
         "grades": _sorted(question.grades),
@@ -299,7 +317,7 @@ def _canonical_texts(questions: Sequence[GoldenQuestion]) -> str | None:
     hard_classes = list(map(_HARD_CLASS_OF, questions))
     gists = list(map(_GIST_OF, questions))
     meta = list(map(_META_OF, questions))
-    if not _FORMS_OR_NONE.issuperset(map(type, forms)):
+    if not _FORMS_OR_NONE.issuperset(map(type, forms)) or any(map(_CHUNKS_OF, questions)):
         return None
     encode = _encode_string
     try:
@@ -331,6 +349,7 @@ _GRADES_OF = operator.attrgetter("grades")
 _HARD_CLASS_OF = operator.attrgetter("hard_class")
 _GIST_OF = operator.attrgetter("gist")
 _META_OF = operator.attrgetter("meta")
+_CHUNKS_OF = operator.attrgetter("expected_chunks")
 
 
 @attrs.frozen

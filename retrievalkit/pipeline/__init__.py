@@ -1,1 +1,1 @@
-"""The steps of an evaluation: ask, score, record, choose a baseline, gate, compare."""
+"""The evaluation pipeline: asking retrievers, scoring, storing, comparing and gating runs."""

@@ -15,7 +15,7 @@ decide on before looking.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -130,6 +130,32 @@ class Comparison:
     correction: str | None
     """``holm`` with more than one candidate, else None."""
     warnings: tuple[str, ...]
+
+    def to_markdown(self) -> str:
+        """The comparison as Markdown, as ``compare --format markdown`` prints it."""
+        from retrievalkit.render.comparison import render_comparison_markdown
+
+        return render_comparison_markdown(self)
+
+    def _repr_markdown_(self) -> str:
+        """Jupyter shows the Markdown tables."""
+        return self.to_markdown()
+
+    def __rich__(self) -> Any:
+        """``rich.print(comparison)`` shows the tables the terminal shows."""
+        from retrievalkit.render.comparison import comparison_renderable
+
+        return comparison_renderable(self)
+
+    def __str__(self) -> str:
+        """The terminal tables as plain text (100 columns), e.g. for ``print``."""
+        import io
+
+        from rich.console import Console
+
+        text = io.StringIO()
+        Console(width=100, no_color=True, file=text).print(self.__rich__())
+        return text.getvalue().rstrip() + "\n"
 
 
 @attrs.frozen

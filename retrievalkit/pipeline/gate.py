@@ -98,6 +98,10 @@ class Verdict:
     sequential: SequentialResult | None = None
     """With ``eval --sequential``: the decision of the confidence sequences, which is the
     verdict (``undecided`` fails the gate)."""
+    retriever_changes: tuple[str, ...] = ()
+    """What changed in the retriever since the baseline (its plugin, its options, what a
+    composed retriever says of its parts), e.g. ``options candidates: 50 -> 10``: the
+    difference may be the change, not a regression of the same retriever."""
 
 
 def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
@@ -294,3 +298,21 @@ def _compare_metric(
         p_error=paired.p_error,
         ci_method=paired.interval_method,
     ), warning
+
+
+def retriever_changes(baseline: ResultRecord, candidate: ResultRecord) -> tuple[str, ...]:
+    """The retriever's plugin, options (redacted values) and parts (a composed retriever's
+    ``describe()``) that differ between the two runs' manifests."""
+    from retrievalkit.pipeline.history import mapping_changes
+
+    before, after = baseline.manifest, candidate.manifest
+    changes = []
+    if before.plugin != after.plugin:
+        changes.append(f"plugin: {before.plugin} -> {after.plugin}")
+    if before.retriever_options_hash != after.retriever_options_hash:
+        named = mapping_changes(before.retriever_options, after.retriever_options)
+        # A secret's value is redacted in both: only the hash tells it changed.
+        changes += [f"options {line}" for line in named] or ["options: a redacted value"]
+    parts = mapping_changes(before.extra, after.extra)
+    changes += [f"parts {line}" for line in parts if not line.startswith("sequential")]
+    return tuple(changes)

@@ -74,6 +74,9 @@ class History:
     pruning: bool = False
     """Whether pruning was asked for."""
     dry_run: bool = False
+    metric_names: tuple[str, ...] = TREND
+    """The metrics shown for each run: the trend metrics and any asked for (``--metric``),
+    including a stage's (``stage.rerank:rr``)."""
 
 
 def _manifest_value(record: ResultRecord, field: str) -> str | None:
@@ -143,8 +146,13 @@ def build_history(
     pruned: Sequence[str] = (),
     pruning: bool = False,
     dry_run: bool = False,
+    metrics: Sequence[str] = (),
 ) -> History:
-    """History of the key from its runs, newest first (as stores return them)."""
+    """History of the key from its runs, newest first (as stores return them); ``metrics``
+    are shown after the trend metrics (a stage's too, e.g. ``stage.rerank:rr``)."""
+    from retrievalkit.pipeline.stages import record_mean
+
+    names = tuple(dict.fromkeys((*TREND, *metrics)))
     entries = []
     for index, record in enumerate(runs[:limit]):
         older = runs[index + 1] if index + 1 < len(runs) else None
@@ -152,10 +160,7 @@ def build_history(
             HistoryEntry(
                 run_id=record.run_id,
                 created_at=record.manifest.created_at,
-                metrics={
-                    name: record.metrics[name].mean if name in record.metrics else None
-                    for name in TREND
-                },
+                metrics={name: record_mean(record, name) for name in names},
                 questions=len(record.outcomes),
                 errored=record.errored,
                 set_hash=record.manifest.set_hash,
@@ -176,6 +181,7 @@ def build_history(
         pruned=tuple(pruned),
         pruning=pruning,
         dry_run=dry_run,
+        metric_names=names,
     )
 
 

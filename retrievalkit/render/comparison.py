@@ -6,13 +6,19 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.formats.convert import unstructure
 from retrievalkit.metrics.definitions import metric_order, parse_metric
-from retrievalkit.pipeline.comparison import Comparison, MetricDelta, PairComparison, QuestionChange
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import NONE, number, percent
 from retrievalkit.render.text import p_text as p_text
 
 if TYPE_CHECKING:
     from rich.console import Group
+
+    from retrievalkit.pipeline.comparison import (
+        Comparison,
+        MetricDelta,
+        PairComparison,
+        QuestionChange,
+    )
 
 
 def comparison_document(comparison: Comparison) -> dict[str, Any]:
@@ -43,7 +49,8 @@ def _significance_note(comparison: Comparison) -> str:
     alpha = 1.0 - comparison.confidence
     which = "Holm-adjusted p" if comparison.correction == "holm" else "p"
     return (
-        f"* significant: {which} < {alpha:.2f}; unresolvable: so few questions differ that "
+        f"* significant: {which} < {alpha:.2f}; unresolvable (? in the terminal): so few "
+        "questions differ that "
         f"even the smallest attainable p is not below {alpha:.2f}; W/T/L: questions the "
         "candidate won, tied and lost against the baseline"
     )
@@ -94,7 +101,8 @@ def metric_rows(
     for delta in pair.metrics:
         mark = " *" if delta.significant else ""
         if delta.verdict == "unresolvable":
-            mark = " (unresolvable)"
+            # The terminal's compact table marks it short, so that its numbers fit 80 columns.
+            mark = " ?" if compact else " (unresolvable)"
         row = [
             delta.metric,
             number(delta.baseline),
@@ -182,8 +190,12 @@ def comparison_renderable(comparison: Comparison) -> Group:
     from rich.table import Table
     from rich.text import Text
 
-    def table(title: str, columns: list[str], *, numeric_from: int = 99) -> Table:
-        # Numbers never wrap; labels (system names in headers, question texts) fold.
+    def table(
+        title: str, columns: list[str], rows: list[list[str]], *, numeric_from: int = 99
+    ) -> Table:
+        # Labels (system names in headers, question texts) fold; a number never splits:
+        # each numeric column is at least as wide as its longest word, whatever the width
+        # of the output (80 columns when it is not a terminal).
         view = Table(
             title=plain(title, style="italic"),
             title_justify="left",
@@ -192,37 +204,39 @@ def comparison_renderable(comparison: Comparison) -> Group:
         )
         for index, column in enumerate(columns):
             numeric = index >= numeric_from
+            widest = max((len(word) for row in rows for word in row[index].split()), default=0)
             view.add_column(
                 plain(column),
                 justify="right" if numeric else "left",
                 overflow="fold",
-                no_wrap=(numeric and column not in names) or column == "metric",
+                no_wrap=column == "metric",
+                min_width=widest if numeric or column == "metric" else None,
             )
+        for row in rows:
+            view.add_row(*[plain(cell) for cell in row])
         return view
 
-    names = [system.label for system in comparison.systems]
     parts: list[Table | Text] = [plain(header_line(comparison), style="bold")]
-    systems = table("Systems", system_columns(comparison), numeric_from=1)
-    for row in system_rows(comparison):
-        systems.add_row(*[plain(cell) for cell in row])
-    parts.append(systems)
+    parts.append(
+        table("Systems", system_columns(comparison), system_rows(comparison), numeric_from=1)
+    )
     for pair in comparison.pairs:
         deltas = table(
             f"{pair.candidate} against {pair.baseline}",
             metric_columns(comparison, pair, compact=True),
+            metric_rows(comparison, pair, compact=True),
             numeric_from=1,
         )
-        for row in metric_rows(comparison, pair, compact=True):
-            deltas.add_row(*[plain(cell) for cell in row])
         parts += [deltas, plain(_significance_note(comparison))]
         if not pair.changed:
             parts.append(plain(f"No question changed its {pair.changed_by}."))
             continue
         changes = table(
-            f"Questions that changed most ({pair.changed_by})", change_columns(pair), numeric_from=2
+            f"Questions that changed most ({pair.changed_by})",
+            change_columns(pair),
+            [change_row(change) for change in pair.changed],
+            numeric_from=2,
         )
-        for change in pair.changed:
-            changes.add_row(*[plain(cell) for cell in change_row(change)])
         parts.append(changes)
     parts += [plain(f"warning: {warning}", style="yellow") for warning in comparison.warnings]
     return Group(*parts)

@@ -26,13 +26,19 @@ COLUMNS = ("run id", "created", *TREND, "questions", "errored", "commit", "pin")
 COMPACT_COLUMNS = ("run id", *TREND, "n", "commit", "pin")
 
 
+def _columns(history: History, columns: tuple[str, ...]) -> tuple[str, ...]:
+    """``columns`` with the history's metric names in place of the trend metrics."""
+    at = columns.index(TREND[0])
+    return (*columns[:at], *history.metric_names, *columns[at + len(TREND) :])
+
+
 def history_rows(history: History) -> list[dict[str, Any]]:
     """The JSON form: one object per run, newest first (a list, as it always was)."""
     return [
         {
             "run_id": entry.run_id,
             "created_at": entry.created_at,
-            **{name: entry.metrics.get(name) for name in TREND},
+            **{name: entry.metrics.get(name) for name in history.metric_names},
             "questions": entry.questions,
             "errored": entry.errored,
             "set_hash": entry.set_hash[:12],
@@ -65,7 +71,7 @@ def change_text(change: ManifestChange) -> str:
 
 def _cells(entry: HistoryEntry, *, compact: bool = False) -> list[str]:
     """Markdown has every column; the terminal drops ``created`` (the run id starts with it)."""
-    metrics = [number(entry.metrics.get(name)) for name in TREND]
+    metrics = [number(entry.metrics.get(name)) for name in entry.metrics]
     if compact:
         errored = f" ({entry.errored} errored)" if entry.errored else ""
         return [
@@ -109,7 +115,7 @@ def prune_line(history: History) -> str | None:
 
 
 def render_history_markdown(history: History) -> str:
-    columns = [*COLUMNS, "changed since the run before"]
+    columns = [*_columns(history, COLUMNS), "changed since the run before"]
     lines = [f"## {printable(title(history))}", ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "---|" * len(columns))
@@ -132,13 +138,14 @@ def history_renderable(history: History) -> Table:
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    for column in COMPACT_COLUMNS:
+    compact = _columns(history, COMPACT_COLUMNS)
+    for column in compact:
         if column != "commit" or with_commit:
             view.add_column(column, no_wrap=True)
     view.add_column("changes", overflow="fold")
     for entry in history.entries:
         cells = [*_cells(entry, compact=True), _changes_cell(entry)]
         if not with_commit:
-            del cells[COMPACT_COLUMNS.index("commit")]
+            del cells[compact.index("commit")]
         view.add_row(*[plain(cell) for cell in cells])
     return view

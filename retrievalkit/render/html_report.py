@@ -323,6 +323,23 @@ def _headline(report: RunReport) -> str:
     return "".join(parts)
 
 
+def _stages(report: RunReport) -> str:
+    """Each stage's metrics and change from the stage before, and where misses happened."""
+    from retrievalkit.render.stages import attribution_lines, stage_columns, stage_rows
+
+    stages = report.record.stages
+    if stages is None:
+        return ""
+    head, *counts = attribution_lines(stages)
+    items = "".join(f"<li>{_e(line.strip())}</li>" for line in counts)
+    return (
+        '<section id="stages"><h2>Stages</h2><p class=note>Each stage of the retriever scored '
+        "on every question; Δ is the paired difference from the stage before, with its "
+        f"interval.</p>{_table(stage_columns(stages), stage_rows(stages))}"
+        f"<p>{_e(head)}</p>{f'<ul>{items}</ul>' if items else ''}</section>"
+    )
+
+
 def _deltas(comparison: Comparison | None) -> dict[str, MetricDelta]:
     if comparison is None:
         return {}
@@ -679,6 +696,7 @@ def render_html_report(report: RunReport) -> str:
         + _verdict(report)
         + _warnings(report)
         + _headline(report)
+        + _stages(report)
         + _slices(report)
         + _ranks(report)
         + _history(report)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from retrievalkit.render.stages import stages_markdown
 from retrievalkit.render.summary import EvalReport, errored_questions
 from retrievalkit.render.terminal import printable
 from retrievalkit.render.text import (
@@ -40,6 +41,7 @@ def render_markdown(report: EvalReport, *, question_limit: int | None = None) ->
             f"| {name} | {number(value.mean)} | {interval(value)} | {method_text(value)} "
             f"| {value.n} |"
         )
+    lines += stages_markdown(record)
     if report.extra_labels is not None:
         effect = report.extra_labels
         lines += ["", "## With extra labels", "", _escape(effect.describe()), ""]

@@ -101,6 +101,8 @@ def latency_summary(
 
 
 def summary(report: EvalReport) -> dict[str, Any]:
+    from retrievalkit.render.stages import stages_document
+
     record = report.record
     return {
         "run_id": record.run_id,
@@ -131,14 +133,24 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "manifest": unstructure(record.manifest),
         "warnings": list(report.warnings),
         "extra_labels": None if report.extra_labels is None else unstructure(report.extra_labels),
+        "stages": stages_document(record),
     }
 
 
 def per_question_lines(report: EvalReport) -> list[str]:
     """``per_question.jsonl``: one line per question, in the set's order."""
     texts = {question.id: question.question for question in report.questions}
+    by_id = {question.id: question for question in report.questions}
+    stages = report.record.stages
+    attributed = {} if stages is None else stages.questions
     lines = []
     for outcome in report.record.outcomes:
+        question = by_id.get(outcome.question_id)
+        extra: dict[str, Any] = {}
+        if question is not None and question.expected_chunks:
+            extra["expected_chunks"] = list(question.expected_chunks)
+        if stages is not None:
+            extra["stage"] = attributed.get(outcome.question_id)
         lines.append(
             json.dumps(
                 {
@@ -152,6 +164,8 @@ def per_question_lines(report: EvalReport) -> list[str]:
                     "scores": dict(outcome.scores),
                     "error": outcome.error,
                     "latency_ms": outcome.latency_ms,
+                    "meta": {} if question is None else dict(question.meta),
+                    **extra,
                 },
                 sort_keys=True,
                 ensure_ascii=False,

@@ -174,6 +174,9 @@ def eval_renderable(
             plain(value.n),
         )
     parts.append(metrics)
+    from retrievalkit.render.stages import stages_renderable
+
+    parts += stages_renderable(record)
     if report.extra_labels is not None:
         effect = report.extra_labels
         both = Table(title=_title("With extra labels (means)"), title_justify="left")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from retrievalkit.metrics.definitions import headline
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue
 from retrievalkit.pipeline.gate import MetricComparison, Verdict
-from retrievalkit.render.summary import EvalReport
+
+if TYPE_CHECKING:
+    from retrievalkit.render.summary import EvalReport
 
 #: Columns of the breakdown tables: the record's two rates and two rank-aware metrics.
 NONE = "–"
@@ -64,6 +67,9 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
             f"{verdict.shared_questions} shared questions"
         )
     baseline = f"{_baseline_kind(verdict)} {verdict.baseline_run_id}"
+    if verdict.retriever_changes:
+        lines.append(f"the retriever changed since the {baseline}:")
+        lines.extend(f"  {change}" for change in verdict.retriever_changes)
     sequence = verdict.sequential
     if sequence is not None:
         lines.append(

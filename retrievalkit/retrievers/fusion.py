@@ -60,18 +60,43 @@ class FusionRetriever:
         return [doc_id for doc_id, _ in self.retrieve_scored(question, limit)]
 
     def retrieve_scored(self, question: str, limit: int) -> list[tuple[str, float]]:
+        return self._fuse(question, limit, None)
+
+    def retrieve_stages(self, question: str, limit: int) -> dict[str, Sequence[str]]:
+        """Each part's ranking (a part with stages of its own reports them under its name),
+        then the fused ranking as ``fusion``."""
+        stages: dict[str, Sequence[str]] = {}
+        fused = self._fuse(question, limit, stages)
+        stages["fusion"] = [doc_id for doc_id, _ in fused]
+        return stages
+
+    def _fuse(
+        self, question: str, limit: int, stages: dict[str, Sequence[str]] | None
+    ) -> list[tuple[str, float]]:
+        """The fused ranking; with ``stages``, each part's stages are written into it as
+        the part is asked (for score fusion, the part's scored ranking is its one stage)."""
+        from retrievalkit.pipeline.stages import answer_of, has_stages, part_stages
+
         fetch = max(limit, self._depth or limit)
         totals: dict[str, float] = {}
         voters: dict[str, int] = {}
         for part, weight in zip(self._parts, self._weights, strict=True):
             if self._method == "rrf":
-                ids = list(dict.fromkeys(part.retriever.retrieve(question, fetch)))
+                if stages is not None and has_stages(part.retriever):
+                    own = part_stages(part, question, fetch)
+                    stages.update(own)
+                    ranked = answer_of(own)
+                else:
+                    ranked = list(part.retriever.retrieve(question, fetch))
+                    if stages is not None:
+                        stages[part.name] = ranked
+                ids = list(dict.fromkeys(ranked))
                 contributions = {doc: weight / (self._k + rank) for rank, doc in enumerate(ids, 1)}
             else:
-                contributions = {
-                    doc: weight * value
-                    for doc, value in _min_max(part.retriever.retrieve_scored(question, fetch))
-                }
+                scored = part.retriever.retrieve_scored(question, fetch)
+                if stages is not None:
+                    stages[part.name] = [doc for doc, _ in scored]
+                contributions = {doc: weight * value for doc, value in _min_max(scored)}
             for doc, value in contributions.items():
                 totals[doc] = totals.get(doc, 0.0) + value
                 voters[doc] = voters.get(doc, 0) + 1
@@ -112,6 +137,7 @@ def create_fusion(
     Options: ``retrievers`` (names of configured retrievers or option-less plugins,
     at least two), ``method`` (rrf, combsum, combmnz), ``k`` (the RRF constant, 60),
     ``depth`` (how many results to ask each part for), ``weights`` (one per part).
+    It reports its stages: each part's ranking under the part's name, then ``fusion``.
     """
     from retrievalkit.plugins.resolution import active_config, resolve_retriever
 

@@ -3,7 +3,10 @@
 A reranker plugin (entry-point group ``retrievalkit.rerankers``) is a factory called
 with keyword options that returns an object with
 ``rerank(question, candidates) -> [(document id, score), ...]``; higher is better.
-Candidates the reranker leaves out keep their first-stage order after the rest.
+Candidates the reranker leaves out keep their first-stage order after the rest. Only
+the first ``candidates`` documents are reranked; asked for more, the retriever fills the
+rest from the first stage's order below them (it never returns fewer documents than the
+first stage gave). It reports its stages: the first stage's, then ``rerank``.
 """
 
 from __future__ import annotations
@@ -50,13 +53,28 @@ class RerankRetriever:
 
     def retrieve(self, question: str, limit: int) -> list[str]:
         fetched = self._first.retriever.retrieve(question, max(limit, self._candidates))
-        pool = list(dict.fromkeys(fetched))[: self._candidates]
+        return self._reranked(question, list(fetched), limit)
+
+    def retrieve_stages(self, question: str, limit: int) -> dict[str, list[str]]:
+        """The first stage's ranking (or its own stages, under its name), then ``rerank``."""
+        from retrievalkit.pipeline.stages import answer_of, part_stages
+
+        stages = part_stages(self._first, question, max(limit, self._candidates))
+        reranked = self._reranked(question, answer_of(stages), limit)
+        return {**{name: list(ids) for name, ids in stages.items()}, "rerank": reranked}
+
+    def _reranked(self, question: str, fetched: list[str], limit: int) -> list[str]:
+        """The top ``candidates`` of ``fetched`` reordered by the reranker, then the rest of
+        the first stage's ranking in its own order, ``limit`` ids in all: asked for more
+        documents than it reranks, the retriever still returns as many as asked."""
+        distinct = list(dict.fromkeys(fetched))
+        pool = distinct[: self._candidates]
         scores = dict(self._reranker.rerank(question, pool))
         position = {doc: index for index, doc in enumerate(pool)}
         ranked = sorted(
             pool, key=lambda doc: (doc not in scores, -scores.get(doc, 0.0), position[doc])
         )
-        return ranked[:limit]
+        return (ranked + distinct[self._candidates :])[:limit]
 
 
 def create_rerank(
@@ -70,7 +88,9 @@ def create_rerank(
 
     Options: ``first_stage`` (a configured retriever or option-less plugin), ``reranker``
     (a ``retrievalkit.rerankers`` plugin name such as ``tfidf-cosine``), ``candidates``
-    (how many first-stage results to rerank, 50) and ``reranker_options`` (a table).
+    (how many first-stage results to rerank, 50; asked for more, the first stage's order
+    fills the rest) and ``reranker_options`` (a table). It reports its stages: the first
+    stage's (nested under its name when it has stages of its own), then ``rerank``.
     """
     from retrievalkit.plugins import registry as plugins
     from retrievalkit.plugins.resolution import active_config, resolve_retriever

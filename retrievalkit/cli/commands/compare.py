@@ -78,7 +78,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--k",
         type=k_list,
         metavar="K,K,...",
-        help="cut-offs for the retrievers run now (default 1,3,5,10)",
+        help="cut-offs for the retrievers run now (default: [eval] k of the configuration, "
+        "else 1,3,5,10, plus the cut-off of every gated metric; 1 and 3 are always added)",
     )
     parser.add_argument(
         "--overfetch", type=at_most(MAX_OVERFETCH), metavar="N", help="overfetch factor (default 3)"

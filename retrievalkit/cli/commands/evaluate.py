@@ -64,6 +64,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "collapse (default 3)",
     )
     parser.add_argument(
+        "--chunk-separator",
+        metavar="SEP",
+        help="the retriever returns chunk ids (doc-7#3 with SEP '#'): document metrics score "
+        "their documents, chunk metrics (chunk_rr, ...) the raw chunk ranking against "
+        "expected_chunks (default: [eval] chunk_separator)",
+    )
+    parser.add_argument(
         "--fail-on-regression",
         action="store_true",
         help="exit with code 1 when a metric dropped past its threshold",
@@ -272,7 +279,8 @@ def check_can_save(args: argparse.Namespace, store: object, config: Config | Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.api import RunFailed, evaluate, gate, load_set
+    from retrievalkit.api import evaluate, gate, load_set
+    from retrievalkit.errors import RunFailed
     from retrievalkit.formats.labels import label_effect, read_label_files
     from retrievalkit.pipeline.gate import check_slices
     from retrievalkit.pipeline.record import git_commit
@@ -293,6 +301,12 @@ def run(args: argparse.Namespace) -> int:
     ]
     check_before_running(args, store, config, inputs)
     if args.sequential:
+        if settings.pop("chunk_separator", None) is not None:
+            raise InputError(
+                "--sequential cannot score chunk ids as documents",
+                field="--chunk-separator",
+                hint="leave --sequential out, or give the retriever a doc_id_separator",
+            )
         return _run_sequential(args, golden, store, gated, settings)
     # Only a table on a terminal shows progress: other runs never import rich for it.
     status = console(args, stderr=True) if not args.quiet and args.format == "table" else None

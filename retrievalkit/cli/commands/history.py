@@ -38,6 +38,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --prune: list what would be deleted, delete nothing",
     )
+    parser.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also show this metric for each run (repeatable), e.g. ndcg@10, or a stage's: "
+        "stage.rerank:rr",
+    )
     add_common(parser)
 
 
@@ -62,6 +70,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.prune and (args.keep is not None or args.dry_run):
         option = "--keep" if args.keep is not None else "--dry-run"
         raise InputError("only means something with --prune", field=option, hint="add --prune")
+    from retrievalkit.pipeline.stages import check_metric_name
+
+    metrics = []
+    for name in args.metric:
+        try:
+            metrics.append(check_metric_name(name))
+        except ValueError as error:
+            raise InputError(str(error), field="--metric") from None
     config = load_config(args)
     store = open_configured_store(args, config)
     runs = store.runs(args.set, args.retriever, GRADER)
@@ -83,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         pruned=pruned,
         pruning=args.prune,
         dry_run=args.dry_run,
+        metrics=metrics,
     )
     note = prune_line(history)
     if note is not None:

@@ -32,6 +32,13 @@ _SECTIONS = {
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "plugin",
+        nargs="?",
+        metavar="PLUGIN",
+        help="show this plugin's description and options (type and default of each), e.g. "
+        "retrievalkit list rerank; without it, list every plugin",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="import every installed plugin too, list the ones that fail with their error, "
@@ -43,6 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.plugins import registry as plugins
 
+    if args.plugin:
+        return _show_plugin(args)
     config_sets, config_retrievers = _configured(args)
     # Every section is read from package metadata alone, without importing the plugins;
     # set names too when the provider's package declares them (plugins.SET_NAMES), else
@@ -132,6 +141,49 @@ def run(args: argparse.Namespace) -> int:
         text = "```\n" + text + "```\n"
     sys.stdout.write(text)
     return EXIT_REGRESSION if failed else EXIT_OK
+
+
+def _show_plugin(args: argparse.Namespace) -> int:
+    """One plugin's description and options, from every group that has a plugin so named."""
+    from retrievalkit.errors import InputError
+    from retrievalkit.plugins import registry as plugins
+    from retrievalkit.render.plugin_options import describe_factory, option_rows
+
+    found = []
+    for group in _SECTIONS.values():
+        chosen, _ = plugins.registered(group)
+        if args.plugin in chosen:
+            found.append((group, chosen[args.plugin]))
+    if not found:
+        raise InputError(
+            f"no plugin is called '{args.plugin}'",
+            field="PLUGIN",
+            hint="retrievalkit list shows the installed ones",
+        )
+    document = []
+    lines: list[str] = []
+    for group, plugin in found:
+        factory = plugins.load(plugin)
+        document.append(
+            {
+                "name": args.plugin,
+                "group": group,
+                "provider": plugin.label,
+                "options": [
+                    {"name": name, "type": kind, "default": default}
+                    for name, kind, default in option_rows(factory)
+                ],
+            }
+        )
+        lines += [*describe_factory(args.plugin, group, factory), ""]
+    if args.format == "json":
+        import json
+
+        text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False)
+        sys.stdout.write(text + "\n")
+    else:
+        sys.stdout.write("\n".join(lines))
+    return EXIT_OK
 
 
 def _configured(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -216,7 +216,8 @@ def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, A
     ks = set(getattr(args, "k", None) or settings.k or DEFAULT_KS)
     # A gated metric at a cut-off not asked for is computed anyway, so the gate can check it.
     for name in thresholds(args, config).metric_names():
-        metric = parse_metric(name)
+        # A stage's metric (stage.rerank:ndcg@20) needs its cut-off as much as any.
+        metric = parse_metric(name.rpartition(":")[2] if name.startswith("stage.") else name)
         if metric.k is not None:
             ks.add(metric.k)
     confidence = getattr(args, "confidence", None)
@@ -237,4 +238,5 @@ def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, A
             else config.regression.max_error_rate or 0.0
         ),
         "config": config,
+        "chunk_separator": getattr(args, "chunk_separator", None) or settings.chunk_separator,
     }

@@ -9,35 +9,13 @@ from typing import TYPE_CHECKING
 
 from retrievalkit.cli.commands.options import console
 from retrievalkit.errors import InputError
+from retrievalkit.render.report_files import OUTPUT_FILES as OUTPUT_FILES
+from retrievalkit.render.report_files import write_output_file as write_output_file
+from retrievalkit.render.report_files import write_report_files
 
 if TYPE_CHECKING:
     # Only a type here: importing the renderer pulls numpy into every start-up.
     from retrievalkit.render.summary import EvalReport
-
-
-#: The files ``--output-dir`` writes.
-OUTPUT_FILES = ("summary.json", "per_question.jsonl", "report.md")
-
-
-def write_output_file(directory: Path, name: str, text: str) -> None:
-    """Write ``directory/name`` whole, replacing whatever is there without following it.
-
-    The text goes into a temporary file in the folder that is then renamed over the
-    name: a symlink planted at ``report.md`` is replaced, never written through, and a
-    failure never leaves half a file.
-    """
-    import os
-    import tempfile
-
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, directory / name)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def emit_report(
@@ -49,19 +27,12 @@ def emit_report(
     the evaluation could not be carried out, for the JUnit report.
     """
     from retrievalkit.render.markdown import render_markdown
-    from retrievalkit.render.summary import per_question_lines, summary, to_json_text
+    from retrievalkit.render.summary import summary, to_json_text
 
     if args.output_dir:
         directory = Path(args.output_dir)
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            write_output_file(directory, "summary.json", to_json_text(summary(report)) + "\n")
-            write_output_file(
-                directory,
-                "per_question.jsonl",
-                "".join(line + "\n" for line in per_question_lines(report)),
-            )
-            write_output_file(directory, "report.md", render_markdown(report))
+            write_report_files(report, directory)
         except OSError as error:
             raise InputError(
                 f"cannot write the report: {error.strerror}",

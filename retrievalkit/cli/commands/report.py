@@ -105,9 +105,11 @@ def _gate(
     run of the key older than this one: what ``eval`` compared it with when it was made
     (``retrievalkit.gate`` would take the newest other run, which may be younger).
     """
+    import attrs
+
     from retrievalkit.api import Thresholds
     from retrievalkit.pipeline.baselines import EXPLICIT, NEWEST, PINNED
-    from retrievalkit.pipeline.gate import compare_runs
+    from retrievalkit.pipeline.gate import compare_runs, retriever_changes
     from retrievalkit.stores import pinned_run_id
 
     key = (record.set, record.model, record.grader)
@@ -139,6 +141,7 @@ def _gate(
         slice_thresholds=gated.slices,
         baseline_kind=kind,
     )
+    verdict = attrs.evolve(verdict, retriever_changes=retriever_changes(baseline, record))
     return verdict, None
 
 

@@ -1,0 +1,388 @@
+"""Every stage of a staged retriever scored in one run, each question's miss put down to a stage.
+
+A retriever MAY offer ``retrieve_stages(question, limit) -> Mapping[str, Sequence[str]]``
+(and ``retrieve_many_stages(questions, limit)`` for batches): its stages in order, each
+a ranking of document ids, the last being its answer (what ``retrieve`` returns).
+Composites report their parts' stages under dotted names: a ``rerank`` over a
+``hybrid`` named ``engine`` reports ``engine.bm25``, ``engine.dense``,
+``engine.fusion`` and ``rerank``.
+
+Each stage is scored as a run of its own (same cut-offs, intervals and collapse of
+duplicate ids), each stage's per-question values are kept as outcome columns named
+``stage.NAME:METRIC`` (so that the gate and ``history`` reach them like any metric),
+and each stage gets the paired difference from the stage before it.
+
+**Attribution.** At cut-off ``k`` (the run's largest), a stage *has* a question when an
+expected document is in its top ``k``. A stage whose last name part is ``fusion`` or
+``rerank`` *consumes* the stages before it under the same prefix: the answer (last
+stage) of each group of earlier stages, back to the previous consuming stage of that
+prefix. A question the answer misses is
+
+- ``not retrieved`` when no stage returned an expected document at any depth;
+- ``lost in fusion`` / ``demoted by reranker`` at the first consuming stage that does
+  not have it although one of its inputs did;
+- ``ranked below k`` when some stage returned it, but never in a top ``k``.
+
+A question the answer has is ``rescued by fusion`` / ``rescued by reranker`` at the
+last consuming stage that has it while none of its inputs did. A nested stage's label
+names it: ``lost in fusion (engine.fusion)``. Errored and no-answer questions get none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
+from retrievalkit.model.records import ResultRecord, StageDelta, StageReport
+from retrievalkit.model.values import GoldenQuestion
+from retrievalkit.pipeline.evaluator import Retrievals, call_with_timeout, distinct_ranking
+from retrievalkit.redaction import scrub
+from retrievalkit.stats.paired import paired_test, verdict
+
+#: What a stage metric's name starts with: ``stage.rerank:rr``.
+STAGE_PREFIX = "stage."
+#: Stage names whose stage consumes the stages before it, and the words their labels use.
+CONSUMING = {
+    "fusion": ("lost in fusion", "rescued by fusion"),
+    "rerank": ("demoted by reranker", "rescued by reranker"),
+}
+NOT_RETRIEVED = "not retrieved"
+BELOW_K = "ranked below k"
+_BATCH = 64
+
+
+def stage_metric(stage: str, metric: str) -> str:
+    """The name of ``metric`` of ``stage`` in a record's outcomes, the gate and history."""
+    return f"{STAGE_PREFIX}{stage}:{metric}"
+
+
+def split_stage_metric(name: str) -> tuple[str, str] | None:
+    """``stage.rerank:rr`` -> (``rerank``, ``rr``); None for a name that is not a stage's."""
+    if not name.startswith(STAGE_PREFIX):
+        return None
+    stage, colon, metric = name[len(STAGE_PREFIX) :].rpartition(":")
+    if not colon or not stage or not metric:
+        raise ValueError(f"stage metric {name!r} is not stage.STAGE:METRIC, e.g. stage.rerank:rr")
+    return stage, metric
+
+
+def record_mean(record: ResultRecord, name: str) -> float | None:
+    """The mean of ``name`` in ``record``: a metric of its table, or a stage's
+    (``stage.rerank:rr``); None when the run has no such metric or stage."""
+    split = split_stage_metric(name)
+    if split is None:
+        value = record.metrics.get(name)
+    else:
+        stage, metric = split
+        value = None if record.stages is None else record.stages.metrics.get(stage, {}).get(metric)
+    return None if value is None else value.mean
+
+
+def check_metric_name(name: str) -> str:
+    """The canonical name of a metric or stage metric (``stage.rerank:NDCG@10`` ->
+    ``stage.rerank:ndcg@10``); ``ValueError`` with the known names otherwise."""
+    from retrievalkit.metrics.definitions import parse_metric
+
+    split = split_stage_metric(name.strip())
+    if split is None:
+        return parse_metric(name).name
+    stage, metric = split
+    return stage_metric(stage, parse_metric(metric).name)
+
+
+def has_stages(retriever: Any) -> bool:
+    """Whether ``retriever`` reports its stages (``retrieve_stages``)."""
+    return callable(getattr(retriever, "retrieve_stages", None))
+
+
+def nest(prefix: str, stages: Mapping[str, Sequence[str]]) -> dict[str, Sequence[str]]:
+    """A part's stages under its name, for a composite's own ``retrieve_stages``."""
+    return {f"{prefix}.{name}": ranking for name, ranking in stages.items()}
+
+
+def part_stages(part: Any, question: str, limit: int) -> dict[str, Sequence[str]]:
+    """The stages of one part of a composite (a resolved retriever with ``name`` and
+    ``retriever``): its own stages nested under its name, or its ranking as one stage."""
+    if has_stages(part.retriever):
+        return nest(part.name, part.retriever.retrieve_stages(question, limit))
+    return {part.name: list(part.retriever.retrieve(question, limit))}
+
+
+def answer_of(stages: Mapping[str, Sequence[str]]) -> list[str]:
+    """The last stage's ranking: the composite's answer."""
+    if not stages:
+        return []
+    return list(list(stages.values())[-1])
+
+
+def _checked(
+    answer: Any, limit: int, depth: int, order: list[str] | None
+) -> dict[str, tuple[str, ...]]:
+    """Each stage's distinct ids (every one returned, for attribution at any depth), after
+    checking the answer as the evaluator checks a ranking; ``order`` is the first
+    question's stage names, which every question must repeat."""
+    if not isinstance(answer, Mapping) or not answer:
+        raise ValueError(
+            f"retrieve_stages returned {type(answer).__name__} instead of a non-empty mapping "
+            "of stage name to ids"
+        )
+    names = [str(name) for name in answer]
+    if order is not None and names != order:
+        raise ValueError(
+            f"retrieve_stages reported stages {', '.join(names)}, not those of the first "
+            f"question ({', '.join(order)})"
+        )
+    stages: dict[str, tuple[str, ...]] = {}
+    for position, (name, ids) in enumerate(answer.items()):
+        last = position == len(answer) - 1
+        # Only the answer is held to the limit: a leg may be asked deeper than the answer.
+        ranking = distinct_ranking(ids, limit if last else max(limit, len(ids)), depth)
+        stages[str(name)] = ranking if last else tuple(dict.fromkeys(ids))
+    return stages
+
+
+def ask_stages(
+    retriever: Any,
+    questions: Sequence[GoldenQuestion],
+    *,
+    depth: int,
+    overfetch: int,
+    timeout: float | None = None,
+    secrets: Sequence[str] = (),
+    progress: Callable[[int], None] | None = None,
+) -> tuple[Retrievals, list[dict[str, tuple[str, ...]] | None]]:
+    """The answer (last stage) of every question, and each question's stages (None for
+    one that errored), asked one question at a time or with ``retrieve_many_stages`` in
+    groups of 64. ``timeout`` bounds each question as in `retrievalkit.pipeline.evaluator`."""
+    limit = depth * overfetch
+    batched = callable(getattr(retriever, "retrieve_many_stages", None))
+    order: list[str] | None = None
+    rankings: list[tuple[str, ...]] = []
+    latency: list[float] = []
+    returned: list[int] = []
+    errors: dict[int, str] = {}
+    stages: list[dict[str, tuple[str, ...]] | None] = []
+
+    def describe(error: BaseException) -> str:
+        text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return scrub(f"{type(error).__name__}: {text}" if text else type(error).__name__, secrets)
+
+    texts = [question.question for question in questions]
+    groups = (
+        [texts[low : low + _BATCH] for low in range(0, len(texts), _BATCH)]
+        if batched
+        else [[t] for t in texts]
+    )
+    for group in groups:
+        start = time.perf_counter()
+        try:
+            bound = None if timeout is None else timeout * len(group)
+            if batched:
+                asked = list(group)
+                answers: list[Any] = call_with_timeout(
+                    partial(retriever.retrieve_many_stages, asked, limit), bound
+                )
+                answers = list(answers)
+                if len(answers) != len(group):
+                    raise ValueError(
+                        f"retrieve_many_stages returned {len(answers)} answers for "
+                        f"{len(group)} questions"
+                    )
+            else:
+                text = group[0]
+                answers = [
+                    call_with_timeout(partial(retriever.retrieve_stages, text, limit), bound)
+                ]
+        except Exception as error:
+            answers = [error] * len(group)
+        each = (time.perf_counter() - start) * 1000.0 / len(group)
+        for answer in answers:
+            position = len(rankings)
+            try:
+                if isinstance(answer, BaseException):
+                    raise answer
+                checked = _checked(answer, limit, depth, order)
+            except Exception as error:
+                errors[position] = describe(error)
+                rankings.append(())
+                returned.append(0)
+                stages.append(None)
+            else:
+                if order is None:
+                    order = list(checked)
+                final = list(answer.values())[-1]
+                rankings.append(checked[order[-1]])
+                returned.append(len(final))
+                stages.append(checked)
+            latency.append(each)
+        if progress is not None:
+            progress(len(group))
+    return Retrievals(rankings, latency, returned, errors), stages
+
+
+def _inputs(order: Sequence[str]) -> dict[int, list[int]]:
+    """For each consuming stage (by position), the positions of the stages it consumes."""
+    inputs: dict[int, list[int]] = {}
+    for position, name in enumerate(order):
+        prefix, _, own = name.rpartition(".")
+        if own not in CONSUMING:
+            continue
+        scope = f"{prefix}." if prefix else ""
+        groups: dict[str, int] = {}
+        for earlier in range(position - 1, -1, -1):
+            other = order[earlier]
+            if not other.startswith(scope):
+                continue
+            rest = other[len(scope) :]
+            if rest in CONSUMING:  # the previous consuming stage of this prefix: its input
+                groups.setdefault(rest, earlier)
+                break
+            groups.setdefault(rest.split(".", 1)[0], earlier)
+        inputs[position] = sorted(groups.values())
+    return inputs
+
+
+def _label(order: Sequence[str], position: int, which: int) -> str:
+    name = order[position]
+    base = CONSUMING[name.rpartition(".")[2]][which]
+    return base if "." not in name else f"{base} ({name})"
+
+
+def attribute(
+    order: Sequence[str], has: Sequence[bool], found: Sequence[bool], answered: bool
+) -> str | None:
+    """The attribution label of one question (see the module documentation): ``has``
+    says for each stage whether an expected document is in its top k, ``found`` whether
+    it returned one at all; ``answered`` whether the question is answerable and did not
+    error."""
+    if not answered:
+        return None
+    inputs = _inputs(order)
+    if not has[-1]:
+        for position, consumed in sorted(inputs.items()):
+            if not has[position] and any(has[i] for i in consumed):
+                return _label(order, position, 0)
+        return BELOW_K if any(found) else NOT_RETRIEVED
+    rescued = [
+        position
+        for position, consumed in inputs.items()
+        if has[position] and consumed and not any(has[i] for i in consumed)
+    ]
+    return _label(order, max(rescued), 1) if rescued else None
+
+
+class StageScorer:
+    """Scores each stage of a staged run as a run of its own, and attributes misses."""
+
+    def __init__(self, questions: Sequence[GoldenQuestion], options: ScoringOptions) -> None:
+        self.questions = questions
+        self.options = options
+        self.k = max(options.ks)
+        self.order: list[str] = []
+        self.scorers: dict[str, RunScorer] = {}
+        self.has: list[list[bool]] = []
+        self.found: list[list[bool]] = []
+        self.answered: list[bool] = []
+        self.done = 0
+
+    def add(
+        self, answers: Retrievals, stages: Sequence[Mapping[str, Sequence[str]] | None]
+    ) -> None:
+        """The stages of the next questions (None for one that errored)."""
+        if not self.order:
+            self.order = next((list(each) for each in stages if each is not None), [])
+            self.scorers = {
+                name: RunScorer(self.questions, self.options, chunks=False) for name in self.order
+            }
+            # Questions before the first answered one all errored.
+            for scorer in self.scorers.values():
+                if self.done:
+                    scorer.add(
+                        Retrievals(
+                            [()] * self.done,
+                            [0.0] * self.done,
+                            [0] * self.done,
+                            dict.fromkeys(range(self.done), "errored"),
+                        )
+                    )
+        low = self.done
+        questions = self.questions[low : low + len(stages)]
+        for name in self.order:
+            rankings = [() if each is None else tuple(each[name])[: self.k] for each in stages]
+            errors = {offset: message for offset, message in answers.errors.items()}
+            self.scorers[name].add(
+                Retrievals(rankings, list(answers.latency_ms), [len(r) for r in rankings], errors)
+            )
+        for question, each, offset in zip(questions, stages, range(len(stages)), strict=True):
+            relevant = {doc for doc, grade in question.judgments().items() if grade >= 1}
+            self.answered.append(
+                each is not None and bool(relevant) and offset not in answers.errors
+            )
+            self.has.append(
+                [
+                    each is not None and not relevant.isdisjoint(each[name][: self.k])
+                    for name in self.order
+                ]
+            )
+            self.found.append(
+                [each is not None and not relevant.isdisjoint(each[name]) for name in self.order]
+            )
+        self.done += len(stages)
+
+    def finish(self) -> tuple[StageReport | None, dict[str, npt.NDArray[np.float64]]]:
+        """The stage report, and each stage's per-question columns by `stage_metric` name."""
+        if not self.order:
+            return None, {}
+        options = self.options
+        finished = {name: scorer.finish() for name, scorer in self.scorers.items()}
+        columns: dict[str, npt.NDArray[np.float64]] = {}
+        for name, scores in finished.items():
+            for metric in scores.metrics:
+                columns[stage_metric(name, metric)] = scores.outcomes.values(metric)
+        deltas: dict[str, dict[str, StageDelta]] = {}
+        for before, after in zip(self.order, self.order[1:], strict=False):
+            table: dict[str, StageDelta] = {}
+            for metric in finished[after].metrics:
+                if metric.startswith("judged@"):
+                    continue
+                paired = paired_test(
+                    columns[stage_metric(before, metric)],
+                    columns[stage_metric(after, metric)],
+                    resamples=options.resamples,
+                    confidence=options.confidence,
+                    seed=options.seed,
+                )
+                table[metric] = StageDelta(
+                    paired.difference,
+                    None
+                    if paired.low is None or paired.high is None
+                    else (paired.low, paired.high),
+                    paired.p_value,
+                    paired.n,
+                    verdict(paired.p_value, paired.p_floor, 1.0 - options.confidence),
+                )
+            deltas[after] = table
+        labels: dict[str, str] = {}
+        counts: dict[str, int] = {}
+        for question, has, found, answered in zip(
+            self.questions, self.has, self.found, self.answered, strict=True
+        ):
+            label = attribute(self.order, has, found, answered)
+            if label is not None:
+                labels[question.id] = label
+                counts[label] = counts.get(label, 0) + 1
+        report = StageReport(
+            order=tuple(self.order),
+            metrics={name: scores.metrics for name, scores in finished.items()},
+            deltas=deltas,
+            attribution_k=self.k,
+            attribution=dict(sorted(counts.items())),
+            questions=labels,
+        )
+        return report, columns

@@ -1,0 +1,55 @@
+"""Write a run's report files (``summary.json``, ``per_question.jsonl``, ``report.md``).
+
+``eval --output-dir`` and `retrievalkit.Run.write_report` both write through here, each
+file whole: written beside its name and renamed over it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from retrievalkit.render.summary import EvalReport
+
+
+#: The files ``--output-dir`` writes.
+OUTPUT_FILES = ("summary.json", "per_question.jsonl", "report.md")
+
+
+def write_output_file(directory: Path, name: str, text: str) -> None:
+    """Write ``directory/name`` whole, replacing whatever is there without following it.
+
+    The text goes into a temporary file in the folder that is then renamed over the
+    name: a symlink planted at ``report.md`` is replaced, never written through, and a
+    failure never leaves half a file.
+    """
+    import os
+    import tempfile
+
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, directory / name)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_report_files(report: EvalReport, directory: Path) -> list[Path]:
+    """``summary.json``, ``per_question.jsonl`` and ``report.md`` of ``report`` in
+    ``directory`` (created if need be), each written whole; the paths written."""
+    from retrievalkit.render.markdown import render_markdown
+    from retrievalkit.render.summary import per_question_lines, summary, to_json_text
+
+    directory.mkdir(parents=True, exist_ok=True)
+    write_output_file(directory, "summary.json", to_json_text(summary(report)) + "\n")
+    write_output_file(
+        directory,
+        "per_question.jsonl",
+        "".join(line + "\n" for line in per_question_lines(report)),
+    )
+    write_output_file(directory, "report.md", render_markdown(report))
+    return [directory / name for name in ("summary.json", "per_question.jsonl", "report.md")]
