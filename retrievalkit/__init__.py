@@ -7,6 +7,7 @@ The Python API (the command line is a shell over it):
 - `gate(run, store, thresholds) -> Verdict`: compare with the baseline and decide;
 - `compare(runs) -> Comparison`: paired comparison of two or more runs;
 - `fidelity(set, candidate, reference)`: label-free overlap with a reference retriever;
+- `sweep(set, NAME) -> SweepResult`: tune a retriever over a grid, confirm the winner held out;
 - the value types `GoldenQuestion`, `GoldenQuestionSet`, `ResultRecord`, `MetricValue`.
 
 Names are imported on first use, so `import retrievalkit` stays cheap.
@@ -31,8 +32,10 @@ if TYPE_CHECKING:
         load_config,
         load_set,
         open_store,
+        sweep,
     )
     from retrievalkit.comparison import Comparison
+    from retrievalkit.formats.sweep_table import SweepConfig
     from retrievalkit.metrics import Metric, parse_metric
     from retrievalkit.model import (
         GoldenQuestion,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
         QuestionOutcome,
         ResultRecord,
     )
+    from retrievalkit.pipeline.sweep import SweepResult
     from retrievalkit.regression import Verdict
 
 _EXPORTS = {
@@ -55,6 +59,9 @@ _EXPORTS = {
     "load_config": "retrievalkit.api",
     "load_set": "retrievalkit.api",
     "open_store": "retrievalkit.api",
+    "sweep": "retrievalkit.api",
+    "SweepConfig": "retrievalkit.formats.sweep_table",
+    "SweepResult": "retrievalkit.pipeline.sweep",
     "Comparison": "retrievalkit.comparison",
     "Metric": "retrievalkit.metrics",
     "parse_metric": "retrievalkit.metrics",
@@ -78,6 +85,8 @@ __all__ = [
     "ResultRecord",
     "Run",
     "RunFailed",
+    "SweepConfig",
+    "SweepResult",
     "Thresholds",
     "Verdict",
     "__version__",
@@ -89,6 +98,7 @@ __all__ = [
     "load_set",
     "open_store",
     "parse_metric",
+    "sweep",
 ]
 
 

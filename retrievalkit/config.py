@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from retrievalkit.errors import InputError
+from retrievalkit.formats.sweep_table import SweepConfig, parse_sweeps
 from retrievalkit.limits import (
     MAX_CONCURRENCY,
     MAX_K,
@@ -86,6 +87,7 @@ class Config:
     eval: EvalConfig = attrs.field(factory=EvalConfig)
     generators: dict[str, PluginInstance] = attrs.field(factory=dict)
     judges: dict[str, PluginInstance] = attrs.field(factory=dict)
+    sweeps: dict[str, SweepConfig] = attrs.field(factory=dict)
 
 
 def find_config(explicit: str | None, directory: Path | None = None) -> Config:
@@ -200,7 +202,7 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
         line = key_line(path, prefix + key)
         return InputError(message, source=source, line=line, field=prefix + key, hint=hint)
 
-    known = {"sets", "retrievers", "store", "regression", "eval", "generators", "judges"}
+    known = {"sets", "retrievers", "store", "regression", "eval", "generators", "judges", "sweeps"}
     for key in table:
         if key not in known:
             raise fail(key, "unknown section", hint="known: " + ", ".join(sorted(known)))
@@ -250,6 +252,7 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
         evaluation,
         generators=_plugin_instances(table, "generators", fail),
         judges=_plugin_instances(table, "judges", fail),
+        sweeps=parse_sweeps(_table(table, "sweeps", fail), fail),
     )
 
 

@@ -1,0 +1,1 @@
+"""Reading and writing what users hand in: configuration tables, sets, corpora, labels."""

@@ -1,0 +1,1 @@
+"""The steps of an evaluation, from asking the questions to the gate and the sweep."""
