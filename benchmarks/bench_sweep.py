@@ -82,10 +82,8 @@ def main() -> int:
             began = time.perf_counter()
             fresh = rk.sweep(golden, "rrf", config=config, share_stages=False)
             unshared = time.perf_counter() - began
-            rows.append(
-                ["27 configurations, each built and asked afresh", seconds(unshared),
-                 f"{unshared / one:.3f}x"]  # fmt: skip
-            )
+            label = "27 configurations, each built and asked afresh"
+            rows.append([label, seconds(unshared), f"{unshared / one:.3f}x"])
             agree = [c.metrics for c in fresh.configurations] == [
                 c.metrics for c in shared.configurations
             ] and fresh.winner.confirmation == shared.winner.confirmation
