@@ -34,10 +34,9 @@ if TYPE_CHECKING:
         open_store,
         sweep,
     )
-    from retrievalkit.comparison import Comparison
     from retrievalkit.formats.sweep_table import SweepConfig
-    from retrievalkit.metrics import Metric, parse_metric
-    from retrievalkit.model import (
+    from retrievalkit.metrics.definitions import Metric, parse_metric
+    from retrievalkit.model.values import (
         GoldenQuestion,
         GoldenQuestionSet,
         MetricValue,
@@ -45,8 +44,9 @@ if TYPE_CHECKING:
         QuestionOutcome,
         ResultRecord,
     )
+    from retrievalkit.pipeline.comparison import Comparison
+    from retrievalkit.pipeline.gate import Verdict
     from retrievalkit.pipeline.sweep import SweepResult
-    from retrievalkit.regression import Verdict
 
 _EXPORTS = {
     "Run": "retrievalkit.api",
@@ -62,16 +62,16 @@ _EXPORTS = {
     "sweep": "retrievalkit.api",
     "SweepConfig": "retrievalkit.formats.sweep_table",
     "SweepResult": "retrievalkit.pipeline.sweep",
-    "Comparison": "retrievalkit.comparison",
-    "Metric": "retrievalkit.metrics",
-    "parse_metric": "retrievalkit.metrics",
-    "GoldenQuestion": "retrievalkit.model",
-    "GoldenQuestionSet": "retrievalkit.model",
-    "MetricValue": "retrievalkit.model",
-    "QuestionForm": "retrievalkit.model",
-    "QuestionOutcome": "retrievalkit.model",
-    "ResultRecord": "retrievalkit.model",
-    "Verdict": "retrievalkit.regression",
+    "Comparison": "retrievalkit.pipeline.comparison",
+    "Metric": "retrievalkit.metrics.definitions",
+    "parse_metric": "retrievalkit.metrics.definitions",
+    "GoldenQuestion": "retrievalkit.model.values",
+    "GoldenQuestionSet": "retrievalkit.model.values",
+    "MetricValue": "retrievalkit.model.values",
+    "QuestionForm": "retrievalkit.model.values",
+    "QuestionOutcome": "retrievalkit.model.values",
+    "ResultRecord": "retrievalkit.model.values",
+    "Verdict": "retrievalkit.pipeline.gate",
 }
 
 __all__ = [

@@ -14,10 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import retrievalkit as rk
-from retrievalkit.config import Config, parse_config
 from retrievalkit.errors import InputError
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm, Retrieval
-from retrievalkit.paired import holm, paired_test
+from retrievalkit.formats.config import Config, parse_config
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm, Retrieval
 from retrievalkit.pipeline import sweep_split
 from retrievalkit.pipeline.sweep import (
     Configuration,
@@ -27,6 +26,7 @@ from retrievalkit.pipeline.sweep import (
     ask_locally,
     run_sweep,
 )
+from retrievalkit.stats.paired import holm, paired_test
 
 if TYPE_CHECKING:
     from conftest import RunCli
@@ -472,7 +472,7 @@ def test_an_unknown_sweep_is_exit_2_with_the_known_ones(cli: RunCli, tmp_path: P
 def test_progress_file_lives_beside_the_store_or_in_the_output_dir() -> None:
     import argparse
 
-    from retrievalkit.commands.sweep import progress_path
+    from retrievalkit.cli.commands.sweep import progress_path
 
     args = argparse.Namespace(name="my sweep", output_dir=None)
     assert progress_path(args, "sqlite:///runs/r.sqlite3") == Path(

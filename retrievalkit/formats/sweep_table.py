@@ -67,7 +67,7 @@ def parse_sweeps(
 def _parse_one(
     name: str, entry: Mapping[str, Any], where: str, fail: Callable[..., InputError]
 ) -> SweepConfig:
-    from retrievalkit.metrics import parse_metric
+    from retrievalkit.metrics.definitions import parse_metric
 
     retriever = entry.get("retriever")
     if not isinstance(retriever, str) or not retriever:

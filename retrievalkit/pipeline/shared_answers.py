@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from retrievalkit.config import Config
-    from retrievalkit.resolve import ResolvedRetriever
+    from retrievalkit.formats.config import Config
+    from retrievalkit.plugins.resolution import ResolvedRetriever
 
 #: The methods whose answers are remembered (those of the retriever contract).
 REMEMBERED = frozenset(
@@ -73,7 +73,7 @@ class _Local(threading.local):
 
 
 class SharedRetrievers:
-    """The builder for `retrievalkit.resolve.sharing_retrievers`: one instance a
+    """The builder for `retrievalkit.plugins.resolution.sharing_retrievers`: one instance a
     `retriever_key`, each remembering its answers."""
 
     def __init__(self) -> None:

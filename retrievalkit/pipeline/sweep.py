@@ -33,16 +33,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from retrievalkit.config import Config, RetrieverConfig
 from retrievalkit.errors import EvaluationError, InputError
+from retrievalkit.formats.config import Config, RetrieverConfig
 from retrievalkit.formats.sweep_table import SweepConfig
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, MetricValue, Retrieval
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, MetricValue, Retrieval
 from retrievalkit.pipeline import sweep_split
 from retrievalkit.pipeline.shared_answers import SharedRetrievers, referenced, retriever_key
 
 if TYPE_CHECKING:
     from retrievalkit.api import Run, _Retriever
-    from retrievalkit.scoring import ScoringOptions
+    from retrievalkit.metrics.scoring import ScoringOptions
 
 #: Grids with more configurations than this are tuned by successive halving (unless
 #: the table says ``halving = false``).
@@ -95,7 +95,7 @@ class Confirmation:
     p_floor: float | None
     discordant: int
     verdict: str | None
-    """``significant``, ``not significant`` or ``unresolvable`` (`retrievalkit.paired`)."""
+    """``significant``, ``not significant`` or ``unresolvable`` (`retrievalkit.stats.paired`)."""
 
 
 @attrs.frozen
@@ -174,7 +174,7 @@ def ask_locally(
     resolved: _Retriever, questions: Sequence[GoldenQuestion], settings: Settings
 ) -> list[Retrieval]:
     """The questions asked in this process, as `retrievalkit.evaluate` asks them."""
-    from retrievalkit.evaluator import evaluate_questions
+    from retrievalkit.pipeline.evaluator import evaluate_questions
 
     return evaluate_questions(
         resolved.retriever,
@@ -328,8 +328,8 @@ class _Evaluations:
         share: bool,
         asker: Asker,
     ) -> None:
-        from retrievalkit.metrics import normalise_ks
-        from retrievalkit.scoring import ScoringOptions
+        from retrievalkit.metrics.definitions import normalise_ks
+        from retrievalkit.metrics.scoring import ScoringOptions
 
         self.golden = golden
         self.spec = spec
@@ -347,7 +347,7 @@ class _Evaluations:
 
     def _retriever(self, key: str, config: Config) -> _Retriever:
         from retrievalkit.api import _resolve
-        from retrievalkit.resolve import sharing_retrievers
+        from retrievalkit.plugins.resolution import sharing_retrievers
 
         found = self._resolved.get(key)
         if found is None:
@@ -461,13 +461,13 @@ def run_sweep(
     are those of asking again. ``progress_file`` keeps the answers so far for a resumed
     sweep. ``asker`` asks a configuration's questions (in this process by default).
     """
-    from retrievalkit.metrics import parse_metric
+    from retrievalkit.metrics.definitions import parse_metric
 
     metric = parse_metric(spec.select)
     ks = settings.ks if metric.k is None else tuple(sorted({*settings.ks, metric.k}))
     settings = attrs.evolve(settings, ks=ks)
     if spec.retriever not in config.retrievers:
-        from retrievalkit.plugins import RETRIEVERS, find
+        from retrievalkit.plugins.registry import RETRIEVERS, find
 
         if spec.retriever not in {plugin.name for plugin in find(RETRIEVERS)}:
             raise InputError(
@@ -562,7 +562,7 @@ def _confirm(
     select: str,
     halving: list[HalvingRound],
 ) -> tuple[Run, list[Retrieval], Winner, int, int]:
-    from retrievalkit.paired import paired_test, verdict
+    from retrievalkit.stats.paired import paired_test, verdict
 
     assert spec.confirm is not None
     questions = list(golden.questions)
@@ -646,8 +646,8 @@ def _cross_validate(
     work: _Evaluations,
     select: str,
 ) -> tuple[Run, list[Retrieval], Winner, int, int]:
-    from retrievalkit.intervals import sample_intervals
-    from retrievalkit.paired import paired_test, verdict
+    from retrievalkit.stats.intervals import sample_intervals
+    from retrievalkit.stats.paired import paired_test, verdict
 
     assert spec.folds is not None
     questions = list(golden.questions)
@@ -726,7 +726,7 @@ def _compared(
     points: Sequence[_Point], configured: Run, select: str, settings: Settings, seed: int
 ) -> tuple[Configuration, ...]:
     """Every evaluated configuration against the configured retriever, Holm over the grid."""
-    from retrievalkit.paired import holm, paired_test
+    from retrievalkit.stats.paired import holm, paired_test
 
     base_values = configured.outcomes.values(select)
     position = {outcome.question_id: i for i, outcome in enumerate(configured.outcomes)}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from retrievalkit.model import GoldenQuestion
+from retrievalkit.model.values import GoldenQuestion
 
 
 def units(questions: Sequence[GoldenQuestion]) -> list[list[int]]:
