@@ -7,6 +7,7 @@ The Python API (the command line is a shell over it):
 - `gate(run, store, thresholds) -> Verdict`: compare with the baseline and decide;
 - `compare(runs) -> Comparison`: paired comparison of two or more runs;
 - `fidelity(set, candidate, reference)`: label-free overlap with a reference retriever;
+- `sweep(set, NAME) -> SweepResult`: tune a retriever over a grid, confirm the winner held out;
 - the value types `GoldenQuestion`, `GoldenQuestionSet`, `ResultRecord`, `MetricValue`.
 
 Names are imported on first use, so `import retrievalkit` stays cheap.
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
         load_config,
         load_set,
         open_store,
+        sweep,
     )
     from retrievalkit.errors import RunFailed
+    from retrievalkit.formats.sweep_table import SweepConfig
     from retrievalkit.metrics.definitions import Metric, parse_metric
     from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import (
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     )
     from retrievalkit.pipeline.comparison import Comparison
     from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.pipeline.sweep import SweepResult
 
 _EXPORTS = {
     "Run": "retrievalkit.api",
@@ -55,6 +59,9 @@ _EXPORTS = {
     "load_config": "retrievalkit.api",
     "load_set": "retrievalkit.api",
     "open_store": "retrievalkit.api",
+    "sweep": "retrievalkit.api",
+    "SweepConfig": "retrievalkit.formats.sweep_table",
+    "SweepResult": "retrievalkit.pipeline.sweep",
     "Comparison": "retrievalkit.pipeline.comparison",
     "Metric": "retrievalkit.metrics.definitions",
     "parse_metric": "retrievalkit.metrics.definitions",
@@ -78,6 +85,8 @@ __all__ = [
     "ResultRecord",
     "Run",
     "RunFailed",
+    "SweepConfig",
+    "SweepResult",
     "Thresholds",
     "Verdict",
     "__version__",
@@ -89,6 +98,7 @@ __all__ = [
     "load_set",
     "open_store",
     "parse_metric",
+    "sweep",
 ]
 
 

@@ -43,12 +43,14 @@ from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, 
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
+    from retrievalkit.formats.sweep_table import SweepConfig
     from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
     from retrievalkit.model.values import GoldenQuestion
     from retrievalkit.pipeline.comparison import Comparison
     from retrievalkit.pipeline.evaluator import Retrieval
     from retrievalkit.pipeline.fidelity import FidelityReport
     from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.pipeline.sweep import SweepResult
     from retrievalkit.stores import ResultStore
 
 
@@ -826,4 +828,75 @@ def fidelity(
         names=(mine.name, theirs.name),
         k=k,
         p=persistence,
+    )
+
+
+def sweep(
+    set: GoldenQuestionSet | str | os.PathLike[str],
+    sweep: str | SweepConfig,
+    *,
+    k: Sequence[int] = DEFAULT_KS,
+    overfetch: int = DEFAULT_OVERFETCH,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    concurrency: int = 1,
+    timeout: float | None = None,
+    max_error_rate: float | None = 0.0,
+    config: Config | str | os.PathLike[str] | None = None,
+    progress_file: str | os.PathLike[str] | None = None,
+    share_stages: bool = True,
+) -> SweepResult:
+    """Tune a retriever over a grid of options and confirm the winner on held-out questions.
+
+    - `sweep`: a `[sweeps.NAME]` of the configuration, or a
+      [`SweepConfig`][retrievalkit.formats.sweep_table.SweepConfig].
+    - `k`, `overfetch`, `resamples`, `confidence`, `concurrency`, `timeout`,
+      `max_error_rate`: as in [`evaluate`][retrievalkit.api.evaluate], for every
+      configuration (the selected metric's cut-off is always added to `k`).
+    - `progress_file`: a JSON Lines file that keeps the answers so far; a sweep of the
+      same set started again resumes from it, and it is removed once the sweep is done.
+    - `share_stages`: build each distinct retriever once and answer a question asked
+      again of a shared stage (the same first stage under other fusion or reranking
+      options) from what it answered before; the results are those of asking again.
+
+    Returns a [`SweepResult`][retrievalkit.pipeline.sweep.SweepResult]; nothing is saved.
+    """
+    from pathlib import Path
+
+    from retrievalkit.pipeline.sweep import Settings, run_sweep
+
+    if not 0.0 < confidence < 1.0:
+        raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
+    if overfetch < 1 or concurrency < 1 or resamples < 1:
+        raise InputError("overfetch, concurrency and resamples must be 1 or more")
+    settings = _config(config)
+    golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
+    if isinstance(sweep, str):
+        spec = settings.sweeps.get(sweep)
+        if spec is None:
+            raise InputError(
+                f"no sweep '{sweep}' in {settings.source or 'any config file'} (sweeps: "
+                f"{', '.join(sorted(settings.sweeps)) or 'none'})",
+                field="NAME",
+                hint="add a [sweeps.NAME] table with retriever and grid",
+            )
+    else:
+        spec = sweep
+    from retrievalkit.metrics.definitions import normalise_ks
+
+    return run_sweep(
+        golden,
+        spec,
+        settings,
+        Settings(
+            ks=normalise_ks(k),
+            overfetch=overfetch,
+            resamples=resamples,
+            confidence=confidence,
+            concurrency=concurrency,
+            timeout=timeout,
+            max_error_rate=max_error_rate,
+        ),
+        progress_file=None if progress_file is None else Path(progress_file),
+        share=share_stages,
     )

@@ -1,1 +1,1 @@
-"""The edges: text files, configuration, golden sets, corpora, TREC files and labels."""
+"""Reading and writing what users hand in: configuration tables, sets, corpora, labels."""

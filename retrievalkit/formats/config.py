@@ -22,6 +22,7 @@ from retrievalkit.formats.limits import (
     MAX_TIMEOUT,
     check_path,
 )
+from retrievalkit.formats.sweep_table import SweepConfig, parse_sweeps
 from retrievalkit.formats.text_files import key_line, read_text, toml_error_line
 
 if sys.version_info >= (3, 11):
@@ -88,6 +89,7 @@ class Config:
     eval: EvalConfig = attrs.field(factory=EvalConfig)
     generators: dict[str, PluginInstance] = attrs.field(factory=dict)
     judges: dict[str, PluginInstance] = attrs.field(factory=dict)
+    sweeps: dict[str, SweepConfig] = attrs.field(factory=dict)
 
 
 def find_config(explicit: str | None, directory: Path | None = None) -> Config:
@@ -156,7 +158,7 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
         line = key_line(path, prefix + key)
         return InputError(message, source=source, line=line, field=prefix + key, hint=hint)
 
-    known = {"sets", "retrievers", "store", "regression", "eval", "generators", "judges"}
+    known = {"sets", "retrievers", "store", "regression", "eval", "generators", "judges", "sweeps"}
     for key in table:
         if key not in known:
             raise fail(key, "unknown section", hint="known: " + ", ".join(sorted(known)))
@@ -206,6 +208,7 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
         evaluation,
         generators=_plugin_instances(table, "generators", fail),
         judges=_plugin_instances(table, "judges", fail),
+        sweeps=parse_sweeps(_table(table, "sweeps", fail), fail),
     )
 
 

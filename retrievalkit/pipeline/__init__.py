@@ -1,1 +1,1 @@
-"""The evaluation pipeline: asking retrievers, scoring, storing, comparing and gating runs."""
+"""The steps of an evaluation: ask, score, record, choose a baseline, gate, compare, sweep."""

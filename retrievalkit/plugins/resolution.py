@@ -8,6 +8,8 @@ of the config, or a plugin that needs no options, named directly.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +88,31 @@ def active_config() -> Config:
     return _ACTIVE_CONFIG.get() or Config()
 
 
+Builder = Callable[[str, Config, Callable[[str, Config], ResolvedRetriever]], ResolvedRetriever]
+
+#: What builds retrievers while a sweep shares them (`sharing_retrievers`), else None.
+_SHARING: contextvars.ContextVar[Builder | None] = contextvars.ContextVar(
+    "retrievalkit_sharing", default=None
+)
+
+
+@contextmanager
+def sharing_retrievers(builder: Builder) -> Iterator[None]:
+    """Within the block every retriever (a composite's parts too) is resolved by
+    ``builder(name, config, build)``, which may hand out one it built before."""
+    token = _SHARING.set(builder)
+    try:
+        yield
+    finally:
+        _SHARING.reset(token)
+
+
 def resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
     token = _ACTIVE_CONFIG.set(config)
     try:
+        builder = _SHARING.get()
+        if builder is not None:
+            return builder(name, config, _resolve_retriever)
         return _resolve_retriever(name, config)
     finally:
         _ACTIVE_CONFIG.reset(token)

@@ -17,7 +17,7 @@ from retrievalkit.plugin_api import EXIT_OK, EvaluationError, InputError
 
 HELP = (
     "Elasticsearch tools (retrievalkit-elasticsearch): index a corpus for BM25 (and, with "
-    "--embedder, kNN) evaluation."
+    "--embedder, kNN) evaluation, or drop an index it built."
 )
 DEFAULT_URL = "http://127.0.0.1:9200"
 
@@ -141,6 +141,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     index.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     index.add_argument("--verbose", "-v", action="store_true", help="log progress to stderr")
+    drop = commands.add_parser(
+        "drop",
+        help="delete an index that 'es index' (or an ephemeral retriever) built",
+        description="Delete one index built by 'retrievalkit es index' or left by an ephemeral "
+        "Elasticsearch retriever whose process was killed. Patterns, lists and aliases are "
+        "refused, and so is an index whose _meta does not say retrievalkit built it.",
+    )
+    drop.add_argument("--index", required=True, metavar="NAME", help="the index to delete")
+    drop.add_argument(
+        "--url",
+        default=os.environ.get("RETRIEVALKIT_ES_URL") or DEFAULT_URL,
+        help=f"the cluster (default: $RETRIEVALKIT_ES_URL, else {DEFAULT_URL})",
+    )
+    drop.add_argument("--timeout", type=float, default=60.0, help="seconds per request (60)")
+    drop.add_argument("--api-key-env", metavar="VAR", help="environment variable with an API key")
+    drop.add_argument("--username", help="user for basic authentication")
+    drop.add_argument(
+        "--password-env", metavar="VAR", help="environment variable with the user's password"
+    )
+    drop.add_argument("--ca-certs", metavar="FILE", help="CA certificate file for https")
+    drop.add_argument(
+        "--no-verify-certs", action="store_true", help="do not verify TLS certificates (tests only)"
+    )
 
 
 def _number(text: str) -> float:
@@ -252,7 +275,43 @@ def _wait_for_copies(client: Any, target: Any, index: str, replicas: int, timeou
 def run(args: argparse.Namespace) -> int:
     if args.es_command == "index":
         return run_index(args)
+    if args.es_command == "drop":
+        return run_drop(args)
     raise InputError("missing COMMAND", hint="see 'retrievalkit es --help'")
+
+
+def _target(args: argparse.Namespace) -> Any:
+    from retrievalkit_elasticsearch.connection import target_from_options
+
+    try:
+        return target_from_options(
+            url=args.url,
+            timeout=args.timeout,
+            verify_certs=not args.no_verify_certs,
+            ca_certs=args.ca_certs,
+            api_key_env=args.api_key_env,
+            username=args.username,
+            password_env=args.password_env,
+        )
+    except InputError as error:  # name the flag, not the config option
+        flag = f"--{(error.field or 'url').replace('_', '-')}"
+        raise InputError(error.detail, field=flag, hint=error.hint) from None
+
+
+def run_drop(args: argparse.Namespace) -> int:
+    from retrievalkit_elasticsearch.ephemeral import check_index_name, drop_index
+
+    check_index_name(args.index, "--index")
+    target = _target(args)
+    client = target.connect()
+    try:
+        drop_index(client, target, args.index)
+    except InputError as error:
+        raise InputError(error.detail, field="--index", hint=error.hint) from None
+    finally:
+        client.close()
+    sys.stdout.write(f"dropped '{args.index}' on {target.where}\n")
+    return EXIT_OK
 
 
 def run_index(args: argparse.Namespace) -> int:

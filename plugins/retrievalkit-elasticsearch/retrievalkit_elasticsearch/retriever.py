@@ -28,6 +28,7 @@ from retrievalkit_elasticsearch.connection import (
     target_from_options,
     version_mismatch,
 )
+from retrievalkit_elasticsearch.indexing import DEFAULT_B, DEFAULT_K1
 from retrievalkit_elasticsearch.query import (
     QUERY_THEN_FETCH,
     MultiMatch,
@@ -85,6 +86,15 @@ class ElasticsearchBM25Retriever:
         self._cluster = cluster
         self._indices = tuple(indices)
         self._search_type = search_type
+        self._dropper: Any = None
+        self.ephemeral = False
+        """Whether the index was built for this retriever and is deleted with it."""
+
+    def close(self) -> None:
+        """Close the client; an ephemeral retriever's index is deleted now."""
+        self._client.close()
+        if self._dropper is not None:
+            self._dropper()
 
     # --- the retriever contract ------------------------------------------------------------
 
@@ -242,11 +252,19 @@ def create_elasticsearch_bm25(
     password_env: str | None = None,
     password: Any = None,
     api_key: Any = None,
+    ephemeral: bool = False,
+    corpus: str | None = None,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+    analyzer: str = "standard",
 ) -> ElasticsearchBM25Retriever:
     """Factory of the ``elasticsearch-bm25`` plugin; see docs/elasticsearch.md for the options.
 
     ``password`` and ``api_key`` are accepted only to refuse them with a message that
     points at ``password_env`` and ``api_key_env``: secrets never go in a config file.
+
+    With ``ephemeral = true`` the index is built here from ``corpus`` (BM25 ``k1``, ``b``
+    and the ``analyzer``) and deleted when the run ends (`retrievalkit_elasticsearch.ephemeral`).
     """
     for name, value in (("password", password), ("api_key", api_key)):
         if value is not None:
@@ -304,14 +322,64 @@ def create_elasticsearch_bm25(
             DEFAULT_FIELDS if fields is None else fields, query_type or "best_fields", tie_breaker
         )
     plan = SearchPlan(query, parse_filter(filter), id_field)
+    if not isinstance(ephemeral, bool):
+        raise InputError(f"must be true or false, got {ephemeral!r}", field="ephemeral")
+    if corpus is not None and not ephemeral:
+        raise InputError(
+            "corpus applies only with ephemeral = true (the index is then built from it)",
+            field="corpus",
+            hint="add ephemeral = true, or build the index with 'retrievalkit es index'",
+        )
 
     client = target.connect()
     cluster = cluster_name(client, target, action="check cluster health")
+    dropper = None
+    if ephemeral:
+        from retrievalkit_elasticsearch.ephemeral import build_ephemeral, drop_when_done
+
+        build_ephemeral(client, target, index, corpus, k1=k1, b=b, analyzer=analyzer)
+        # Until the retriever exists, the delete belongs to this call.
+        pending = _Pending()
+        dropper = drop_when_done(pending, target, index)
+    try:
+        retriever = _checked(
+            client, target, index, plan, query, id_field, doc_id_separator, batch_size,
+            cluster, checked_search_type,
+        )  # fmt: skip
+    except BaseException:
+        if dropper is not None:
+            dropper()
+        raise
+    if dropper is not None:
+        from retrievalkit_elasticsearch.ephemeral import drop_when_done
+
+        dropper.detach()
+        retriever._dropper = drop_when_done(retriever, target, index)
+        retriever.ephemeral = True
+    return retriever
+
+
+class _Pending:
+    """What owns an ephemeral index between its build and its retriever."""
+
+
+def _checked(
+    client: Elasticsearch,
+    target: Target,
+    index: str,
+    plan: SearchPlan,
+    query: MultiMatch | Template,
+    id_field: str,
+    doc_id_separator: str | None,
+    batch_size: int,
+    cluster: str | None,
+    checked_search_type: str,
+) -> ElasticsearchBM25Retriever:
     required = list(query.field_names) if isinstance(query, MultiMatch) else []
     if id_field != "_id":
         required.append(id_field)
     indices = _check_fields(client, target, index, required, id_field=id_field)
-    if query_template is not None or plan.filters:
+    if isinstance(query, Template) or plan.filters:
         _check_query(client, target, index, plan)
     retriever = ElasticsearchBM25Retriever(
         client,

@@ -15,7 +15,9 @@ from typing import Any
 
 from retrievalkit.plugin_api import EXIT_OK, InputError
 
-HELP = "PostgreSQL tools (retrievalkit-postgres): embed a corpus into a pgvector table."
+HELP = (
+    "PostgreSQL tools (retrievalkit-postgres): embed a corpus into a pgvector table, or drop one."
+)
 DEFAULT_URL = "postgresql://retrievalkit@127.0.0.1:5433/retrievalkit"
 
 
@@ -65,6 +67,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--batch-size", type=int, default=256, metavar="N", help="texts per embedder call (256)"
     )
     index.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    drop = commands.add_parser(
+        "drop",
+        help="drop a pgvector table that 'pg index' (or an ephemeral retriever) built",
+        description="Drop a table built by 'retrievalkit pg index' or left by an ephemeral "
+        "pgvector retriever whose process was killed. A table retrievalkit did not build (its "
+        "comment does not record an embedding model) is refused.",
+    )
+    drop.add_argument("--table", required=True, metavar="NAME", help="the table to drop")
+    drop.add_argument(
+        "--url",
+        default=os.environ.get("RETRIEVALKIT_PG_URL") or DEFAULT_URL,
+        help=f"the database (default: $RETRIEVALKIT_PG_URL, else {DEFAULT_URL})",
+    )
 
 
 def _option_value(text: str) -> Any:
@@ -92,6 +107,8 @@ def embedder_options(pairs: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     if args.pg_command == "index":
         return run_index(args)
+    if args.pg_command == "drop":
+        return run_drop(args)
     raise InputError("missing COMMAND", hint="see 'retrievalkit pg --help'")
 
 
@@ -183,4 +200,29 @@ def run_index(args: argparse.Namespace) -> int:
         f"{report.embed_seconds:.1f} s, loading {report.load_seconds:.1f} s, "
         f"index {report.index_seconds:.1f} s\n"
     )
+    return EXIT_OK
+
+
+def run_drop(args: argparse.Namespace) -> int:
+    import psycopg
+
+    from retrievalkit.plugin_api import EvaluationError
+    from retrievalkit_postgres.connection import server_reason, target_from_url
+    from retrievalkit_postgres.ephemeral import drop_table
+    from retrievalkit_postgres.vectors import check_table_name
+
+    check_table_name(args.table, "--table")
+    target, _ = target_from_url(args.url, field="--url")
+    connection = target.connect()
+    try:
+        drop_table(connection, args.table, where=target.where)
+    except InputError as error:
+        raise InputError(error.detail, field="--table", hint=error.hint) from None
+    except psycopg.Error as error:
+        raise EvaluationError(
+            f"PostgreSQL at {target.where} could not drop {args.table}: {server_reason(error)}"
+        ) from None
+    finally:
+        connection.close()
+    sys.stdout.write(f"dropped {args.table} on {target.where}\n")
     return EXIT_OK

@@ -22,8 +22,12 @@ from typing import TYPE_CHECKING, Any
 from retrievalkit.plugin_api import InputError, document_id_of
 from retrievalkit_postgres.connection import Target, server_reason, target_from_url
 from retrievalkit_postgres.vectors import (
+    DEFAULT_EF_CONSTRUCTION,
     DEFAULT_EF_SEARCH,
+    DEFAULT_M,
+    EF_CONSTRUCTION_RANGE,
     EF_SEARCH_RANGE,
+    M_RANGE,
     SIMILARITIES,
     VectorTable,
     check_embedder_matches,
@@ -75,6 +79,16 @@ class PgvectorRetriever:
         self._connection: psycopg.Connection[Any] | None = None
         self._session_ef: int | None = None
         self._versions: dict[str, str] = {}
+        self._dropper: Any = None
+        self.ephemeral = False
+        """Whether the table was built for this retriever and is dropped with it."""
+
+    def close(self) -> None:
+        """Close the connection; an ephemeral retriever's table is dropped now."""
+        if self._connection is not None and not self._connection.closed:
+            self._connection.close()
+        if self._dropper is not None:
+            self._dropper()
 
     # --- the retriever contract ------------------------------------------------------------
 
@@ -255,15 +269,21 @@ def create_pgvector(
     ef_search: int = DEFAULT_EF_SEARCH,
     doc_id_separator: str | None = None,
     password: Any = None,
+    ephemeral: bool = False,
+    corpus: str | None = None,
+    m: int = DEFAULT_M,
+    ef_construction: int = DEFAULT_EF_CONSTRUCTION,
 ) -> PgvectorRetriever:
     """Factory of the ``pgvector`` plugin; see docs/postgres.md for the options.
 
     ``password`` is accepted only to refuse it: libpq reads passwords from PGPASSWORD,
     ~/.pgpass or a service file, never from a configuration.
-    """
-    import psycopg
 
-    from retrievalkit.plugin_api import EvaluationError, RetrievalkitError, create_embedder
+    With ``ephemeral = true`` the table is built here from ``corpus`` (HNSW ``m`` and
+    ``ef_construction``) and dropped when the run ends (`retrievalkit_postgres.ephemeral`).
+    """
+
+    from retrievalkit.plugin_api import create_embedder
 
     if password is not None:
         raise InputError(
@@ -296,8 +316,52 @@ def create_pgvector(
         )
     if embedder_options is not None and not isinstance(embedder_options, Mapping):
         raise InputError("expected a table of options", field="embedder_options")
+    if not isinstance(ephemeral, bool):
+        raise InputError(f"must be true or false, got {ephemeral!r}", field="ephemeral")
+    if corpus is not None and not ephemeral:
+        raise InputError(
+            "corpus applies only with ephemeral = true (the table is then built from it)",
+            field="corpus",
+            hint="add ephemeral = true, or build the table with 'retrievalkit pg index'",
+        )
     target, _ = target_from_url(url, field="url")
     model = create_embedder(embedder, embedder_options)
+    dropper = None
+    if ephemeral:
+        from retrievalkit_postgres.ephemeral import build_ephemeral, drop_when_done
+
+        check_range(m, M_RANGE, "m")
+        check_range(ef_construction, EF_CONSTRUCTION_RANGE, "ef_construction")
+        build_ephemeral(target, name, corpus, model, m=m, ef_construction=ef_construction)
+        # Until the retriever exists, the drop belongs to this call's frame: a failure
+        # below drops the table as soon as the frame goes.
+        holder = _Pending()
+        dropper = drop_when_done(holder, target, name)
+    try:
+        return _checked(target, name, model, search, ef_search, doc_id_separator, dropper)
+    except BaseException:
+        if dropper is not None:
+            dropper()
+        raise
+
+
+class _Pending:
+    """What owns an ephemeral table between its build and its retriever."""
+
+
+def _checked(
+    target: Target,
+    name: str,
+    model: Embedder,
+    search: str,
+    ef_search: int,
+    doc_id_separator: str | None,
+    dropper: Any,
+) -> PgvectorRetriever:
+    import psycopg
+
+    from retrievalkit.plugin_api import EvaluationError, RetrievalkitError
+
     connection = target.connect()
     try:
         described = read_table(connection, name)
@@ -332,6 +396,12 @@ def create_pgvector(
         doc_id_separator=doc_id_separator,
     )
     retriever._connection = connection
+    if dropper is not None:
+        from retrievalkit_postgres.ephemeral import drop_when_done
+
+        dropper.detach()
+        retriever._dropper = drop_when_done(retriever, target, name)
+        retriever.ephemeral = True
     if versions:
         retriever._versions = {
             "postgres.version": str(versions[0]),

@@ -28,6 +28,12 @@ SUMMARIES: dict[str, tuple[str, str]] = {
         "paired intervals, permutation p-values, Holm correction, win/tie/loss and the questions "
         "that moved.",
     ),
+    "sweep": (
+        "sweep",
+        "Tune a retriever over a [sweeps.NAME] grid of options: every configuration on tuning "
+        "questions, the quality-latency front, and the winner confirmed on held-out questions "
+        "against the configured retriever.",
+    ),
     "power": (
         "power",
         "What a golden set can detect: the smallest drop of each gated metric found at a power "

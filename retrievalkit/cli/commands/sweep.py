@@ -1,0 +1,174 @@
+"""``retrievalkit sweep NAME --set S``: tune a retriever over a grid, confirm the winner."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from retrievalkit.cli.commands import SUMMARIES
+from retrievalkit.cli.commands.options import (
+    add_common,
+    at_most,
+    console,
+    fraction,
+    k_list,
+    load_config,
+    seconds,
+    store_url,
+)
+from retrievalkit.errors import EXIT_INTERRUPTED, EXIT_OK, InputError
+from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES
+
+NAME, HELP = SUMMARIES["sweep"]
+
+#: The files ``--output-dir`` receives.
+SWEEP_FILES = ("sweep.json", "report.md")
+PROGRESS_NAME = "sweep-progress.jsonl"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", help="the [sweeps.NAME] table of the configuration")
+    parser.add_argument(
+        "--set", required=True, metavar="NAME_OR_FILE", help="the golden set to tune and confirm on"
+    )
+    parser.add_argument(
+        "--k",
+        type=k_list,
+        metavar="K,K,...",
+        help="cut-offs (default 1,3,5,10, or [eval] k; the selected metric's is always added)",
+    )
+    parser.add_argument(
+        "--overfetch", type=at_most(MAX_OVERFETCH), metavar="N", help="overfetch factor (default 3)"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=at_most(MAX_CONCURRENCY),
+        metavar="N",
+        help="questions asked at once (default 1)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="record a question as a timeout error after SECONDS (default: wait)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=at_most(MAX_RESAMPLES),
+        metavar="N",
+        help="bootstrap resamples of the intervals (default 2000)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=fraction,
+        metavar="X",
+        help="confidence level; 1 - X is the significance level (default 0.95)",
+    )
+    parser.add_argument(
+        "--max-error-rate",
+        type=fraction,
+        metavar="X",
+        help="largest share of questions a configuration may fail on (default 0)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="also write sweep.json and report.md into DIR (the progress file then lives there)",
+    )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start afresh: forget the answers an interrupted run of this sweep left",
+    )
+    add_common(parser)
+
+
+def progress_path(args: argparse.Namespace, url: str) -> Path:
+    """Where the answers of an unfinished sweep are kept: ``--output-dir``, else beside a
+    file store (``sqlite:///`` or ``jsonl:///``), else ``.retrievalkit/``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", args.name)
+    if args.output_dir:
+        return Path(args.output_dir) / PROGRESS_NAME
+    for scheme in ("sqlite:///", "jsonl:///"):
+        if url.startswith(scheme):
+            return Path(url[len(scheme) :]).parent / f"sweep-{safe}.progress.jsonl"
+    return Path(".retrievalkit") / f"sweep-{safe}.progress.jsonl"
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrievalkit.api import sweep
+    from retrievalkit.formats.limits import check_path
+    from retrievalkit.metrics.definitions import DEFAULT_KS
+    from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
+    from retrievalkit.render.summary import to_json_text
+    from retrievalkit.render.sweep import render_sweep_markdown, sweep_document, sweep_renderable
+    from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+
+    config = load_config(args)
+    if args.name not in config.sweeps:
+        raise InputError(
+            f"no sweep '{args.name}' in {config.source or 'any config file'} (sweeps: "
+            f"{', '.join(sorted(config.sweeps)) or 'none'})",
+            field="NAME",
+            hint="add a [sweeps.NAME] table with retriever and grid to retrievalkit.toml",
+        )
+    if args.output_dir:
+        check_path(args.output_dir, field="--output-dir")
+        try:
+            Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise InputError(
+                f"cannot create it: {error.strerror}", source=args.output_dir, field="--output-dir"
+            ) from None
+    progress = progress_path(args, store_url(args, config))
+    if args.fresh and progress.exists():
+        progress.unlink()
+    settings = config.eval
+    try:
+        result = sweep(
+            args.set,
+            args.name,
+            k=args.k or settings.k or DEFAULT_KS,
+            overfetch=args.overfetch or settings.overfetch or DEFAULT_OVERFETCH,
+            resamples=args.resamples or settings.resamples or DEFAULT_RESAMPLES,
+            confidence=(
+                args.confidence
+                if args.confidence is not None
+                else settings.confidence or DEFAULT_CONFIDENCE
+            ),
+            concurrency=args.concurrency or settings.concurrency or 1,
+            timeout=args.timeout or settings.timeout,
+            max_error_rate=(
+                args.max_error_rate
+                if args.max_error_rate is not None
+                else config.regression.max_error_rate or 0.0
+            ),
+            config=config,
+            progress_file=progress,
+        )
+    except KeyboardInterrupt:
+        print(
+            f"retrievalkit: interrupted; the answers so far are kept in {progress}: run the same "
+            "command again to resume (--fresh to start over)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    document = sweep_document(result)
+    if args.output_dir:
+        directory = Path(args.output_dir)
+        (directory / "sweep.json").write_text(to_json_text(document) + "\n", encoding="utf-8")
+        (directory / "report.md").write_text(render_sweep_markdown(result), encoding="utf-8")
+    if args.format == "json":
+        sys.stdout.write(to_json_text(document) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(render_sweep_markdown(result))
+    else:
+        output = console(args)
+        if not output.is_terminal:
+            # Piped or redirected: no terminal width to fit, and a cell cut short or split
+            # over two lines would lose its number.
+            output.width = max(output.width, 240)
+        output.print(sweep_renderable(result))
+    return EXIT_OK

@@ -1,0 +1,136 @@
+"""Read a ``[sweeps.NAME]`` table of the configuration into a checked `SweepConfig`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from retrievalkit.errors import InputError
+
+#: The metric a sweep maximises when its table names none.
+DEFAULT_SELECT = "rr"
+#: The share of the set's questions held out to confirm the winner when neither
+#: ``confirm`` nor ``folds`` is given.
+DEFAULT_CONFIRM = 0.3
+#: The seed of the split when the table gives none (the intervals' default seed).
+DEFAULT_SPLIT_SEED = 20240601
+
+KEYS = ("retriever", "grid", "select", "confirm", "folds", "seed", "halving")
+
+
+@attrs.frozen
+class SweepConfig:
+    """One ``[sweeps.NAME]``: the retriever to tune, the grid of options, how to choose.
+
+    ``grid`` maps an option (dotted names reach nested retrievers: ``lexical.k1`` is the
+    option ``k1`` of the configured retriever ``lexical`` that the swept one uses) to the
+    values to try, in the table's order. ``confirm`` is the held-out share (None with
+    ``folds``); ``halving`` is None for automatic (on past a size of grid).
+    """
+
+    name: str
+    retriever: str
+    grid: Mapping[str, tuple[Any, ...]]
+    select: str = DEFAULT_SELECT
+    confirm: float | None = DEFAULT_CONFIRM
+    folds: int | None = None
+    seed: int = DEFAULT_SPLIT_SEED
+    halving: bool | None = None
+
+    @property
+    def size(self) -> int:
+        """How many configurations the grid holds."""
+        total = 1
+        for values in self.grid.values():
+            total *= len(values)
+        return total
+
+
+def parse_sweeps(
+    section: Mapping[str, Any], fail: Callable[..., InputError]
+) -> dict[str, SweepConfig]:
+    """Every ``[sweeps.NAME]``; ``fail(key, message, hint)`` builds the error naming the key."""
+    sweeps: dict[str, SweepConfig] = {}
+    for name, entry in section.items():
+        where = f"sweeps.{name}"
+        if not isinstance(entry, Mapping):
+            raise fail(where, "must be a table")
+        for key in entry:
+            if key not in KEYS:
+                raise fail(f"{where}.{key}", "unknown key", hint="known: " + ", ".join(KEYS))
+        sweeps[name] = _parse_one(name, entry, where, fail)
+    return sweeps
+
+
+def _parse_one(
+    name: str, entry: Mapping[str, Any], where: str, fail: Callable[..., InputError]
+) -> SweepConfig:
+    from retrievalkit.metrics.definitions import parse_metric
+
+    retriever = entry.get("retriever")
+    if not isinstance(retriever, str) or not retriever:
+        raise fail(
+            f"{where}.retriever",
+            "missing or not a string",
+            hint='name the [retrievers.NAME] to tune, e.g. retriever = "hybrid"',
+        )
+    grid = entry.get("grid")
+    if not isinstance(grid, Mapping) or not grid:
+        raise fail(
+            f"{where}.grid",
+            "needs a table of option = [values to try]",
+            hint="e.g. grid = { k = [10, 60], depth = [50, 100] }",
+        )
+    values: dict[str, tuple[Any, ...]] = {}
+    for option, tried in grid.items():
+        if not isinstance(tried, list) or not tried:
+            raise fail(
+                f"{where}.grid.{option}",
+                f"must be a non-empty list of values, got {tried!r}",
+                hint=f"e.g. {option} = [1, 2]",
+            )
+        values[str(option)] = tuple(tried)
+    select = entry.get("select", DEFAULT_SELECT)
+    try:
+        select = parse_metric(str(select)).name
+    except ValueError as error:
+        raise fail(f"{where}.select", str(error), hint="e.g. rr, ndcg@10, hit@3") from None
+    folds = entry.get("folds")
+    confirm = entry.get("confirm")
+    if folds is not None and confirm is not None:
+        raise fail(
+            f"{where}.folds",
+            "give confirm (a held-out share) or folds (cross-validation), not both",
+        )
+    if folds is not None and (isinstance(folds, bool) or not isinstance(folds, int) or folds < 2):
+        raise fail(f"{where}.folds", f"must be a whole number >= 2, got {folds!r}")
+    if folds is None:
+        confirm = DEFAULT_CONFIRM if confirm is None else confirm
+        if (
+            isinstance(confirm, bool)
+            or not isinstance(confirm, (int, float))
+            or not 0 < confirm < 1
+        ):
+            raise fail(
+                f"{where}.confirm",
+                f"must be a share between 0 and 1, e.g. 0.3, got {confirm!r}",
+            )
+        confirm = float(confirm)
+    seed = entry.get("seed", DEFAULT_SPLIT_SEED)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise fail(f"{where}.seed", f"must be a whole number >= 0, got {seed!r}")
+    halving = entry.get("halving")
+    if halving is not None and not isinstance(halving, bool):
+        raise fail(f"{where}.halving", f"must be true or false, got {halving!r}")
+    return SweepConfig(
+        name,
+        retriever,
+        values,
+        select=select,
+        confirm=confirm,
+        folds=folds,
+        seed=seed,
+        halving=halving,
+    )
