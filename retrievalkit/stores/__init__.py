@@ -197,6 +197,19 @@ def read_only_reason(path: Path) -> str | None:
     return None
 
 
+def store_read_only(store: ResultStore) -> str | None:
+    """Why ``store`` can only be read ("the file X is read-only"), or None when it can be
+    written, as far as is known without taking its lock (a store plugin may say so with a
+    ``read_only`` attribute holding the reason)."""
+    reason = getattr(store, "read_only", None)
+    if isinstance(reason, str):
+        return reason
+    path = getattr(store, "path", None)
+    if isinstance(path, Path):
+        return read_only_reason(path)
+    return None
+
+
 def open_store(url: str) -> ResultStore:
     """Open the store a URL names, through the ``retrievalkit.stores`` plugin of its scheme."""
     from retrievalkit import plugins
