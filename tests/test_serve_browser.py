@@ -347,13 +347,19 @@ def test_every_payload_family_stays_text_in_every_view(
             seen[name] = findings
             if name == "judge":
                 shoot(browser, tmp_path, "judge-hostile")
-        assert browser.problems() == [], "a payload got through as markup (or the page erred)"
+            # The page's refusals (a blocked inline script, a bad attribute) are logged here;
+            # the not-found page's own 404 is the only message expected.
+            expected = ["status of 404"] if name == "not-found" else []
+            found = browser.problems()
+            assert [e for e in expected if not any(e in line for line in found)] == []
+            assert [line for line in found if not any(e in line for e in expected)] == [], name
+            browser.events.clear()
 
     texts = {name: findings["text"] for name, findings in seen.items()}
     expectations = {
         "keys": ("set", "retriever"),
         "history": ("set", "retriever", "option-value", "commit", "meta-name", "meta-value"),
-        "compare": ("set", "question-id", "question", "retriever"),
+        "compare": ("set", "retriever"),
         "question": (
             "question-id",
             "question",
@@ -361,7 +367,6 @@ def test_every_payload_family_stays_text_in_every_view(
             "expected",
             "graded",
             "retrieved",
-            "error",
         ),
         "judge": ("set", "retriever", "question", "error"),
         "not-found": ("question",),

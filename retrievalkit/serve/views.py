@@ -29,6 +29,7 @@ from retrievalkit.serve.judging_queue import (
 
 if TYPE_CHECKING:
     from retrievalkit.api import Thresholds
+    from retrievalkit.comparison import Comparison
     from retrievalkit.config import Config
     from retrievalkit.corpus import CorpusDocument
     from retrievalkit.model import GoldenQuestion, MetricValue, ResultRecord
@@ -92,6 +93,7 @@ class Site:
     _corpora: _Cache = attrs.field(factory=lambda: _Cache(2))
     _queues: _Cache = attrs.field(factory=lambda: _Cache(4))
     _verdicts: _Cache = attrs.field(factory=lambda: _Cache(256))
+    _comparisons: _Cache = attrs.field(factory=lambda: _Cache(8))
 
     def record(self, run_id: str) -> ResultRecord:
         def load() -> ResultRecord:
@@ -349,15 +351,19 @@ def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
         raise NotFound(f"run {run_id} has no baseline to compare with; choose another run")
     labels = [f"{baseline.model} {baseline.run_id}", f"{candidate.model} {candidate.run_id}"]
     questions = site.questions(candidate)
-    try:
-        comparison = compare(
-            [baseline, candidate],
-            labels=labels,
-            allow_different_sets=True,
-            question_texts={qid: question.question for qid, question in questions.items()},
-        )
-    except InputError as error:
-        raise NotFound(str(error)) from None
+
+    def paired() -> Comparison:
+        try:
+            return compare(
+                [baseline, candidate],
+                labels=labels,
+                allow_different_sets=True,
+                question_texts={qid: question.question for qid, question in questions.items()},
+            )
+        except InputError as error:
+            raise NotFound(str(error)) from None
+
+    comparison = site._comparisons.get_or((baseline.run_id, candidate.run_id), paired)
     choices = [
         (record.run_id, f"{record.model} {record.run_id}")
         for record in site.store.all_runs()
