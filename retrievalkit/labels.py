@@ -25,7 +25,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
-import numpy as np
 
 from retrievalkit.errors import InputError
 from retrievalkit.metrics import headline
@@ -277,6 +276,8 @@ def label_effect(
     Works from the outcomes alone (rankings and judgments), so a stored run can be
     rescored without its set. Means only (no intervals), with ``judged@k`` for every k.
     """
+    import numpy as np
+
     from retrievalkit.metrics import compute_metrics, judge_rankings
 
     merged = merge_labels(outcome_questions(outcomes), labels)

@@ -400,3 +400,49 @@ def test_within_a_file_the_last_grade_counts_across_files_the_first_file(tmp_pat
     result = merge_labels([GoldenQuestion("q1", "?", expected=("d9",))], merged)
     assert dict(result.questions[0].grades) == {"d1": 3, "d2": 0, "d3": 2}
     assert result.already_judged == 1  # the second file's d1
+
+
+def test_a_sqlite_store_counts_its_keys_from_its_index_as_the_runs_say(
+    runs: DemoRuns, tmp_path: Path
+) -> None:
+    import attrs
+
+    from retrievalkit.stores import StoredKey, store_keys
+
+    source = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}")
+    sqlite = open_store(f"sqlite:///{tmp_path / 'runs.sqlite3'}")
+    for record in reversed(source.all_runs()):  # oldest first, as they were made
+        sqlite.save(record)
+    other = source.get(runs.titles)
+    assert other is not None
+    sqlite.save(attrs.evolve(other, run_id="20990101T000000Z-00000001", grader="other-grader"))
+    from_index = store_keys(sqlite)
+    assert from_index == store_keys(_Summaries(sqlite))  # type: ignore[arg-type]
+    assert from_index[:2] == [
+        StoredKey(
+            "demo", "bm25-demo", "retrieval_hit_rate", 2, runs.demo, from_index[0].newest_created_at
+        ),
+        StoredKey(
+            "demo",
+            "titles-only",
+            "other-grader",
+            1,
+            "20990101T000000Z-00000001",
+            from_index[1].newest_created_at,
+        ),
+    ]
+    assert len(from_index) == 3
+
+
+@attrs.define
+class _Summaries:
+    """The same store seen without its keys() method: every run's summary is read."""
+
+    inner: object
+
+    @property
+    def url(self) -> str:
+        return str(self.inner.url)  # type: ignore[attr-defined]
+
+    def all_runs(self) -> list[object]:
+        return self.inner.all_runs()  # type: ignore[attr-defined,no-any-return]

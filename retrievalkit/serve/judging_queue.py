@@ -17,13 +17,14 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
-import numpy as np
 
-from retrievalkit.judging import MAX_GRADE
 from retrievalkit.labels import HUMAN_JUDGE, Label, append_labels, latest_labels, read_labels
-from retrievalkit.outcomes import Outcomes
+
+if TYPE_CHECKING:
+    from retrievalkit.outcomes import Outcomes
 
 #: How long a document shown to one grader is kept from the others (seconds).
 CLAIM_SECONDS = 600.0
@@ -51,6 +52,8 @@ class RunQueue:
     """The queue of one run as arrays; items are built only when asked for."""
 
     def __init__(self, outcomes: Outcomes, *, k: int, sample: int = 0, seed: int = 0) -> None:
+        import numpy as np
+
         self.k = k
         self.sample = sample
         self._question_ids = outcomes.question_ids
@@ -123,7 +126,7 @@ class RunQueue:
             index = outcomes.index_of(question_id)
         except ValueError:
             return None
-        low, high = np.searchsorted(self._questions, [index, index + 1])
+        low, high = self._questions.searchsorted([index, index + 1])
         for position in range(int(low), int(high)):
             if self._documents[int(self._codes[position])] == document_id:
                 return self.item(position)
@@ -209,6 +212,8 @@ class LabelsFile:
 
     def grade(self, question_id: str, document_id: str, grade: int, grader: str) -> Label:
         """Append one human grade, stamped with the grader and the time."""
+        from retrievalkit.judging import MAX_GRADE
+
         if not 0 <= grade <= MAX_GRADE:
             raise ValueError(f"a grade runs from 0 to {MAX_GRADE}, got {grade}")
         moment = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)

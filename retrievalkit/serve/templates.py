@@ -46,10 +46,10 @@ KEYS = """{% extends "base" %}
 <tbody>
 {% for row in keys %}
 <tr>
-<td><a class="history-link" href="{{ url('/history', set=row.set_name, retriever=row.retriever) }}">{{ row.set_name }}</a></td>
-<td>{{ row.retriever }}</td>
+<td><a class="history-link" href="{{ url('/history', set=row.set_name, retriever=row.model) }}">{{ row.set_name }}</a></td>
+<td>{{ row.model }}</td>
 <td class="number">{{ row.runs }}</td>
-<td><code>{{ row.newest_run }}</code> <span class="muted">{{ row.newest }}</span></td>
+<td><code>{{ row.newest_run_id }}</code> <span class="muted">{{ row.newest_created_at }}</span></td>
 </tr>
 {% endfor %}
 </tbody>

@@ -94,6 +94,7 @@ class Site:
     _queues: _Cache = attrs.field(factory=lambda: _Cache(4))
     _verdicts: _Cache = attrs.field(factory=lambda: _Cache(256))
     _comparisons: _Cache = attrs.field(factory=lambda: _Cache(8))
+    _histories: _Cache = attrs.field(factory=lambda: _Cache(16))
 
     def record(self, run_id: str) -> ResultRecord:
         def load() -> ResultRecord:
@@ -174,28 +175,12 @@ def warm_up() -> None:
 # ---------------------------------------------------------------- the store's keys
 
 
-@attrs.frozen
-class KeyRow:
-    set_name: str
-    retriever: str
-    runs: int
-    newest: str
-    newest_run: str
-
-
 def keys_view(site: Site) -> dict[str, Any]:
     """Every (set, retriever) of the store with its run count and newest run."""
-    rows: dict[tuple[str, str], KeyRow] = {}
-    for record in site.store.all_runs():  # newest first
-        key = (record.set, record.model)
-        found = rows.get(key)
-        if found is None:
-            rows[key] = KeyRow(
-                record.set, record.model, 1, record.manifest.created_at, record.run_id
-            )
-        else:
-            rows[key] = attrs.evolve(found, runs=found.runs + 1)
-    return {"keys": sorted(rows.values(), key=lambda row: (row.set_name, row.retriever))}
+    from retrievalkit.model import GRADER
+    from retrievalkit.stores import store_keys
+
+    return {"keys": [key for key in store_keys(site.store) if key.grader == GRADER]}
 
 
 # ---------------------------------------------------------------- history
@@ -253,15 +238,46 @@ def _verdict(
 def history_view(
     site: Site, set_name: str, retriever: str, metric: str | None, slice_name: str, limit: int
 ) -> dict[str, Any]:
-    """The runs of a key: one metric's mean and interval over time, and a table of runs."""
+    """The runs of a key: one metric's mean and interval over time, and a table of runs.
+
+    With a store that counts its keys from an index (`retrievalkit.stores.store_keys`),
+    the page is kept until the key gains a run or its pin moves.
+    """
+    from retrievalkit.model import GRADER
+    from retrievalkit.stores import pinned_run_id, store_keys
+
+    pinned = pinned_run_id(site.store, set_name, retriever)
+    if not callable(getattr(site.store, "keys", None)):
+        return _history(site, set_name, retriever, metric, slice_name, limit, pinned)
+    marker = next(
+        (
+            (key.runs, key.newest_run_id)
+            for key in store_keys(site.store)
+            if (key.set_name, key.model, key.grader) == (set_name, retriever, GRADER)
+        ),
+        None,
+    )
+    return site._histories.get_or(
+        (set_name, retriever, marker, pinned, metric, slice_name, limit),
+        lambda: _history(site, set_name, retriever, metric, slice_name, limit, pinned),
+    )
+
+
+def _history(
+    site: Site,
+    set_name: str,
+    retriever: str,
+    metric: str | None,
+    slice_name: str,
+    limit: int,
+    pinned: str | None,
+) -> dict[str, Any]:
     from retrievalkit.history import build_history
     from retrievalkit.metrics import TREND, headline
-    from retrievalkit.stores import pinned_run_id
 
     runs = site.store.runs(set_name, retriever)
     if not runs:
         raise NotFound(f"no runs of {set_name} × {retriever} in {site.store.url}")
-    pinned = pinned_run_id(site.store, set_name, retriever)
     history = build_history(
         runs,
         set_name=set_name,
