@@ -192,6 +192,7 @@ QUESTION = """{% extends "base" %}
 <h2>{{ ranking.record.model }} <code>{{ ranking.record.run_id }}</code></h2>
 {% if ranking.error %}<p class="warning">error: {{ ranking.error }}</p>{% endif %}
 <p class="muted">{% for name, value in ranking.scores|dictsort %}{{ name }} {{ number(value) }}{% if not loop.last %} · {% endif %}{% endfor %}</p>
+{% if not ranking.documents %}<p class="muted">Nothing retrieved.</p>{% endif %}
 <ol>
 {% for d in ranking.documents %}
 <li class="doc{% if d.expected %} expected{% endif %}{% if d.grade is none and d.human is none %} unjudged{% endif %}">
