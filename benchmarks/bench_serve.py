@@ -62,6 +62,16 @@ def progress(text: str) -> None:
     sys.stderr.flush()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds a process has used so far (Linux /proc), else NaN: on a
+    busy shared machine this says what the wall times alone cannot."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def retrievalkit(folder: Path, *arguments: str) -> str:
     env = worker_env()
     env["NO_COLOR"] = "1"
@@ -162,12 +172,19 @@ def first_answer(url: str, began: float, must: str) -> float:
 
 
 def measure_start(folder: Path, url: str, runs: int, repeats: int) -> dict[str, list[float]]:
-    found: dict[str, list[float]] = {"listening": [], "first page": []}
+    found: dict[str, list[float]] = {
+        "listening": [],
+        "first page": [],
+        "listening CPU": [],
+        "first page CPU": [],
+    }
     for _ in range(repeats):
         began = time.perf_counter()
-        with serving(folder, "--store", url) as (address, listening, _):
+        with serving(folder, "--store", url) as (address, listening, process):
+            found["listening CPU"].append(cpu_seconds(process.pid))
             found["listening"].append(listening)
             found["first page"].append(first_answer(address + "/", began, f">{runs}<"))
+            found["first page CPU"].append(cpu_seconds(process.pid))
     return found
 
 
@@ -255,11 +272,12 @@ def main() -> int:
             )
 
     rows = [
-        (what, seconds(min(values)), seconds(statistics.median(values)))
-        for what, values in starts.items()
-    ]
+        (what, seconds(min(starts[what])), seconds(statistics.median(starts[what])),
+         seconds(statistics.median(starts[f"{what} CPU"])))
+        for what in ("listening", "first page")
+    ]  # fmt: skip
     print(f"start-up on a store of {args.runs:,} runs (load {load_start:.1f}):")
-    print(table(("until", "best", "median"), rows))
+    print(table(("until", "best", "median", "CPU (median)"), rows))
     print()
     print(f"pages (load {load_pages:.1f} at {args.questions:,} questions):")
     shown = [(name, seconds(cold), seconds(warm)) for name, (cold, warm) in few.items()]

@@ -446,3 +446,11 @@ class _Summaries:
 
     def all_runs(self) -> list[object]:
         return self.inner.all_runs()  # type: ignore[attr-defined,no-any-return]
+
+
+def test_one_outcome_read_from_its_position_is_the_outcome(runs: DemoRuns) -> None:
+    from retrievalkit.serve.views import outcome_at
+
+    for record in open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}").all_runs():
+        for index, outcome in enumerate(record.outcomes):
+            assert outcome_at(record.outcomes, index) == outcome

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from retrievalkit.comparison import Comparison
     from retrievalkit.config import Config
     from retrievalkit.corpus import CorpusDocument
-    from retrievalkit.model import GoldenQuestion, MetricValue, ResultRecord
+    from retrievalkit.model import GoldenQuestion, MetricValue, QuestionOutcome, ResultRecord
+    from retrievalkit.outcomes import Outcomes
     from retrievalkit.regression import Verdict
     from retrievalkit.stores import ResultStore
 
@@ -397,6 +398,35 @@ def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
 # ---------------------------------------------------------------- one question
 
 
+def outcome_at(outcomes: Outcomes, index: int) -> QuestionOutcome:
+    """One question's outcome, read from the columns at its position only (indexing
+    ``Outcomes`` builds its whole document table first, which a 100k-question run feels)."""
+    import math
+
+    from retrievalkit.model import QuestionOutcome
+
+    documents = outcomes.documents
+    offsets, codes, grades = outcomes.judgments
+    low, high = int(offsets[index]), int(offsets[index + 1])
+    scores: dict[str, float | None] = {}
+    for name in outcomes.metric_names:
+        value = float(outcomes.values(name)[index])
+        scores[name] = None if math.isnan(value) else value
+    return QuestionOutcome(
+        question_id=outcomes.question_ids[index],
+        ranking=outcomes.ranking(index),
+        scores=scores,
+        latency_ms=float(outcomes.latency_ms[index]),
+        error=outcomes.errors.get(index),
+        form=outcomes.forms[index],
+        hard_class=outcomes.hard_classes[index],
+        judgments={
+            documents[code]: grade
+            for code, grade in zip(codes[low:high].tolist(), grades[low:high].tolist(), strict=True)
+        },
+    )
+
+
 @attrs.frozen
 class RankedDocument:
     rank: int
@@ -430,7 +460,7 @@ def question_view(
     outcome = None
     for each in records:
         try:
-            found = each.outcomes[each.outcomes.index_of(question_id)]
+            found = outcome_at(each.outcomes, each.outcomes.index_of(question_id))
         except ValueError:
             continue
         outcome = outcome or found
@@ -503,7 +533,7 @@ def judge_view(
     if item is not None:
         question = site.questions(record).get(item.question_id)
         document = site.documents(record).get(item.document_id)
-        outcome = record.outcomes[record.outcomes.index_of(item.question_id)]
+        outcome = outcome_at(record.outcomes, record.outcomes.index_of(item.question_id))
     model = {pair: label.grade for pair, label in site.labels.model_grades().items()}
     in_queue = {pair: label for pair, label in human.items() if queue.find(record.outcomes, *pair)}
     model_pairs = agreement_pairs(in_queue, model)
