@@ -22,7 +22,7 @@ import httpx
 import pytest
 from serve_site import DemoRuns, demo_runs, grade_lines, retrievalkit, serving
 
-from retrievalkit.labels import (
+from retrievalkit.formats.labels import (
     HUMAN_JUDGE,
     Label,
     append_labels,
@@ -257,7 +257,7 @@ SECRET = "sk-serve-test-secret-0123456789abcdef"
 def test_no_secret_of_a_manifest_appears_on_any_page(runs: DemoRuns, tmp_path: Path) -> None:
     import attrs
 
-    from retrievalkit.record import redact_options
+    from retrievalkit.pipeline.record import redact_options
 
     store = open_store(f"jsonl:///{tmp_path / 'runs.jsonl'}")
     record = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}").get(runs.titles)
@@ -296,7 +296,7 @@ def test_a_read_only_store_is_shown_read_only_and_refuses_a_pin(runs: DemoRuns) 
     from starlette.testclient import TestClient
 
     from retrievalkit.api import Thresholds
-    from retrievalkit.config import Config
+    from retrievalkit.formats.config import Config
     from retrievalkit.serve.app import create_app
     from retrievalkit.serve.judging_queue import LabelsFile
     from retrievalkit.serve.views import Site
@@ -394,8 +394,8 @@ def test_within_a_file_the_last_grade_counts_across_files_the_first_file(tmp_pat
         (("q1", "d2"), 0),
     ]
     merged = read_label_files([str(first), str(second)])
-    from retrievalkit.labels import merge_labels
-    from retrievalkit.model import GoldenQuestion
+    from retrievalkit.formats.labels import merge_labels
+    from retrievalkit.model.values import GoldenQuestion
 
     result = merge_labels([GoldenQuestion("q1", "?", expected=("d9",))], merged)
     assert dict(result.questions[0].grades) == {"d1": 3, "d2": 0, "d3": 2}

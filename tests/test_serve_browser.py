@@ -30,7 +30,7 @@ from serve_site import DemoRuns, demo_runs, grade_lines, ok, retrievalkit, servi
 from test_hardening_html import FAMILIES, FIELDS, _payload, _record
 
 from retrievalkit.demo import DEMO_CORPUS
-from retrievalkit.labels import Label, label_effect
+from retrievalkit.formats.labels import Label, label_effect
 from retrievalkit.stores import open_store
 
 REPO = Path(__file__).resolve().parent.parent

@@ -21,10 +21,16 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from retrievalkit.labels import HUMAN_JUDGE, Label, append_labels, latest_labels, read_labels
+from retrievalkit.formats.labels import (
+    HUMAN_JUDGE,
+    Label,
+    append_labels,
+    latest_labels,
+    read_labels,
+)
 
 if TYPE_CHECKING:
-    from retrievalkit.outcomes import Outcomes
+    from retrievalkit.model.outcomes import Outcomes
 
 #: How long a document shown to one grader is kept from the others (seconds).
 CLAIM_SECONDS = 600.0
@@ -212,7 +218,7 @@ class LabelsFile:
 
     def grade(self, question_id: str, document_id: str, grade: int, grader: str) -> Label:
         """Append one human grade, stamped with the grader and the time."""
-        from retrievalkit.judging import MAX_GRADE
+        from retrievalkit.pipeline.judging import MAX_GRADE
 
         if not 0 <= grade <= MAX_GRADE:
             raise ValueError(f"a grade runs from 0 to {MAX_GRADE}, got {grade}")

@@ -29,12 +29,12 @@ from retrievalkit.serve.judging_queue import (
 
 if TYPE_CHECKING:
     from retrievalkit.api import Thresholds
-    from retrievalkit.comparison import Comparison
-    from retrievalkit.config import Config
-    from retrievalkit.corpus import CorpusDocument
-    from retrievalkit.model import GoldenQuestion, MetricValue, QuestionOutcome, ResultRecord
-    from retrievalkit.outcomes import Outcomes
-    from retrievalkit.regression import Verdict
+    from retrievalkit.formats.config import Config
+    from retrievalkit.formats.corpus import CorpusDocument
+    from retrievalkit.model.outcomes import Outcomes
+    from retrievalkit.model.values import GoldenQuestion, MetricValue, QuestionOutcome, ResultRecord
+    from retrievalkit.pipeline.comparison import Comparison
+    from retrievalkit.pipeline.gate import Verdict
     from retrievalkit.stores import ResultStore
 
 #: Runs kept in memory at once (a 100k-question run's columns are tens of MB).
@@ -147,7 +147,7 @@ class Site:
             return {}
 
         def load() -> Mapping[str, CorpusDocument]:
-            from retrievalkit.corpora import documents_by_id, open_corpus
+            from retrievalkit.corpora.providers import documents_by_id, open_corpus
 
             try:
                 return documents_by_id(open_corpus(path, None, {}))
@@ -165,12 +165,6 @@ class Site:
 
 def warm_up() -> None:
     """Import the modules the pages compute with (statistics, comparison, corpora)."""
-    import retrievalkit.api
-    import retrievalkit.comparison
-    import retrievalkit.corpora
-    import retrievalkit.history
-    import retrievalkit.judging
-    import retrievalkit.regression  # noqa: F401
 
 
 # ---------------------------------------------------------------- the store's keys
@@ -178,7 +172,7 @@ def warm_up() -> None:
 
 def keys_view(site: Site) -> dict[str, Any]:
     """Every (set, retriever) of the store with its run count and newest run."""
-    from retrievalkit.model import GRADER
+    from retrievalkit.model.values import GRADER
     from retrievalkit.stores import store_keys
 
     return {"keys": [key for key in store_keys(site.store) if key.grader == GRADER]}
@@ -209,7 +203,7 @@ def _verdict(
         return VerdictCell("no baseline", None, None)
 
     def compute() -> VerdictCell:
-        from retrievalkit.regression import compare_runs
+        from retrievalkit.pipeline.gate import compare_runs
 
         manifest = record.manifest
         verdict: Verdict = compare_runs(
@@ -244,7 +238,7 @@ def history_view(
     With a store that counts its keys from an index (`retrievalkit.stores.store_keys`),
     the page is kept until the key gains a run or its pin moves.
     """
-    from retrievalkit.model import GRADER
+    from retrievalkit.model.values import GRADER
     from retrievalkit.stores import pinned_run_id, store_keys
 
     pinned = pinned_run_id(site.store, set_name, retriever)
@@ -273,8 +267,8 @@ def _history(
     limit: int,
     pinned: str | None,
 ) -> dict[str, Any]:
-    from retrievalkit.history import build_history
-    from retrievalkit.metrics import TREND, headline
+    from retrievalkit.metrics.definitions import TREND, headline
+    from retrievalkit.pipeline.history import build_history
 
     runs = site.store.runs(set_name, retriever)
     if not runs:
@@ -403,7 +397,7 @@ def outcome_at(outcomes: Outcomes, index: int) -> QuestionOutcome:
     ``Outcomes`` builds its whole document table first, which a 100k-question run feels)."""
     import math
 
-    from retrievalkit.model import QuestionOutcome
+    from retrievalkit.model.values import QuestionOutcome
 
     documents = outcomes.documents
     offsets, codes, grades = outcomes.judgments
@@ -513,7 +507,7 @@ def judge_view(
     document_id: str | None = None,
 ) -> dict[str, Any]:
     """The next document to grade in a run's queue (or the one named), with progress."""
-    from retrievalkit.judging import agreement, relevance_agreement
+    from retrievalkit.pipeline.judging import agreement, relevance_agreement
 
     record = site.record(run_id)
     queue = site.queue(record, k, sample)
