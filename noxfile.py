@@ -98,7 +98,8 @@ def tests(session: nox.Session) -> None:
 
     The whole suite runs on the main Python (3.11); the others run PORTABILITY_TESTS,
     the tests of what differs between Python versions, so that CI stays within its time.
-    Chromium for the HTML report's browser test is installed by `.ci/run`.
+    Chromium for the browser tests (the HTML report's, and `retrievalkit serve` driven
+    over the DevTools protocol in tests/test_serve_browser.py) is installed by `.ci/run`.
     """
     if session.python == PYTHON:
         session.install("-e", ".[test,dense]")  # [dense]: the offline embedder's model

@@ -37,6 +37,7 @@ QUICK = {
     "gate": ["--replicates", "60"],
     "outcomes": ["--questions", "20000", "--repeats", "1"],
     "sweep": ["--quick"],
+    "serve": ["--quick"],
 }
 
 

@@ -41,6 +41,11 @@ FORBIDDEN = (
     "retrievalkit.model.values",
     "retrievalkit.formats.config",
     "retrievalkit.stores",
+    # serve's web stack: imported only when serve runs
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "retrievalkit.serve",
 )
 
 DECLARED_PYPROJECT = """\

@@ -6,6 +6,12 @@ too. Labels written by ``retrievalkit judge`` add who judged them::
 
     query-id  corpus-id  score  judge  model  prompt-version  judged-at
 
+Grades given by people (``retrievalkit serve``'s judging queue) have the judge ``human``
+and the grader's name in the ``model`` column, so that judge-corrected estimates can tell
+them from a model's. Such a file is appended to, never rewritten: when one file grades a
+pair twice, its later line is the one that counts (a correction, or a second person's
+grade; both stay in the file).
+
 Merging never overrides the set's own labels, and leaves no-answer questions alone
 (their author declared that no document answers them).
 """
@@ -19,13 +25,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
-import numpy as np
 
 from retrievalkit.errors import InputError
 from retrievalkit.metrics.definitions import headline
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
 
 COLUMNS = ("query-id", "corpus-id", "score", "judge", "model", "prompt-version", "judged-at")
+#: The ``judge`` column of a grade a person gave; the person's name is in ``model``.
+HUMAN_JUDGE = "human"
 
 
 @attrs.frozen
@@ -39,6 +46,27 @@ class Label:
     model: str = ""
     prompt_version: str = ""
     judged_at: str = ""
+
+    @property
+    def is_human(self) -> bool:
+        """Whether a person gave this grade (judge ``human``), not a model."""
+        return self.judge == HUMAN_JUDGE
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (self.question_id, self.document_id)
+
+
+def _row(label: Label) -> list[object]:
+    return [
+        label.question_id,
+        label.document_id,
+        label.grade,
+        label.judge,
+        label.model,
+        label.prompt_version,
+        label.judged_at,
+    ]
 
 
 def read_labels(path: Path) -> list[Label]:
@@ -98,20 +126,54 @@ def write_labels(labels: Iterable[Label], path: Path) -> None:
             writer = csv.writer(stream, delimiter="\t", lineterminator="\n")
             writer.writerow(COLUMNS)
             for label in labels:
-                writer.writerow(
-                    [
-                        label.question_id,
-                        label.document_id,
-                        label.grade,
-                        label.judge,
-                        label.model,
-                        label.prompt_version,
-                        label.judged_at,
-                    ]
-                )
+                writer.writerow(_row(label))
         os.replace(temporary, path)
     except OSError as error:
         raise InputError(f"cannot write the labels: {error.strerror}", source=str(path)) from None
+
+
+def append_labels(labels: Sequence[Label], path: Path) -> None:
+    """Append labels to a labels file (its header first when the file is new or empty).
+
+    The lines are written with one ``write`` on a file opened for appending, under an
+    exclusive lock, so two writers at once never interleave or lose a line.
+    """
+    import fcntl
+    import io
+
+    for label in labels:
+        for value in (label.question_id, label.document_id):
+            if not value or any(ch.isspace() for ch in value):
+                raise InputError(f"a label's ids must be non-empty, without spaces: {value!r}")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
+    for label in labels:
+        writer.writerow(_row(label))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise InputError(f"cannot write the labels: {error.strerror}", source=str(path)) from None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        header = ""
+        if os.fstat(descriptor).st_size == 0:
+            header = "\t".join(COLUMNS) + "\n"
+        os.write(descriptor, (header + buffer.getvalue()).encode("utf-8"))
+        os.fsync(descriptor)
+    except OSError as error:
+        raise InputError(f"cannot write the labels: {error.strerror}", source=str(path)) from None
+    finally:
+        os.close(descriptor)
+
+
+def latest_labels(labels: Iterable[Label]) -> list[Label]:
+    """One label per (question, document) pair: the last one given, in the order of the
+    pairs' first appearance (how one appended file's corrections take effect)."""
+    latest: dict[tuple[str, str], Label] = {}
+    for label in labels:
+        latest[label.pair] = label
+    return list(latest.values())
 
 
 @attrs.frozen
@@ -214,6 +276,8 @@ def label_effect(
     Works from the outcomes alone (rankings and judgments), so a stored run can be
     rescored without its set. Means only (no intervals), with ``judged@k`` for every k.
     """
+    import numpy as np
+
     from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
 
     merged = merge_labels(outcome_questions(outcomes), labels)
@@ -242,5 +306,6 @@ def label_effect(
 
 
 def read_label_files(paths: Sequence[str]) -> list[Label]:
-    """Every label of every file, in order (the first label of a pair wins when merged)."""
-    return [label for path in paths for label in read_labels(Path(path))]
+    """The labels of every file, in order: within a file a pair's last line counts (see
+    `latest_labels`); across files the first file's label of a pair wins when merged."""
+    return [label for path in paths for label in latest_labels(read_labels(Path(path)))]

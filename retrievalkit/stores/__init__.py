@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+import attrs
+
 from retrievalkit.errors import InputError, PluginError, StoreBusyError, StoreError
 from retrievalkit.model.records import GRADER, ResultRecord
 
@@ -174,6 +176,53 @@ def read_only_reason(path: Path) -> str | None:
     parent = path.parent
     if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):
         return f"the folder {parent} is read-only"
+    return None
+
+
+@attrs.frozen
+class StoredKey:
+    """One (set, model, grader) key of a store: how many runs it has, and its newest."""
+
+    set_name: str
+    model: str
+    grader: str
+    runs: int
+    newest_run_id: str
+    newest_created_at: str
+
+
+def store_keys(store: ResultStore) -> list[StoredKey]:
+    """Every key of the store, sorted, with its run count and newest run.
+
+    A store with a ``keys()`` method answers from its index (SQLite reads no run);
+    for the others every run's summary is read.
+    """
+    keys = getattr(store, "keys", None)
+    if callable(keys):
+        found: list[StoredKey] = keys()
+        return found
+    counted: dict[tuple[str, str, str], StoredKey] = {}
+    for record in store.all_runs():  # newest first
+        key = (record.set, record.model, record.grader)
+        seen = counted.get(key)
+        counted[key] = (
+            StoredKey(*key, 1, record.run_id, record.manifest.created_at)
+            if seen is None
+            else attrs.evolve(seen, runs=seen.runs + 1)
+        )
+    return [counted[key] for key in sorted(counted)]
+
+
+def store_read_only(store: ResultStore) -> str | None:
+    """Why ``store`` can only be read ("the file X is read-only"), or None when it can be
+    written, as far as is known without taking its lock (a store plugin may say so with a
+    ``read_only`` attribute holding the reason)."""
+    reason = getattr(store, "read_only", None)
+    if isinstance(reason, str):
+        return reason
+    path = getattr(store, "path", None)
+    if isinstance(path, Path):
+        return read_only_reason(path)
     return None
 
 

@@ -43,6 +43,7 @@ from retrievalkit.formats.text_files import not_a_regular_file
 from retrievalkit.model.records import GRADER, ResultRecord
 from retrievalkit.stores import (
     DEFAULT_STORE_URL,
+    StoredKey,
     check_parent,
     lock_timeout,
     path_from_url,
@@ -373,6 +374,19 @@ class SQLiteStore:
 
     def all_runs(self) -> list[ResultRecord]:
         return self._select()
+
+    def keys(self) -> list[StoredKey]:
+        """Every (set, model, grader) with its run count and newest run, from the index."""
+        try:
+            rows = self._connection.execute(
+                "SELECT r.set_name, r.model, r.grader, k.runs, r.run_id, r.created_at FROM runs r "
+                "JOIN (SELECT max(seq) AS newest, count(*) AS runs FROM runs "
+                "GROUP BY set_name, model, grader) k ON r.seq = k.newest "
+                "ORDER BY r.set_name, r.model, r.grader"
+            ).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read {self.url}: {error}") from None
+        return [StoredKey(*row) for row in rows]
 
     def pin(self, record: ResultRecord) -> str | None:
         self._refuse_if_read_only("pin in")

@@ -88,6 +88,12 @@ SUMMARIES: dict[str, tuple[str, str]] = {
         "Measure a judge against human labels on a sample: Cohen's kappa and the confusion "
         "matrix, on grades and on relevant/not relevant.",
     ),
+    "serve": (
+        "serve",
+        "Serve a store as a local web application: history charts, comparisons, questions with "
+        "their rankings, and a judging queue that writes human grades for --extra-labels "
+        "(needs the [serve] extra).",
+    ),
 }
 
 #: The built-in commands' modules, in the order ``--help`` lists them.

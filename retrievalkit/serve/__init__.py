@@ -1,0 +1,1 @@
+"""``retrievalkit serve``: a local web application over a result store (install ``[serve]``)."""

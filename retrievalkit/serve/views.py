@@ -1,0 +1,577 @@
+"""What each page of ``retrievalkit serve`` shows, computed from the store through the Python API.
+
+Every function here returns plain values for a template (never HTML): the history of a
+(set, retriever) key, a paired comparison of two runs, one question across runs, and a
+run's judging queue. Runs are immutable once stored, so what is computed from a run
+(its record, its queue, a verdict against a given baseline) is kept for later requests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+
+from retrievalkit.errors import InputError, RetrievalkitError
+from retrievalkit.serve.charts import TrendPoint, trend_chart
+from retrievalkit.serve.judging_queue import (
+    Claims,
+    LabelsFile,
+    QueueItem,
+    RunQueue,
+    agreement_pairs,
+    next_item,
+)
+
+if TYPE_CHECKING:
+    from retrievalkit.api import Thresholds
+    from retrievalkit.formats.config import Config
+    from retrievalkit.formats.corpus import CorpusDocument
+    from retrievalkit.model.outcomes import Outcomes
+    from retrievalkit.model.records import ResultRecord
+    from retrievalkit.model.values import GoldenQuestion, MetricValue, QuestionOutcome
+    from retrievalkit.pipeline.comparison import Comparison
+    from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.stores import ResultStore
+
+#: Runs kept in memory at once (a 100k-question run's columns are tens of MB).
+CACHED_RUNS = 8
+#: Rows of the history table that get a gate verdict (each is a paired comparison).
+VERDICT_ROWS = 5
+#: Characters of a document's text shown in a ranking (the judging view shows it whole).
+SNIPPET = 300
+#: Runs offered to compare with (the newest of the set).
+COMPARE_CHOICES = 200
+#: The rankings of the question view stop here.
+QUESTION_DEPTH = 20
+
+T = TypeVar("T")
+
+
+class NotFound(Exception):
+    """A run, key or question the URL names is not in the store; the message is safe to show."""
+
+
+class _Cache(OrderedDict[Any, Any]):
+    """A small least-recently-used cache, safe across the server's threads."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+        self.lock = threading.Lock()
+
+    def get_or(self, key: Any, make: Callable[[], T]) -> T:
+        with self.lock:
+            if key in self:
+                self.move_to_end(key)
+                found: T = self[key]
+                return found
+        value = make()
+        with self.lock:
+            self[key] = value
+            while len(self) > self.size:
+                self.popitem(last=False)
+        return value
+
+
+@attrs.define
+class Site:
+    """The store and files one server shows, and what it remembers between requests."""
+
+    store: ResultStore
+    config: Config
+    labels: LabelsFile
+    thresholds: Thresholds
+    corpus: Path | None = None
+    claims: Claims = attrs.field(factory=Claims)
+    read_only: str | None = None
+    """Why the store can only be read, or None."""
+    _runs: _Cache = attrs.field(factory=lambda: _Cache(CACHED_RUNS))
+    _sets: _Cache = attrs.field(factory=lambda: _Cache(4))
+    _corpora: _Cache = attrs.field(factory=lambda: _Cache(2))
+    _queues: _Cache = attrs.field(factory=lambda: _Cache(4))
+    _verdicts: _Cache = attrs.field(factory=lambda: _Cache(256))
+    _comparisons: _Cache = attrs.field(factory=lambda: _Cache(8))
+    _histories: _Cache = attrs.field(factory=lambda: _Cache(16))
+
+    def record(self, run_id: str) -> ResultRecord:
+        def load() -> ResultRecord:
+            found = self.store.get(run_id)
+            if found is None:
+                raise NotFound(f"no run {run_id} in {self.store.url}")
+            return found
+
+        try:
+            return self._runs.get_or(run_id, load)
+        except InputError as error:  # a run id the store refuses to look up
+            raise NotFound(str(error)) from None
+
+    def questions(self, record: ResultRecord) -> Mapping[str, GoldenQuestion]:
+        """The run's questions by id from its set, or {} when the set cannot be found here."""
+
+        def load() -> Mapping[str, GoldenQuestion]:
+            from retrievalkit.api import load_set
+
+            try:
+                golden = load_set(record.set, config=self.config)
+            except (RetrievalkitError, OSError):
+                return {}
+            return {question.id: question for question in golden.questions}
+
+        return self._sets.get_or(record.set, load)
+
+    def corpus_path(self, record: ResultRecord) -> Path | None:
+        """Where the run's document texts are: --corpus, else the retriever's own corpus."""
+        if self.corpus is not None:
+            return self.corpus
+        configured = self.config.retrievers.get(record.model)
+        for options in (
+            configured.options if configured else {},
+            record.manifest.retriever_options,
+        ):
+            value = options.get("corpus")
+            if isinstance(value, str) and value and value != "***":
+                return Path(value)
+        if record.manifest.plugin.endswith("-demo"):
+            from retrievalkit.demo import DEMO_CORPUS
+
+            return DEMO_CORPUS
+        return None
+
+    def documents(self, record: ResultRecord) -> Mapping[str, CorpusDocument]:
+        path = self.corpus_path(record)
+        if path is None:
+            return {}
+
+        def load() -> Mapping[str, CorpusDocument]:
+            from retrievalkit.corpora.providers import documents_by_id, open_corpus
+
+            try:
+                return documents_by_id(open_corpus(path, None, {}))
+            except (RetrievalkitError, OSError):
+                return {}
+
+        return self._corpora.get_or(str(path), load)
+
+    def queue(self, record: ResultRecord, k: int, sample: int) -> RunQueue:
+        return self._queues.get_or(
+            (record.run_id, k, sample),
+            lambda: RunQueue(record.outcomes, k=k, sample=sample, seed=record.manifest.seed),
+        )
+
+
+def warm_up() -> None:
+    """Import the modules the pages compute with (statistics, comparison, corpora)."""
+
+
+# ---------------------------------------------------------------- the store's keys
+
+
+def keys_view(site: Site) -> dict[str, Any]:
+    """Every (set, retriever) of the store with its run count and newest run."""
+    from retrievalkit.model.records import GRADER
+    from retrievalkit.stores import store_keys
+
+    return {"keys": [key for key in store_keys(site.store) if key.grader == GRADER]}
+
+
+# ---------------------------------------------------------------- history
+
+
+@attrs.frozen
+class VerdictCell:
+    text: str
+    regressed: bool | None
+    """None when there was nothing to compare with."""
+    baseline: str | None
+
+
+def _metric_value(record: ResultRecord, metric: str, slice_name: str) -> MetricValue | None:
+    if not slice_name:
+        return record.metrics.get(metric)
+    field, _, label = slice_name.partition("=")
+    return record.slices.get(field, {}).get(label, {}).get(metric)
+
+
+def _verdict(
+    site: Site, record: ResultRecord, baseline: ResultRecord | None, kind: str
+) -> VerdictCell:
+    if baseline is None:
+        return VerdictCell("no baseline", None, None)
+
+    def compute() -> VerdictCell:
+        from retrievalkit.pipeline.gate import compare_runs
+
+        manifest = record.manifest
+        verdict: Verdict = compare_runs(
+            record.outcomes,
+            manifest.set_hash,
+            baseline,
+            site.thresholds.metrics,
+            resamples=manifest.resamples,
+            confidence=manifest.confidence,
+            seed=manifest.seed,
+            require_significant=site.thresholds.require_significant,
+            baseline_kind=kind,
+        )
+        if verdict.regressed:
+            dropped = ", ".join(
+                f"{item.metric} {item.difference:+.3f}"
+                for item in verdict.failures
+                if item.difference is not None
+            )
+            return VerdictCell(f"regressed: {dropped}", True, baseline.run_id)
+        return VerdictCell(f"passed against the {kind}", False, baseline.run_id)
+
+    key = (record.run_id, baseline.run_id, repr(site.thresholds))
+    return site._verdicts.get_or(key, compute)
+
+
+def history_view(
+    site: Site, set_name: str, retriever: str, metric: str | None, slice_name: str, limit: int
+) -> dict[str, Any]:
+    """The runs of a key: one metric's mean and interval over time, and a table of runs.
+
+    With a store that counts its keys from an index (`retrievalkit.stores.store_keys`),
+    the page is kept until the key gains a run or its pin moves.
+    """
+    from retrievalkit.model.records import GRADER
+    from retrievalkit.stores import pinned_run_id, store_keys
+
+    pinned = pinned_run_id(site.store, set_name, retriever)
+    if not callable(getattr(site.store, "keys", None)):
+        return _history(site, set_name, retriever, metric, slice_name, limit, pinned)
+    marker = next(
+        (
+            (key.runs, key.newest_run_id)
+            for key in store_keys(site.store)
+            if (key.set_name, key.model, key.grader) == (set_name, retriever, GRADER)
+        ),
+        None,
+    )
+    return site._histories.get_or(
+        (set_name, retriever, marker, pinned, metric, slice_name, limit),
+        lambda: _history(site, set_name, retriever, metric, slice_name, limit, pinned),
+    )
+
+
+def _history(
+    site: Site,
+    set_name: str,
+    retriever: str,
+    metric: str | None,
+    slice_name: str,
+    limit: int,
+    pinned: str | None,
+) -> dict[str, Any]:
+    from retrievalkit.metrics.definitions import TREND, headline
+    from retrievalkit.pipeline.history import build_history
+
+    runs = site.store.runs(set_name, retriever)
+    if not runs:
+        raise NotFound(f"no runs of {set_name} × {retriever} in {site.store.url}")
+    history = build_history(
+        runs,
+        set_name=set_name,
+        retriever=retriever,
+        store=site.store.url,
+        pinned=pinned,
+        limit=len(runs),
+    )
+    newest = runs[0]
+    metrics = headline(newest.metrics) or sorted(newest.metrics)
+    chosen = metric if metric and metric in newest.metrics else (metrics[0] if metrics else "hit@1")
+    slices = [
+        f"{field}={label}"
+        for field in sorted(newest.slices)
+        for label in sorted(newest.slices[field])
+    ]
+    if slice_name and slice_name not in slices:
+        slice_name = ""
+    points = []
+    for record in reversed(runs):  # oldest first, left to right
+        value = _metric_value(record, chosen, slice_name)
+        points.append(
+            TrendPoint(
+                run_id=record.run_id,
+                created_at=record.manifest.created_at,
+                mean=None if value is None else value.mean,
+                ci=None if value is None else value.ci,
+                pinned=record.run_id == pinned,
+            )
+        )
+    by_id = {record.run_id: record for record in runs}
+    pinned_record = by_id.get(pinned) if pinned else None
+    rows = []
+    for index, entry in enumerate(history.entries[:limit]):
+        record = runs[index]
+        if index < VERDICT_ROWS:
+            if pinned_record is not None and pinned_record.run_id != record.run_id:
+                verdict = _verdict(site, record, pinned_record, "pinned baseline")
+            else:
+                older = runs[index + 1] if index + 1 < len(runs) else None
+                verdict = _verdict(site, record, older, "run before it")
+        else:
+            verdict = VerdictCell("", None, None)
+        previous = runs[index + 1].run_id if index + 1 < len(runs) else None
+        rows.append({"entry": entry, "verdict": verdict, "previous": previous})
+    return {
+        "set_name": set_name,
+        "retriever": retriever,
+        "metric": chosen,
+        "metrics": metrics,
+        "trend": TREND,
+        "slice": slice_name,
+        "slices": slices,
+        "chart": trend_chart(points, title=chosen + (f" [{slice_name}]" if slice_name else "")),
+        "rows": rows,
+        "total": len(runs),
+        "limit": limit,
+        "pinned": pinned,
+        "thresholds": dict(site.thresholds.metrics),
+    }
+
+
+# ---------------------------------------------------------------- compare
+
+
+def baseline_of(site: Site, record: ResultRecord) -> ResultRecord | None:
+    """The run a new run of this key is gated against: the pinned one, else the one before."""
+    from retrievalkit.stores import pinned_run_id
+
+    pinned = pinned_run_id(site.store, record.set, record.model)
+    if pinned and pinned != record.run_id:
+        return site.record(pinned)
+    runs = site.store.runs(record.set, record.model)
+    ids = [run.run_id for run in runs]
+    if record.run_id in ids and ids.index(record.run_id) + 1 < len(ids):
+        return runs[ids.index(record.run_id) + 1]
+    return None
+
+
+def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
+    """A run against another (or against its baseline): paired differences and moved questions."""
+    from retrievalkit.api import compare
+
+    candidate = site.record(run_id)
+    baseline = site.record(other) if other else baseline_of(site, candidate)
+    if baseline is None:
+        raise NotFound(f"run {run_id} has no baseline to compare with; choose another run")
+    labels = [f"{baseline.model} {baseline.run_id}", f"{candidate.model} {candidate.run_id}"]
+    questions = site.questions(candidate)
+
+    def paired() -> Comparison:
+        try:
+            return compare(
+                [baseline, candidate],
+                labels=labels,
+                allow_different_sets=True,
+                question_texts={qid: question.question for qid, question in questions.items()},
+            )
+        except InputError as error:
+            raise NotFound(str(error)) from None
+
+    comparison = site._comparisons.get_or((baseline.run_id, candidate.run_id), paired)
+    choices = [
+        (record.run_id, f"{record.model} {record.run_id}")
+        for record in site.store.all_runs()
+        if record.set == candidate.set
+    ][:COMPARE_CHOICES]
+    return {
+        "choices": choices,
+        "baseline": baseline,
+        "candidate": candidate,
+        "comparison": comparison,
+        "pair": comparison.pairs[0] if comparison.pairs else None,
+    }
+
+
+# ---------------------------------------------------------------- one question
+
+
+def outcome_at(outcomes: Outcomes, index: int) -> QuestionOutcome:
+    """One question's outcome, read from the columns at its position only (indexing
+    ``Outcomes`` builds its whole document table first, which a 100k-question run feels)."""
+    import math
+
+    from retrievalkit.model.values import QuestionOutcome
+
+    documents = outcomes.documents
+    offsets, codes, grades = outcomes.judgments
+    low, high = int(offsets[index]), int(offsets[index + 1])
+    scores: dict[str, float | None] = {}
+    for name in outcomes.metric_names:
+        value = float(outcomes.values(name)[index])
+        scores[name] = None if math.isnan(value) else value
+    return QuestionOutcome(
+        question_id=outcomes.question_ids[index],
+        ranking=outcomes.ranking(index),
+        scores=scores,
+        latency_ms=float(outcomes.latency_ms[index]),
+        error=outcomes.errors.get(index),
+        form=outcomes.forms[index],
+        hard_class=outcomes.hard_classes[index],
+        judgments={
+            documents[code]: grade
+            for code, grade in zip(codes[low:high].tolist(), grades[low:high].tolist(), strict=True)
+        },
+    )
+
+
+@attrs.frozen
+class RankedDocument:
+    rank: int
+    document_id: str
+    title: str
+    snippet: str
+    expected: bool
+    grade: int | None
+    """The set's grade (1 for an expected document without grades), None if unjudged."""
+    human: int | None
+    """The grade people gave in the labels file, if any."""
+
+
+@attrs.frozen
+class RunRanking:
+    record: ResultRecord
+    documents: tuple[RankedDocument, ...]
+    error: str | None
+    scores: Mapping[str, float | None]
+
+
+def question_view(
+    site: Site, run_id: str, question_id: str, others: Sequence[str]
+) -> dict[str, Any]:
+    """One question: its text, form, class and labels, and each run's ranking of it."""
+    record = site.record(run_id)
+    records = [record, *(site.record(other) for other in others if other != run_id)]
+    question = site.questions(record).get(question_id)
+    human = site.labels.human()
+    rankings = []
+    outcome = None
+    for each in records:
+        try:
+            found = outcome_at(each.outcomes, each.outcomes.index_of(question_id))
+        except ValueError:
+            continue
+        outcome = outcome or found
+        documents = site.documents(each)
+        ranked = []
+        for rank, document_id in enumerate(found.ranking[:QUESTION_DEPTH], start=1):
+            document = documents.get(document_id)
+            label = human.get((question_id, document_id))
+            ranked.append(
+                RankedDocument(
+                    rank=rank,
+                    document_id=document_id,
+                    title=document.title if document else "",
+                    snippet=_snippet(document.text) if document else "",
+                    expected=document_id in found.expected,
+                    grade=found.judgments.get(document_id),
+                    human=None if label is None else label.grade,
+                )
+            )
+        rankings.append(RunRanking(each, tuple(ranked), found.error, dict(found.scores)))
+    if outcome is None:
+        raise NotFound(f"no question {question_id} in run {run_id}")
+    return {
+        "record": record,
+        "question_id": question_id,
+        "question": question,
+        "outcome": outcome,
+        "rankings": rankings,
+        "labels": sorted(outcome.judgments.items()),
+        "has_corpus": site.corpus_path(record) is not None,
+    }
+
+
+def _snippet(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
+
+
+# ---------------------------------------------------------------- judging
+
+
+def judge_view(
+    site: Site,
+    run_id: str,
+    *,
+    k: int,
+    sample: int,
+    grader: str,
+    question_id: str | None = None,
+    document_id: str | None = None,
+) -> dict[str, Any]:
+    """The next document to grade in a run's queue (or the one named), with progress."""
+    from retrievalkit.pipeline.judging import agreement, relevance_agreement
+
+    record = site.record(run_id)
+    queue = site.queue(record, k, sample)
+    human = site.labels.human()
+    item: QueueItem | None
+    if question_id and document_id:
+        item = queue.find(record.outcomes, question_id, document_id)
+        if item is None:
+            raise NotFound(f"{question_id} / {document_id} is not in the judging queue of {run_id}")
+    else:
+        item = next_item(queue, human, site.claims, grader)
+    if item is not None and grader:
+        site.claims.claim(item.pair, grader)
+    progress = site.labels.progress(queue, record.outcomes)
+    question = document = None
+    outcome = None
+    if item is not None:
+        question = site.questions(record).get(item.question_id)
+        document = site.documents(record).get(item.document_id)
+        outcome = outcome_at(record.outcomes, record.outcomes.index_of(item.question_id))
+    model = {pair: label.grade for pair, label in site.labels.model_grades().items()}
+    in_queue = {pair: label for pair, label in human.items() if queue.find(record.outcomes, *pair)}
+    model_pairs = agreement_pairs(in_queue, model)
+    set_pairs = [
+        (label.grade, found.set_grade)
+        for label in in_queue.values()
+        if (found := queue.find(record.outcomes, *label.pair)) is not None
+        and found.set_grade is not None
+    ]
+    mine = [label for label in site.labels.labels() if label.is_human and label.model == grader]
+    return {
+        "record": record,
+        "k": k,
+        "sample": sample,
+        "grader": grader,
+        "item": item,
+        "question": question,
+        "document": document,
+        "outcome": outcome,
+        "progress": progress,
+        "current": human.get(item.pair) if item is not None else None,
+        "model_grade": model.get(item.pair) if item is not None else None,
+        "model_agreement": (
+            agreement(model_pairs),
+            relevance_agreement(model_pairs),
+            len(model_pairs),
+        )
+        if model_pairs
+        else None,
+        "set_agreement": (agreement(set_pairs), relevance_agreement(set_pairs), len(set_pairs))
+        if set_pairs
+        else None,
+        "recent": list(reversed(mine[-5:])),
+        "labels_path": str(site.labels.path),
+        "writable": site.labels.writable(),
+        "has_corpus": site.corpus_path(record) is not None,
+    }
+
+
+#: What each grade means: the scale ``retrievalkit judge`` asks a model to use.
+GRADE_NAMES = (
+    "does not help answer it",
+    "contains part of the answer",
+    "answers most of it",
+    "answers it fully",
+)
