@@ -33,7 +33,7 @@ import numpy as np
 from harness import REPO, goal, table
 from populations import data_dir, population
 
-from retrievalkit.sequential import PASS, run_sequentially
+from retrievalkit.stats.sequential import PASS, run_sequentially
 
 
 def _cli(directory: Path, *args: str) -> dict[str, object]:

@@ -10,9 +10,9 @@ import pytest
 from conftest import RunCli
 from run_records import run_record
 
-from retrievalkit.model import QuestionOutcome
-from retrievalkit.regression import compare_runs
-from retrievalkit.sequential import (
+from retrievalkit.model.values import QuestionOutcome
+from retrievalkit.pipeline.gate import compare_runs
+from retrievalkit.stats.sequential import (
     FAIL,
     PASS,
     SEQUENCE_RULE,

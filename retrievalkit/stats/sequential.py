@@ -1,0 +1,448 @@
+"""``eval --sequential``: ask questions in a seeded random order and stop once the gate is settled.
+
+For each gated metric (and slice) the quantity the gate judges is the mean difference
+D = candidate - baseline (per question) that the fixed-sample gate judges with
+``--require-significant``: a regression is a drop past the allowed drop T that the
+questions show to be real, not one of A/A noise. Asking the questions one at a time in
+a random order, two betting confidence sequences (Waudby-Smith & Ramdas, JRSS-B 2024,
+"Estimating means of bounded random variables by betting") are updated after every
+answer. Both hold at every step at once ("anytime-valid"), so stopping as soon as one
+settles keeps its error rate:
+
+- ``fail`` early: the sequence for the system's expected difference (questions as draws
+  from the population of questions like these: a random order of such a set is such a
+  draw) lies below -T. A candidate that is the same system as the baseline has expected
+  difference 0 and fails this way at most alpha of the time, whatever the set size;
+- ``pass`` early: the sequence for the difference over this very set (sampling it
+  without replacement, Waudby-Smith & Ramdas, NeurIPS 2020) lies at or above -T, so the
+  whole set's drop is at most T and the fixed-sample rule could not fail it;
+- a set asked whole is decided by the fixed-sample rule: the exact difference over the
+  set and the paired sign-flip test the fixed gate uses (`retrievalkit.stats.paired`): it
+  fails when the drop is past T and significant, so an identical candidate passes, with
+  a threshold of 0 too;
+- ``undecided``: a gate the run stopped before settling (another gate failed first), or
+  one with no question both runs define.
+
+Each sequence uses alpha / (number of gates); the whole-set rule uses alpha as the fixed
+gate does. The run stops when one gate fails or all pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from retrievalkit.errors import InputError
+from retrievalkit.stats.intervals import DEFAULT_SEED
+from retrievalkit.stats.paired import SIGNIFICANT, p_floor, sign_flip_p_value, verdict
+
+if TYPE_CHECKING:
+    from retrievalkit.api import Run, Thresholds
+    from retrievalkit.model.values import GoldenQuestionSet
+    from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.stores import ResultStore
+
+FloatArray = npt.NDArray[np.float64]
+
+PASS = "pass"
+FAIL = "fail"
+UNDECIDED = "undecided"
+
+#: Points of the grid of candidate means (on [0, 1] after mapping D to (D + 1) / 2).
+GRID_POINTS = 4001
+#: Bets are capped at this share of what keeps the capital positive (Waudby-Smith & Ramdas' c).
+_TRUNCATION = 0.5
+
+
+class BettingSequence:
+    """Hedged-capital betting confidence sequence for the mean of N values in [0, 1],
+    drawn without replacement (``population`` None: drawn with replacement, so the
+    sequence is for the mean of the distribution the values come from).
+
+    For each candidate mean m, two gamblers bet that the next value lies above (below)
+    the mean the remaining values must have if the population mean is m; m is ruled out
+    once the hedged capital max(K+, K-) / 2 reaches 1/alpha. Bets are predictable: their
+    size comes from the values seen before (the "predictable plug-in" of the paper),
+    capped to keep the capital positive.
+
+    The candidates are the cells of a grid on [0, 1], not points: a cell's capital is
+    the smallest any mean inside it could have (each step's factor taken at the cell's
+    worst edge), so a cell is ruled out only when every mean in it is. Without this, the
+    last steps, where a small change of m moves the remaining values' mean N times as
+    much, would rule out the true mean when it falls between two grid points.
+    """
+
+    def __init__(self, population: int | None, alpha: float, points: int = GRID_POINTS) -> None:
+        self.population = population
+        self.alpha = alpha
+        self.edges = np.linspace(0.0, 1.0, points)
+        cells = points - 1
+        self._log_up = np.zeros(cells)
+        self._log_down = np.zeros(cells)
+        self._alive = np.ones(cells, dtype=bool)
+        self._seen = 0
+        self._total = 0.0
+        self._squares = 0.25  # the plug-in's prior variance (1/4) and mean (1/2)
+        self._running_mean = 0.5
+
+    @property
+    def seen(self) -> int:
+        return self._seen
+
+    def update(self, value: float) -> None:
+        """Take the next drawn value (in [0, 1])."""
+        t = self._seen + 1
+        if self.population is None:
+            lowest, highest = self.edges[:-1], self.edges[1:]
+            possible = np.ones(lowest.size, dtype=bool)
+        else:
+            left = self.population - self._seen
+            # The mean the remaining values must have, if the population mean is m: over
+            # a cell it runs from ``lowest`` to ``highest``.
+            remaining = (self.population * self.edges - self._total) / left
+            lowest, highest = remaining[:-1], remaining[1:]
+            possible = (highest >= -1e-12) & (lowest <= 1.0 + 1e-12)
+        lowest = np.clip(lowest, 0.0, 1.0)
+        highest = np.clip(highest, 0.0, 1.0)
+        variance = self._squares / t
+        size = math.sqrt(2.0 * math.log(2.0 / self.alpha) / (variance * t * math.log(1.0 + t)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            up = np.minimum(size, _TRUNCATION / np.maximum(highest, 1e-12))
+            down = np.minimum(size, _TRUNCATION / np.maximum(1.0 - lowest, 1e-12))
+            # Each gambler's worst factor over the cell: the up bet loses most at the
+            # highest remaining mean, the down bet at the lowest.
+            self._log_up += np.log1p(up * (value - highest))
+            self._log_down += np.log1p(-down * (value - lowest))
+        hedged = np.logaddexp(self._log_up, self._log_down) - math.log(2.0)
+        self._alive &= possible & (hedged < math.log(1.0 / self.alpha))
+        self._seen = t
+        self._total += value
+        self._squares += (value - self._running_mean) ** 2
+        self._running_mean = (0.5 + self._total) / (t + 1)
+
+    def bounds(self) -> tuple[float, float] | None:
+        """The lowest and highest mean of the cells still alive (None: none is)."""
+        alive = np.flatnonzero(self._alive)
+        if alive.size == 0:
+            return None
+        return float(self.edges[alive[0]]), float(self.edges[alive[-1] + 1])
+
+
+#: How a gate's decision was reached.
+SEQUENCE_RULE = "confidence sequence"
+WHOLE_SET_RULE = "whole set: paired sign-flip test"
+#: Differences within this of the threshold are at it, not past it (as in the fixed gate).
+_TOLERANCE = 1e-9
+
+
+@attrs.frozen
+class GateSequence:
+    """The state of one gated metric (in one slice) when the run stopped."""
+
+    metric: str
+    slice: str | None
+    threshold: float
+    population: int
+    """Questions of the set both runs define for this metric."""
+    asked: int
+    """Of those, how many had been asked."""
+    low: float | None
+    high: float | None
+    """The confidence sequence of the mean difference (candidate - baseline) over the set."""
+    decision: str
+    rule: str = SEQUENCE_RULE
+    """``confidence sequence`` (settled early) or ``whole set: paired sign-flip test``."""
+    difference: float | None = None
+    """The mean difference over the questions asked (exact once the set is asked whole)."""
+    p_value: float | None = None
+    """The paired test's two-sided p-value, when the whole-set rule decided."""
+
+
+@attrs.frozen
+class SequentialResult:
+    """What ``eval --sequential`` decided, and how many questions it took."""
+
+    decision: str
+    """``pass`` or ``fail`` (``undecided`` only when no gate had a question to compare)."""
+    asked: int
+    total: int
+    alpha: float
+    seed: int
+    gates: tuple[GateSequence, ...]
+
+    @property
+    def saved(self) -> int:
+        """Questions not asked: the retrieval calls saved."""
+        return self.total - self.asked
+
+    @property
+    def saved_share(self) -> float:
+        """The share of the set not asked (0 for an empty set)."""
+        return self.saved / self.total if self.total else 0.0
+
+
+@attrs.frozen
+class _Gate:
+    metric: str
+    slice: str | None
+    threshold: float
+    members: frozenset[str]
+    baseline: Mapping[str, float]
+    population: int
+    sequence: BettingSequence
+    """For the difference over the set (without replacement): settles ``pass`` early."""
+    expected: BettingSequence
+    """For the expected difference (with replacement): settles ``fail`` early."""
+    differences: list[float] = attrs.field(factory=list)
+
+    def update(self, difference: float) -> None:
+        self.differences.append(difference)
+        self.sequence.update((difference + 1.0) / 2.0)
+        self.expected.update((difference + 1.0) / 2.0)
+
+
+def _decision(gate: _Gate, alpha: float, seed: int) -> tuple[str, str, float | None]:
+    """(decision, rule, p-value of the whole-set rule)."""
+    if len(gate.differences) >= gate.population:
+        return _whole_set(gate, alpha, seed)
+    cutoff = (1.0 - gate.threshold) / 2.0  # D = -threshold on the [0, 1] scale
+    expected = gate.expected.bounds()
+    if expected is not None and expected[1] < cutoff:
+        return FAIL, SEQUENCE_RULE, None
+    bounds = gate.sequence.bounds()
+    if bounds is not None and bounds[0] >= cutoff:
+        return PASS, SEQUENCE_RULE, None
+    return UNDECIDED, SEQUENCE_RULE, None
+
+
+def _whole_set(gate: _Gate, alpha: float, seed: int) -> tuple[str, str, float | None]:
+    """The fixed gate's rule with ``--require-significant``: a drop past the threshold
+    that the paired sign-flip test finds significant fails."""
+    if not gate.differences:
+        return UNDECIDED, WHOLE_SET_RULE, None
+    differences = np.asarray(gate.differences, dtype=np.float64)
+    p_value, _, _ = sign_flip_p_value(differences, seed=seed)
+    discordant = int((np.abs(differences) > 1e-12).sum())
+    dropped = -float(differences.mean()) > gate.threshold + _TOLERANCE
+    said = verdict(p_value, p_floor(discordant), alpha)
+    return (FAIL if dropped and said == SIGNIFICANT else PASS), WHOLE_SET_RULE, p_value
+
+
+def sequential_order(question_ids: Sequence[str], seed: int = DEFAULT_SEED) -> list[int]:
+    """The seeded random order the questions are asked in (indices into the set)."""
+    return [int(index) for index in np.random.default_rng(seed).permutation(len(question_ids))]
+
+
+def run_sequentially(
+    question_ids: Sequence[str],
+    ask: Callable[[list[int]], Sequence[Mapping[str, float | None]]],
+    gates: Sequence[tuple[str | None, str, float, Sequence[str]]],
+    baseline: Mapping[str, Mapping[str, float]],
+    *,
+    alpha: float,
+    batch: int = 1,
+    seed: int = DEFAULT_SEED,
+    points: int = GRID_POINTS,
+) -> tuple[list[int], SequentialResult]:
+    """Ask questions (indices, ``batch`` at a time) until every gate is settled.
+
+    ``ask`` evaluates the given questions and returns each one's metric values;
+    ``gates`` are (slice, metric, threshold, member question ids); ``baseline`` maps a
+    metric to the baseline's value per question id (undefined values left out);
+    ``points`` is the resolution of the sequences' grid of means. Returns the indices
+    asked, in order, and the result.
+    """
+    if not gates:
+        raise ValueError("a sequential run needs at least one threshold to settle")
+    share = alpha / len(gates)
+    states = []
+    for slice_name, metric, threshold, members in gates:
+        before = baseline.get(metric, {})
+        population = sum(1 for question_id in members if question_id in before)
+        states.append(
+            _Gate(
+                metric,
+                slice_name,
+                threshold,
+                frozenset(members),
+                before,
+                population,
+                BettingSequence(max(population, 1), share, points),
+                BettingSequence(None, share, points),
+            )
+        )
+    order = sequential_order(question_ids, seed)
+    asked: list[int] = []
+    decisions = [_decision(state, alpha, seed) for state in states]
+    for start in range(0, len(order), max(1, batch)):
+        if any(d == FAIL for d, _, _ in decisions) or all(d == PASS for d, _, _ in decisions):
+            break
+        chosen = order[start : start + max(1, batch)]
+        answers = ask(chosen)
+        asked.extend(chosen)
+        for index, scores in zip(chosen, answers, strict=True):
+            question_id = question_ids[index]
+            for state in states:
+                if question_id not in state.members or question_id not in state.baseline:
+                    continue
+                value = scores.get(state.metric)
+                if value is None:
+                    # Undefined for the candidate but not the baseline cannot happen for a
+                    # metric defined by the labels alone; count it as the worst case.
+                    value = 0.0
+                state.update(float(value) - state.baseline[question_id])
+        decisions = [_decision(state, alpha, seed) for state in states]
+    if any(d == FAIL for d, _, _ in decisions):
+        overall = FAIL
+    else:
+        overall = PASS if all(d == PASS for d, _, _ in decisions) else UNDECIDED
+    rows = []
+    for state, (decision, rule, p_value) in zip(states, decisions, strict=True):
+        bounds = state.sequence.bounds()
+        rows.append(
+            GateSequence(
+                metric=state.metric,
+                slice=state.slice,
+                threshold=state.threshold,
+                population=state.population,
+                asked=len(state.differences),
+                low=None if bounds is None else 2.0 * bounds[0] - 1.0,
+                high=None if bounds is None else 2.0 * bounds[1] - 1.0,
+                decision=decision,
+                rule=rule,
+                difference=float(np.mean(state.differences)) if state.differences else None,
+                p_value=p_value,
+            )
+        )
+    result = SequentialResult(
+        decision=overall,
+        asked=len(asked),
+        total=len(question_ids),
+        alpha=alpha,
+        seed=seed,
+        gates=tuple(rows),
+    )
+    return asked, result
+
+
+def evaluate_sequentially(
+    golden: GoldenQuestionSet,
+    retriever: Any,
+    store: ResultStore,
+    thresholds: Thresholds,
+    *,
+    baseline: str | None = None,
+    k: Sequence[int],
+    overfetch: int,
+    slices: Sequence[str] = (),
+    confidence: float,
+    resamples: int,
+    concurrency: int = 1,
+    timeout: float | None = None,
+    max_error_rate: float | None = 0.0,
+    git_commit: str | None = None,
+    seed: int = DEFAULT_SEED,
+    config: Any = None,
+) -> tuple[Run, Verdict, SequentialResult]:
+    """Ask ``golden``'s questions in a seeded random order until the gate is settled.
+
+    The run holds the questions asked (its manifest says how many, under
+    ``extra["sequential"]``); the verdict's ``regressed`` is the sequential decision
+    (``undecided`` fails). The pipeline's retrieval, scoring and record steps are those
+    of `retrievalkit.api.evaluate`.
+    """
+    from retrievalkit.api import _config, _resolve, _scored_run
+    from retrievalkit.metrics.definitions import normalise_ks
+    from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
+    from retrievalkit.pipeline.baselines import choose_baseline
+    from retrievalkit.pipeline.evaluator import Retrieval, evaluate_questions
+    from retrievalkit.pipeline.gate import compare_runs, settle_sequentially, split_slice
+    from retrievalkit.stats.power import gated_metrics
+
+    resolved = _resolve(retriever, None, None, _config(config))
+    choice = choose_baseline(store, golden.name, resolved.name, explicit=baseline)
+    if choice.record is None:
+        raise InputError(
+            f"--sequential decides against a baseline, and {golden.name} × {resolved.name} "
+            f"has no run in {store.url}",
+            field="--sequential",
+            hint="run eval once without --sequential to store a baseline",
+        )
+    questions = golden.questions
+    gates = []
+    for slice_name, metric, threshold in gated_metrics(thresholds.metrics, thresholds.slices):
+        if slice_name is None:
+            members = [question.id for question in questions]
+        else:
+            field, label = split_slice(slice_name)
+            members = [q.id for q in questions if slice_label(q, field) == label]
+        gates.append((slice_name, metric, threshold, members))
+    before = {
+        metric: {
+            outcome.question_id: float(value)
+            for outcome in choice.record.outcomes
+            if (value := outcome.scores.get(metric)) is not None
+        }
+        for metric in {metric for _, metric, _, _ in gates}
+    }
+    scoring = ScoringOptions(
+        ks=normalise_ks(k), resamples=resamples, confidence=confidence, slices=tuple(slices)
+    )
+    quick = attrs.evolve(scoring, resamples=1)
+    answered: dict[int, Retrieval] = {}
+
+    def ask(indices: list[int]) -> list[dict[str, float | None]]:
+        chosen = [questions[index] for index in indices]
+        answers = evaluate_questions(
+            resolved.retriever,
+            chosen,
+            depth=max(scoring.ks),
+            overfetch=overfetch,
+            concurrency=concurrency,
+            timeout=timeout,
+            secrets=resolved.secrets,
+        )
+        answered.update(zip(indices, answers, strict=True))
+        return [dict(outcome.scores) for outcome in score_run(chosen, answers, quick).outcomes]
+
+    asked, result = run_sequentially(
+        [question.id for question in questions],
+        ask,
+        gates,
+        before,
+        alpha=1.0 - confidence,
+        batch=concurrency,
+        seed=seed,
+    )
+    kept = sorted(asked)
+    run = _scored_run(
+        golden,
+        [questions[index] for index in kept],
+        [answered[index] for index in kept],
+        resolved,
+        scoring,
+        overfetch=overfetch,
+        git_commit=git_commit,
+        now=None,
+        max_error_rate=max_error_rate,
+        extra={"sequential": f"{result.decision} after {result.asked} of {result.total} questions"},
+    )
+    verdict = compare_runs(
+        run.record.outcomes,
+        golden.content_hash,
+        choice.record,
+        thresholds.metrics,
+        resamples=resamples,
+        confidence=confidence,
+        seed=scoring.seed,
+        require_significant=thresholds.require_significant,
+        slice_thresholds=thresholds.slices,
+        questions=[questions[index] for index in kept],
+        baseline_kind=choice.kind,
+    )
+    return run, settle_sequentially(verdict, result), result
