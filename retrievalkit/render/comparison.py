@@ -38,8 +38,8 @@ def ci_text(delta: MetricDelta) -> str:
 def header_line(comparison: Comparison) -> str:
     return (
         f"set {comparison.set_name} · {comparison.shared_questions} questions compared "
-        f"pairwise · {percent(comparison.confidence)} paired BCa bootstrap intervals "
-        f"({comparison.resamples} resamples) · "
+        f"pairwise · {percent(comparison.confidence)} paired intervals (BCa bootstrap, "
+        f"{comparison.resamples} resamples; adjusted-t where fewer than 30 questions differ) · "
         "sign-flip permutation p-values (exact while enumerable)"
         + (" · Holm-corrected over the candidates" if comparison.correction == "holm" else "")
     )

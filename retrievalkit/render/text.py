@@ -74,9 +74,10 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
     if sequence is not None:
         lines.append(
             f"sequential gate: {sequence.decision.upper()} after {sequence.asked} of "
-            f"{sequence.total} questions ({sequence.saved} not asked; anytime-valid betting "
-            f"confidence sequences, alpha {sequence.alpha:.2f} over {len(sequence.gates)} "
-            "thresholds)"
+            f"{sequence.total} questions ({sequence.saved} not asked, "
+            f"{sequence.saved_share:.0%} saved; anytime-valid betting confidence sequences, "
+            f"alpha {sequence.alpha:.2f} over {len(sequence.gates)} thresholds; a set asked "
+            "whole is decided by the paired test)"
         )
         for gate in sequence.gates:
             where = f"{gate.metric} [{gate.slice}]" if gate.slice else gate.metric
@@ -85,12 +86,19 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
                 if gate.low is None or gate.high is None
                 else f"[{gate.low:+.3f}, {gate.high:+.3f}]"
             )
+            if gate.p_value is not None and gate.difference is not None:
+                lines.append(
+                    f"  {where}: difference {gate.difference:+.3f} over all {gate.population} "
+                    f"(paired test p = {gate.p_value:.3g}), allowed drop {gate.threshold:.3f}: "
+                    f"{gate.decision}"
+                )
+                continue
             lines.append(
                 f"  {where}: difference in {bounds} after {gate.asked} of {gate.population}, "
                 f"allowed drop {gate.threshold:.3f}: {gate.decision}"
             )
         if sequence.decision == "undecided":
-            lines.append("  the set ran out before the gate settled: undecided fails the gate")
+            lines.append("  no question had values in both runs: undecided fails the gate")
     if verdict.regressed:
         lines.append(f"REGRESSION against {baseline}:")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.failures)

@@ -2,12 +2,22 @@
 
 Both the regression gate and ``retrievalkit compare`` call `paired_test`. For the
 questions where both runs have a value it gives the difference of the means
-(candidate - baseline), a paired interval of that difference (BCa bootstrap of the
-per-question differences, see `retrievalkit.stats.intervals`), and a two-sided sign-flip
+(candidate - baseline), a paired interval of that difference, and a two-sided sign-flip
 permutation p-value (Smucker, Allan & Carterette 2007): under "no difference" each
 question's difference is as likely to have either sign, so the p-value is the share of
 the 2^m sign patterns of the m discordant questions (those whose values differ) whose
 sum is at least as far from zero as the observed one.
+
+The interval depends on m, since only discordant questions carry evidence: with none,
+the `constant` bound (the widest difference a sample this size could hide); with fewer
+than `FEW_DISCORDANT`, `ADJUSTED_T`, a studentized interval that adds half a win and
+half a loss (Agresti & Min 2005, for any differences in [-1, 1]) and takes Student's t
+with m + 1 degrees of freedom, since the variance rests on the m discordant values; with
+more, the BCa bootstrap of the differences (`retrievalkit.stats.intervals`). Then it is made
+to agree with the test: an interval excludes 0 exactly when p < alpha. When the test
+finds no difference the interval is stretched to 0; when the test finds one that the
+interval does not, the bound beside 0 moves to where the inverted sign-flip test stops
+rejecting. So bounds are float64 and touch 0 exactly, never a float32 -4e-9.
 
 The p-value is exact whenever the distribution of that sum can be enumerated (few
 discordant questions, or few distinct sizes of difference: every 0/1 metric, whatever
@@ -30,10 +40,12 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievalkit.stats.intervals import (
+    CONSTANT,
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     bootstrap_means,
+    constant_bounds,
 )
 from retrievalkit.stats.large_samples import LARGE_SAMPLE, sign_flip_tail
 
@@ -61,6 +73,13 @@ _MERGING_SIZES = 12
 _DIRECT_BINOMIAL = 1000
 #: Sign flips per batch of the Monte Carlo test (its batches shape the random stream).
 _PERMUTATION_CELLS = 4_000_000
+#: Below this many discordant questions the paired interval is `ADJUSTED_T`, not BCa.
+FEW_DISCORDANT = 30
+ADJUSTED_T = "adjusted-t"
+"""Few discordant questions: mean and variance of the differences with half a win (+1) and
+half a loss (-1) added (Agresti & Min 2005), Student's t with m + 1 degrees of freedom."""
+#: Halvings of the search for the bound where the inverted test stops rejecting.
+_BISECTIONS = 40
 
 
 @attrs.frozen
@@ -214,31 +233,125 @@ def paired_test(
     base = baseline[both]
     cand = candidate[both]
     diff = cand - base
-    estimate = bootstrap_means(
-        diff[:, None],
-        np.ones((1, n), dtype=bool),
+    p_value, method, error = sign_flip_p_value(diff, permutations=permutations, seed=seed)
+    discordant = int((np.abs(diff) > TIE).sum())
+    low, high, interval_method = paired_interval(
+        diff,
+        p_value,
+        discordant,
         resamples=resamples,
         confidence=confidence,
         seed=seed,
-        value_range=(-1.0, 1.0),
-        binary=False,
-    )[0][0]
-    p_value, method, error = sign_flip_p_value(diff, permutations=permutations, seed=seed)
-    discordant = int((np.abs(diff) > TIE).sum())
+        permutations=permutations,
+    )
     return PairedTest(
         baseline=float(base.mean()),
         candidate=float(cand.mean()),
         difference=float(diff.mean()),
-        low=estimate.low,
-        high=estimate.high,
+        low=low,
+        high=high,
         p_value=p_value,
         n=n,
         discordant=discordant,
         p_floor=p_floor(discordant),
         p_method=method,
         p_error=error,
-        interval_method=estimate.method,
+        interval_method=interval_method,
     )
+
+
+def paired_interval(
+    differences: FloatArray,
+    p_value: float,
+    discordant: int,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+    permutations: int = DEFAULT_PERMUTATIONS,
+) -> tuple[float | None, float | None, str | None]:
+    """(low, high, method) of the mean of ``differences``, agreeing with ``p_value``.
+
+    See the module docstring: `constant` without discordant questions, `ADJUSTED_T`
+    with fewer than `FEW_DISCORDANT`, BCa beyond; 0 lies inside exactly when
+    ``p_value`` is not below alpha = 1 - ``confidence``.
+    """
+    n = differences.size
+    alpha = 1.0 - confidence
+    mean = float(differences.mean())
+    if discordant == 0:
+        lowest, highest = constant_bounds(0.0, n, confidence, (-1.0, 1.0))
+        return float(lowest), float(highest), CONSTANT
+    low: float | None
+    high: float | None
+    if discordant < FEW_DISCORDANT:
+        from scipy.stats import t as student
+
+        centre = float(differences.sum()) / (n + 2)
+        variance = ((float((differences**2).sum()) + 1.0) / (n + 2) - centre**2) / (n + 2)
+        spread = float(student.ppf(1.0 - alpha / 2.0, discordant + 1)) * math.sqrt(variance)
+        low = min(max(-1.0, centre - spread), mean)
+        high = max(min(1.0, centre + spread), mean)
+        method: str | None = ADJUSTED_T
+    else:
+        estimate = bootstrap_means(
+            differences[:, None],
+            np.ones((1, n), dtype=bool),
+            resamples=resamples,
+            confidence=confidence,
+            seed=seed,
+            value_range=(-1.0, 1.0),
+            binary=False,
+        )[0][0]
+        low, high, method = estimate.low, estimate.high, estimate.method
+    if low is None or high is None:
+        return low, high, method
+    if p_value >= alpha:
+        return min(low, 0.0), max(high, 0.0), method
+    if low <= 0.0 <= high:
+        bound = _rejection_edge(differences, mean, alpha, permutations, seed)
+        low, high = (bound, high) if mean > 0 else (low, bound)
+    return low, high, method
+
+
+def _rejection_edge(
+    differences: FloatArray, mean: float, alpha: float, permutations: int, seed: int
+) -> float:
+    """Between 0 (rejected) and ``mean`` (not): where the sign-flip test of "the mean
+    difference is d" stops rejecting, d's test being that of ``differences`` - d.
+
+    Monte Carlo p-values use one set of seeded flips for every d, so the p-value is a
+    fixed function of d and the search converges.
+    """
+    n = differences.size
+    signs = None
+    if n < LARGE_SAMPLE:
+        rng = np.random.default_rng(seed + 2)
+        signs = rng.integers(0, 2, size=(permutations, n)) * 2.0 - 1.0
+
+    def rejected(shift: float) -> bool:
+        shifted = differences - shift
+        sizes = np.abs(shifted[np.abs(shifted) > TIE])
+        if sizes.size == 0:
+            return False
+        observed = abs(float(shifted.sum()))
+        tail = _exact_p_value(sizes, observed, EXACT_LIMIT)
+        if tail is None and signs is None:
+            tail = sign_flip_tail(sizes, observed - _tolerance(observed))
+        elif tail is None:
+            flipped = np.abs(signs @ np.abs(shifted))
+            extreme = int((flipped >= observed - _tolerance(observed)).sum())
+            tail = (extreme + 1) / (permutations + 1)
+        return tail < alpha
+
+    inside, outside = mean, 0.0
+    for _ in range(_BISECTIONS):
+        middle = 0.5 * (inside + outside)
+        if rejected(middle):
+            outside = middle
+        else:
+            inside = middle
+    return inside
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

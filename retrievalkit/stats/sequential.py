@@ -1,21 +1,30 @@
 """``eval --sequential``: ask questions in a seeded random order and stop once the gate is settled.
 
 For each gated metric (and slice) the quantity the gate judges is the mean difference
-D = candidate - baseline over the N questions of the set that both runs define; the
-gate fails when -D exceeds the allowed drop T. Asking the questions one at a time in a
-random order is sampling that finite population without replacement, so after every
-answer a confidence sequence for D is updated: the betting confidence sequence of
-Waudby-Smith & Ramdas (JRSS-B 2024, "Estimating means of bounded random variables by
-betting"), in its without-replacement form (Waudby-Smith & Ramdas, NeurIPS 2020). It
-holds at every step at once ("anytime-valid"), so stopping as soon as it settles keeps
-its error rate:
+D = candidate - baseline (per question) that the fixed-sample gate judges with
+``--require-significant``: a regression is a drop past the allowed drop T that the
+questions show to be real, not one of A/A noise. Asking the questions one at a time in
+a random order, two betting confidence sequences (Waudby-Smith & Ramdas, JRSS-B 2024,
+"Estimating means of bounded random variables by betting") are updated after every
+answer. Both hold at every step at once ("anytime-valid"), so stopping as soon as one
+settles keeps its error rate:
 
-- ``fail``: the whole sequence lies below -T (the drop is past the threshold);
-- ``pass``: the whole sequence lies at or above -T;
-- ``undecided``: the set ran out first, and an undecided gate fails.
+- ``fail`` early: the sequence for the system's expected difference (questions as draws
+  from the population of questions like these: a random order of such a set is such a
+  draw) lies below -T. A candidate that is the same system as the baseline has expected
+  difference 0 and fails this way at most alpha of the time, whatever the set size;
+- ``pass`` early: the sequence for the difference over this very set (sampling it
+  without replacement, Waudby-Smith & Ramdas, NeurIPS 2020) lies at or above -T, so the
+  whole set's drop is at most T and the fixed-sample rule could not fail it;
+- a set asked whole is decided by the fixed-sample rule: the exact difference over the
+  set and the paired sign-flip test the fixed gate uses (`retrievalkit.stats.paired`): it
+  fails when the drop is past T and significant, so an identical candidate passes, with
+  a threshold of 0 too;
+- ``undecided``: a gate the run stopped before settling (another gate failed first), or
+  one with no question both runs define.
 
-Each gate uses alpha / (number of gates), so the chance that any settled verdict is
-wrong stays below alpha = 1 - confidence. The run stops when one gate fails or all pass.
+Each sequence uses alpha / (number of gates); the whole-set rule uses alpha as the fixed
+gate does. The run stops when one gate fails or all pass.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import numpy.typing as npt
 
 from retrievalkit.errors import InputError
 from retrievalkit.stats.intervals import DEFAULT_SEED
+from retrievalkit.stats.paired import SIGNIFICANT, p_floor, sign_flip_p_value, verdict
 
 if TYPE_CHECKING:
     from retrievalkit.api import Run, Thresholds
@@ -51,7 +61,8 @@ _TRUNCATION = 0.5
 
 class BettingSequence:
     """Hedged-capital betting confidence sequence for the mean of N values in [0, 1],
-    drawn without replacement.
+    drawn without replacement (``population`` None: drawn with replacement, so the
+    sequence is for the mean of the distribution the values come from).
 
     For each candidate mean m, two gamblers bet that the next value lies above (below)
     the mean the remaining values must have if the population mean is m; m is ruled out
@@ -66,7 +77,7 @@ class BettingSequence:
     much, would rule out the true mean when it falls between two grid points.
     """
 
-    def __init__(self, population: int, alpha: float, points: int = GRID_POINTS) -> None:
+    def __init__(self, population: int | None, alpha: float, points: int = GRID_POINTS) -> None:
         self.population = population
         self.alpha = alpha
         self.edges = np.linspace(0.0, 1.0, points)
@@ -86,12 +97,16 @@ class BettingSequence:
     def update(self, value: float) -> None:
         """Take the next drawn value (in [0, 1])."""
         t = self._seen + 1
-        left = self.population - self._seen
-        # The mean the remaining values must have, if the population mean is m: over a
-        # cell it runs from ``lowest`` to ``highest``.
-        remaining = (self.population * self.edges - self._total) / left
-        lowest, highest = remaining[:-1], remaining[1:]
-        possible = (highest >= -1e-12) & (lowest <= 1.0 + 1e-12)
+        if self.population is None:
+            lowest, highest = self.edges[:-1], self.edges[1:]
+            possible = np.ones(lowest.size, dtype=bool)
+        else:
+            left = self.population - self._seen
+            # The mean the remaining values must have, if the population mean is m: over
+            # a cell it runs from ``lowest`` to ``highest``.
+            remaining = (self.population * self.edges - self._total) / left
+            lowest, highest = remaining[:-1], remaining[1:]
+            possible = (highest >= -1e-12) & (lowest <= 1.0 + 1e-12)
         lowest = np.clip(lowest, 0.0, 1.0)
         highest = np.clip(highest, 0.0, 1.0)
         variance = self._squares / t
@@ -118,6 +133,13 @@ class BettingSequence:
         return float(self.edges[alive[0]]), float(self.edges[alive[-1] + 1])
 
 
+#: How a gate's decision was reached.
+SEQUENCE_RULE = "confidence sequence"
+WHOLE_SET_RULE = "whole set: paired sign-flip test"
+#: Differences within this of the threshold are at it, not past it (as in the fixed gate).
+_TOLERANCE = 1e-9
+
+
 @attrs.frozen
 class GateSequence:
     """The state of one gated metric (in one slice) when the run stopped."""
@@ -131,8 +153,14 @@ class GateSequence:
     """Of those, how many had been asked."""
     low: float | None
     high: float | None
-    """The confidence sequence of the mean difference (candidate - baseline)."""
+    """The confidence sequence of the mean difference (candidate - baseline) over the set."""
     decision: str
+    rule: str = SEQUENCE_RULE
+    """``confidence sequence`` (settled early) or ``whole set: paired sign-flip test``."""
+    difference: float | None = None
+    """The mean difference over the questions asked (exact once the set is asked whole)."""
+    p_value: float | None = None
+    """The paired test's two-sided p-value, when the whole-set rule decided."""
 
 
 @attrs.frozen
@@ -140,7 +168,7 @@ class SequentialResult:
     """What ``eval --sequential`` decided, and how many questions it took."""
 
     decision: str
-    """``pass``, ``fail`` or ``undecided`` (undecided fails the gate)."""
+    """``pass`` or ``fail`` (``undecided`` only when no gate had a question to compare)."""
     asked: int
     total: int
     alpha: float
@@ -152,6 +180,11 @@ class SequentialResult:
         """Questions not asked: the retrieval calls saved."""
         return self.total - self.asked
 
+    @property
+    def saved_share(self) -> float:
+        """The share of the set not asked (0 for an empty set)."""
+        return self.saved / self.total if self.total else 0.0
+
 
 @attrs.frozen
 class _Gate:
@@ -160,20 +193,44 @@ class _Gate:
     threshold: float
     members: frozenset[str]
     baseline: Mapping[str, float]
+    population: int
     sequence: BettingSequence
+    """For the difference over the set (without replacement): settles ``pass`` early."""
+    expected: BettingSequence
+    """For the expected difference (with replacement): settles ``fail`` early."""
+    differences: list[float] = attrs.field(factory=list)
+
+    def update(self, difference: float) -> None:
+        self.differences.append(difference)
+        self.sequence.update((difference + 1.0) / 2.0)
+        self.expected.update((difference + 1.0) / 2.0)
 
 
-def _decision(sequence: BettingSequence, threshold: float) -> str:
-    bounds = sequence.bounds()
-    if bounds is None:
-        return UNDECIDED
-    cutoff = (1.0 - threshold) / 2.0  # D = -threshold on the [0, 1] scale
-    low, high = bounds
-    if high < cutoff:
-        return FAIL
-    if low >= cutoff:
-        return PASS
-    return UNDECIDED
+def _decision(gate: _Gate, alpha: float, seed: int) -> tuple[str, str, float | None]:
+    """(decision, rule, p-value of the whole-set rule)."""
+    if len(gate.differences) >= gate.population:
+        return _whole_set(gate, alpha, seed)
+    cutoff = (1.0 - gate.threshold) / 2.0  # D = -threshold on the [0, 1] scale
+    expected = gate.expected.bounds()
+    if expected is not None and expected[1] < cutoff:
+        return FAIL, SEQUENCE_RULE, None
+    bounds = gate.sequence.bounds()
+    if bounds is not None and bounds[0] >= cutoff:
+        return PASS, SEQUENCE_RULE, None
+    return UNDECIDED, SEQUENCE_RULE, None
+
+
+def _whole_set(gate: _Gate, alpha: float, seed: int) -> tuple[str, str, float | None]:
+    """The fixed gate's rule with ``--require-significant``: a drop past the threshold
+    that the paired sign-flip test finds significant fails."""
+    if not gate.differences:
+        return UNDECIDED, WHOLE_SET_RULE, None
+    differences = np.asarray(gate.differences, dtype=np.float64)
+    p_value, _, _ = sign_flip_p_value(differences, seed=seed)
+    discordant = int((np.abs(differences) > 1e-12).sum())
+    dropped = -float(differences.mean()) > gate.threshold + _TOLERANCE
+    said = verdict(p_value, p_floor(discordant), alpha)
+    return (FAIL if dropped and said == SIGNIFICANT else PASS), WHOLE_SET_RULE, p_value
 
 
 def sequential_order(question_ids: Sequence[str], seed: int = DEFAULT_SEED) -> list[int]:
@@ -190,13 +247,15 @@ def run_sequentially(
     alpha: float,
     batch: int = 1,
     seed: int = DEFAULT_SEED,
+    points: int = GRID_POINTS,
 ) -> tuple[list[int], SequentialResult]:
     """Ask questions (indices, ``batch`` at a time) until every gate is settled.
 
     ``ask`` evaluates the given questions and returns each one's metric values;
     ``gates`` are (slice, metric, threshold, member question ids); ``baseline`` maps a
-    metric to the baseline's value per question id (undefined values left out).
-    Returns the indices asked, in order, and the result.
+    metric to the baseline's value per question id (undefined values left out);
+    ``points`` is the resolution of the sequences' grid of means. Returns the indices
+    asked, in order, and the result.
     """
     if not gates:
         raise ValueError("a sequential run needs at least one threshold to settle")
@@ -212,13 +271,17 @@ def run_sequentially(
                 threshold,
                 frozenset(members),
                 before,
-                BettingSequence(max(population, 1), share),
+                population,
+                BettingSequence(max(population, 1), share, points),
+                BettingSequence(None, share, points),
             )
         )
     order = sequential_order(question_ids, seed)
     asked: list[int] = []
-    decisions = [UNDECIDED] * len(states)
+    decisions = [_decision(state, alpha, seed) for state in states]
     for start in range(0, len(order), max(1, batch)):
+        if any(d == FAIL for d, _, _ in decisions) or all(d == PASS for d, _, _ in decisions):
+            break
         chosen = order[start : start + max(1, batch)]
         answers = ask(chosen)
         asked.extend(chosen)
@@ -232,28 +295,28 @@ def run_sequentially(
                     # Undefined for the candidate but not the baseline cannot happen for a
                     # metric defined by the labels alone; count it as the worst case.
                     value = 0.0
-                difference = float(value) - state.baseline[question_id]
-                state.sequence.update((difference + 1.0) / 2.0)
-        decisions = [_decision(state.sequence, state.threshold) for state in states]
-        if FAIL in decisions or all(decision == PASS for decision in decisions):
-            break
-    if FAIL in decisions:
+                state.update(float(value) - state.baseline[question_id])
+        decisions = [_decision(state, alpha, seed) for state in states]
+    if any(d == FAIL for d, _, _ in decisions):
         overall = FAIL
     else:
-        overall = PASS if all(d == PASS for d in decisions) else UNDECIDED
+        overall = PASS if all(d == PASS for d, _, _ in decisions) else UNDECIDED
     rows = []
-    for state, decision in zip(states, decisions, strict=True):
+    for state, (decision, rule, p_value) in zip(states, decisions, strict=True):
         bounds = state.sequence.bounds()
         rows.append(
             GateSequence(
                 metric=state.metric,
                 slice=state.slice,
                 threshold=state.threshold,
-                population=state.sequence.population,
-                asked=state.sequence.seen,
+                population=state.population,
+                asked=len(state.differences),
                 low=None if bounds is None else 2.0 * bounds[0] - 1.0,
                 high=None if bounds is None else 2.0 * bounds[1] - 1.0,
                 decision=decision,
+                rule=rule,
+                difference=float(np.mean(state.differences)) if state.differences else None,
+                p_value=p_value,
             )
         )
     result = SequentialResult(

@@ -104,9 +104,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--sequential",
         action="store_true",
         help="ask the questions in a seeded random order and stop as soon as anytime-valid "
-        "confidence sequences settle every threshold (pass) or one (regression); undecided "
-        "when the set runs out, which fails the gate. Needs a baseline; a run that stopped "
-        "early is not saved",
+        "confidence sequences settle every threshold (pass) or one (regression); a set "
+        "asked whole is decided by the paired test, as --require-significant decides. "
+        "Needs a baseline; a run that stopped early is not saved",
     )
     parser.add_argument(
         "--max-error-rate",
