@@ -16,7 +16,6 @@ import cattrs
 from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from retrievalkit.model import values as model
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionForm, QuestionOutcome
@@ -83,7 +82,7 @@ converter.register_structure_hook(Outcomes, _structure_outcomes)
 
 # The record's outcomes field is annotated with a name model.py imports only for type
 # checking (so that importing the model does not import numpy); resolve it here.
-attrs.resolve_types(ResultRecord, globalns={**vars(model), "Outcomes": Outcomes})
+attrs.resolve_types(ResultRecord)
 # A question without expected_chunks is written (and hashed) as before chunks existed.
 converter.register_unstructure_hook(
     GoldenQuestion,
