@@ -1,4 +1,7 @@
-"""``eval --sequential``: ask questions in a seeded random order and stop once the gate is settled.
+"""The mathematics of ``eval --sequential``: betting confidence sequences over a seeded order.
+
+`retrievalkit.pipeline.sequential_gate` asks the questions in that order and stops once
+the gate is settled; this module decides, from the answers so far, whether it is.
 
 For each gated metric (and slice) the quantity the gate judges is the mean difference
 D = candidate - baseline (per question) that the fixed-sample gate judges with
@@ -31,21 +34,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
-from retrievalkit.errors import InputError
 from retrievalkit.stats.intervals import DEFAULT_SEED
 from retrievalkit.stats.paired import SIGNIFICANT, p_floor, sign_flip_p_value, verdict
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Run, Thresholds
-    from retrievalkit.model.values import GoldenQuestionSet
-    from retrievalkit.pipeline.gate import Verdict
-    from retrievalkit.stores import ResultStore
+    pass
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -328,121 +327,3 @@ def run_sequentially(
         gates=tuple(rows),
     )
     return asked, result
-
-
-def evaluate_sequentially(
-    golden: GoldenQuestionSet,
-    retriever: Any,
-    store: ResultStore,
-    thresholds: Thresholds,
-    *,
-    baseline: str | None = None,
-    k: Sequence[int],
-    overfetch: int,
-    slices: Sequence[str] = (),
-    confidence: float,
-    resamples: int,
-    concurrency: int = 1,
-    timeout: float | None = None,
-    max_error_rate: float | None = 0.0,
-    git_commit: str | None = None,
-    seed: int = DEFAULT_SEED,
-    config: Any = None,
-) -> tuple[Run, Verdict, SequentialResult]:
-    """Ask ``golden``'s questions in a seeded random order until the gate is settled.
-
-    The run holds the questions asked (its manifest says how many, under
-    ``extra["sequential"]``); the verdict's ``regressed`` is the sequential decision
-    (``undecided`` fails). The pipeline's retrieval, scoring and record steps are those
-    of `retrievalkit.api.evaluate`.
-    """
-    from retrievalkit.api import _config, _resolve, _scored_run
-    from retrievalkit.metrics.definitions import normalise_ks
-    from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
-    from retrievalkit.pipeline.baselines import choose_baseline
-    from retrievalkit.pipeline.evaluator import Retrieval, evaluate_questions
-    from retrievalkit.pipeline.gate import compare_runs, settle_sequentially, split_slice
-    from retrievalkit.stats.power import gated_metrics
-
-    resolved = _resolve(retriever, None, None, _config(config))
-    choice = choose_baseline(store, golden.name, resolved.name, explicit=baseline)
-    if choice.record is None:
-        raise InputError(
-            f"--sequential decides against a baseline, and {golden.name} × {resolved.name} "
-            f"has no run in {store.url}",
-            field="--sequential",
-            hint="run eval once without --sequential to store a baseline",
-        )
-    questions = golden.questions
-    gates = []
-    for slice_name, metric, threshold in gated_metrics(thresholds.metrics, thresholds.slices):
-        if slice_name is None:
-            members = [question.id for question in questions]
-        else:
-            field, label = split_slice(slice_name)
-            members = [q.id for q in questions if slice_label(q, field) == label]
-        gates.append((slice_name, metric, threshold, members))
-    before = {
-        metric: {
-            outcome.question_id: float(value)
-            for outcome in choice.record.outcomes
-            if (value := outcome.scores.get(metric)) is not None
-        }
-        for metric in {metric for _, metric, _, _ in gates}
-    }
-    scoring = ScoringOptions(
-        ks=normalise_ks(k), resamples=resamples, confidence=confidence, slices=tuple(slices)
-    )
-    quick = attrs.evolve(scoring, resamples=1)
-    answered: dict[int, Retrieval] = {}
-
-    def ask(indices: list[int]) -> list[dict[str, float | None]]:
-        chosen = [questions[index] for index in indices]
-        answers = evaluate_questions(
-            resolved.retriever,
-            chosen,
-            depth=max(scoring.ks),
-            overfetch=overfetch,
-            concurrency=concurrency,
-            timeout=timeout,
-            secrets=resolved.secrets,
-        )
-        answered.update(zip(indices, answers, strict=True))
-        return [dict(outcome.scores) for outcome in score_run(chosen, answers, quick).outcomes]
-
-    asked, result = run_sequentially(
-        [question.id for question in questions],
-        ask,
-        gates,
-        before,
-        alpha=1.0 - confidence,
-        batch=concurrency,
-        seed=seed,
-    )
-    kept = sorted(asked)
-    run = _scored_run(
-        golden,
-        [questions[index] for index in kept],
-        [answered[index] for index in kept],
-        resolved,
-        scoring,
-        overfetch=overfetch,
-        git_commit=git_commit,
-        now=None,
-        max_error_rate=max_error_rate,
-        extra={"sequential": f"{result.decision} after {result.asked} of {result.total} questions"},
-    )
-    verdict = compare_runs(
-        run.record.outcomes,
-        golden.content_hash,
-        choice.record,
-        thresholds.metrics,
-        resamples=resamples,
-        confidence=confidence,
-        seed=scoring.seed,
-        require_significant=thresholds.require_significant,
-        slice_thresholds=thresholds.slices,
-        questions=[questions[index] for index in kept],
-        baseline_kind=choice.kind,
-    )
-    return run, settle_sequentially(verdict, result), result

@@ -410,8 +410,9 @@ def _run_sequential(
 ) -> int:
     """``eval --sequential``: ask until the confidence sequences settle the gate."""
     from retrievalkit.pipeline.record import git_commit
+    from retrievalkit.pipeline.sequential_gate import evaluate_sequentially
     from retrievalkit.render.summary import EvalReport
-    from retrievalkit.stats.sequential import PASS, evaluate_sequentially
+    from retrievalkit.stats.sequential import PASS
 
     run, verdict, result = evaluate_sequentially(
         golden,
