@@ -96,6 +96,24 @@ def open_store(
     return open_by_scheme(url)
 
 
+def _metric_thresholds(value: Any) -> Mapping[str, float]:
+    from retrievalkit.pipeline.arguments import check_metric_thresholds
+
+    return check_metric_thresholds(value)
+
+
+def _slice_thresholds(value: Any) -> Mapping[str, Mapping[str, float]]:
+    from retrievalkit.pipeline.arguments import check_slice_thresholds
+
+    return check_slice_thresholds(value)
+
+
+def _flag(value: Any) -> bool:
+    from retrievalkit.pipeline.arguments import check_flag
+
+    return check_flag(value, field="require_significant")
+
+
 @attrs.frozen
 class Thresholds:
     """What a gate checks: the largest allowed absolute drop of each metric, overall and
@@ -105,9 +123,21 @@ class Thresholds:
     the paired test finds the difference significant.
     """
 
-    metrics: Mapping[str, float] = attrs.field(factory=lambda: {"hit@1": 0.0, "hit@3": 0.0})
-    slices: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
-    require_significant: bool = False
+    metrics: Mapping[str, float] = attrs.field(
+        factory=lambda: {"hit@1": 0.0, "hit@3": 0.0}, converter=_metric_thresholds
+    )
+    slices: Mapping[str, Mapping[str, float]] = attrs.field(
+        factory=dict, converter=_slice_thresholds
+    )
+    require_significant: bool = attrs.field(default=False, converter=_flag)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.metrics and not self.slices:
+            raise InputError(
+                "no metric to gate: a gate with nothing to check would always pass",
+                field="thresholds",
+                hint='give at least one metric, e.g. {"hit@1": 0.0}',
+            )
 
     @classmethod
     def from_config(cls, config: Config, **overrides: float) -> Thresholds:
@@ -375,12 +405,19 @@ def evaluate(
     """
     from retrievalkit.evaluator import STREAM_BATCH, ask_in_batches
     from retrievalkit.metrics import normalise_ks
+    from retrievalkit.pipeline import arguments
     from retrievalkit.scoring import RunScorer, ScoringOptions
 
-    if not 0.0 < confidence < 1.0:
-        raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
-    if overfetch < 1 or concurrency < 1 or resamples < 1:
-        raise InputError("overfetch, concurrency and resamples must be 1 or more")
+    # The checks of the command line's options, with the same messages (exit code 2 there).
+    k = arguments.check_ks(k)
+    confidence = arguments.check_confidence(confidence)
+    overfetch = arguments.check_overfetch(overfetch)
+    concurrency = arguments.check_concurrency(concurrency)
+    resamples = arguments.check_resamples(resamples)
+    seed = arguments.check_seed(seed)
+    timeout = arguments.check_timeout(timeout)
+    max_error_rate = arguments.check_max_error_rate(max_error_rate)
+    slices = arguments.check_names(slices, field="--slice")
     settings = _config(config)
     provider = None
     if isinstance(set, GoldenQuestionSet):
@@ -559,8 +596,17 @@ def gate(
     from retrievalkit.baselines import choose_baseline
     from retrievalkit.regression import Verdict, check_slices, compare_runs
 
+    if not isinstance(run, (Run, ResultRecord)):
+        raise InputError(
+            f"must be a Run or a ResultRecord, got {type(run).__name__}",
+            field="run",
+            hint="gate the Run that evaluate() returned, or a record from a store",
+        )
+    store = _gate_store(store)
+    if baseline is not None and (not isinstance(baseline, str) or not baseline.strip()):
+        raise InputError(f"must be a run id, got {baseline!r}", field="--baseline")
     if not isinstance(thresholds, Thresholds):
-        thresholds = Thresholds() if thresholds is None else Thresholds(dict(thresholds))
+        thresholds = Thresholds() if thresholds is None else Thresholds(thresholds)
     record = run.record if isinstance(run, Run) else run
     questions = run.set.questions if isinstance(run, Run) else ()
     if questions:
@@ -601,6 +647,19 @@ def gate(
     )
 
 
+def _gate_store(store: Any) -> ResultStore:
+    """The store to find the baseline in: a store, or a URL as ``--store`` takes it."""
+    if isinstance(store, (str, os.PathLike)):
+        return open_store(os.fspath(store))
+    if not all(callable(getattr(store, name, None)) for name in ("get", "runs")):
+        raise InputError(
+            f"must be a result store or a store URL, got {type(store).__name__}",
+            field="--store",
+            hint='e.g. rk.open_store("sqlite:///.retrievalkit/results.sqlite3") or "memory:"',
+        )
+    return store  # type: ignore[no-any-return]
+
+
 def compare(
     runs: Sequence[Run | ResultRecord],
     *,
@@ -625,7 +684,15 @@ def compare(
     (or `question_texts`).
     """
     from retrievalkit.comparison import Side, compare_records
+    from retrievalkit.pipeline import arguments
 
+    if confidence is not None:
+        confidence = arguments.check_confidence(confidence)
+    if resamples is not None:
+        resamples = arguments.check_resamples(resamples)
+    seed = arguments.check_seed(seed)
+    if isinstance(changed, bool) or not isinstance(changed, int) or changed < 0:
+        raise InputError(f"must be 0 or more, got {changed!r}", field="--changed")
     if labels is not None and len(labels) != len(runs):
         raise InputError(f"{len(labels)} labels for {len(runs)} runs", field="labels")
     records = [run.record if isinstance(run, Run) else run for run in runs]
@@ -675,8 +742,13 @@ def fidelity(
     """
     from retrievalkit.evaluator import evaluate_questions
     from retrievalkit.fidelity import measure_fidelity
+    from retrievalkit.limits import MAX_K
+    from retrievalkit.pipeline.arguments import check_count
 
-    if not 0.0 < persistence < 1.0:
+    k = check_count(k, field="--k", maximum=MAX_K)
+    if isinstance(persistence, bool) or not (
+        isinstance(persistence, (int, float)) and 0.0 < persistence < 1.0
+    ):
         raise InputError("must be between 0 and 1 (exclusive), e.g. 0.9", field="--persistence")
     settings = _config(config)
     golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)

@@ -1,0 +1,1 @@
+"""The evaluation pipeline: ask, score, gate, compare and record runs."""
