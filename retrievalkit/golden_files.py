@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from retrievalkit.errors import InputError
-from retrievalkit.limits import MAX_GRADE, check_path
+from retrievalkit.limits import MAX_GRADE, MAX_LINE_BYTES, check_path, line_too_long
 from retrievalkit.model import (
     FrozenDict,
     GoldenQuestion,
@@ -163,6 +163,8 @@ def _load_jsonl_lines(path: Path) -> list[GoldenQuestion]:
     questions: list[GoldenQuestion] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(iter_lines(text), start=1):
+        if len(line) > MAX_LINE_BYTES:
+            raise line_too_long(len(line), source=str(path), line=number)
         if not line.strip():
             continue
         question = _line_question(line, number, str(path))
@@ -243,8 +245,8 @@ def _fast_questions(path: Path) -> list[GoldenQuestion] | None:
             while rest:
                 more = stream.read(_BLOCK_BYTES)
                 cut = rest.rfind(b"\n") + 1 if more else len(rest)
-                if cut == 0:  # one line longer than a block: read on
-                    rest += more
+                if cut == 0:  # one line longer than a block: read to its end
+                    rest = _rest_of_line(stream, rest, more, str(path), lines + 1)
                     continue
                 text = rest[:cut].decode("utf-8")
                 rest = rest[cut:] + more
@@ -253,11 +255,45 @@ def _fast_questions(path: Path) -> list[GoldenQuestion] | None:
                     block = _lines_questions(text, lines, str(path), seen)
                 questions.extend(block)
                 lines += text.count("\n")
+    except LineTooLong as error:
+        # Reading the file again line by line would hold the whole line: refused here.
+        raise error.refusal from None
     except (OSError, ValueError, InputError, RecursionError):
         # ValueError: invalid UTF-8 (UnicodeDecodeError) and whatever else the line by
         # line reading would raise and name.
         return None
     return questions or None
+
+
+class LineTooLong(Exception):
+    """A line past `MAX_LINE_BYTES`; ``refusal`` is the error that names it."""
+
+    def __init__(self, size: int, *, source: str, line: int) -> None:
+        super().__init__(size)
+        self.refusal = line_too_long(size, source=source, line=line)
+
+
+def _rest_of_line(stream: Any, start: bytes, more: bytes, source: str, line: int) -> bytes:
+    """``start`` (a block with no line break) and ``more``, read on to the end of the line.
+
+    The blocks are kept in a list and joined once: adding each to the line read so far
+    would copy the line again for every block (quadratic: a 512 MB file without a line
+    break took minutes). A line past `MAX_LINE_BYTES` is refused as soon as it is.
+    """
+    parts, size = [start], len(start)
+    while more:
+        parts.append(more)
+        end = more.find(b"\n")
+        if end >= 0:
+            size += end
+            break
+        size += len(more)
+        if size > MAX_LINE_BYTES:
+            break
+        more = stream.read(_BLOCK_BYTES)
+    if size > MAX_LINE_BYTES:
+        raise LineTooLong(size, source=source, line=line)
+    return b"".join(parts)
 
 
 def _lines_questions(text: str, before: int, source: str, seen: set[str]) -> list[GoldenQuestion]:
