@@ -303,6 +303,9 @@ def _resolve(
         from retrievalkit.resolve import resolve_retriever
 
         if options is not None:
+            from retrievalkit.pipeline.arguments import check_plugin_options
+
+            options = check_plugin_options(options)
             # Options given here configure the plugin of that name for this call.
             instance = name or retriever
             config = attrs.evolve(
@@ -420,8 +423,11 @@ def evaluate(
     slices = arguments.check_names(slices, field="--slice")
     settings = _config(config)
     provider = None
+    from retrievalkit.formats.ids import ReturnedIds, canonical_set, check_separators
+
     if isinstance(set, GoldenQuestionSet):
-        golden = set
+        # A set built in code gets the identity its files would: ids compared in NFC.
+        golden = canonical_set(set)
     else:
         from retrievalkit.resolve import resolve_set_and_provider
 
@@ -435,8 +441,15 @@ def evaluate(
         seed=seed,
         slices=wanted_slices,
     )
+    if isinstance(retriever, str):
+        # Before the retriever is built (a corpus indexed): its labels could never be hit.
+        configured = settings.retrievers.get(retriever)
+        planned = options if options is not None else (configured.options if configured else {})
+        check_separators(golden, planned, name or retriever)
     resolved = _resolve(retriever, options, name, settings)
+    check_separators(golden, resolved.options, resolved.name)
     questions = golden.questions
+    notes = ReturnedIds()
     # Asked, judged and scored a batch at a time: a batch's answers are let go once its
     # columns are filled in, so no per-question object outlives its batch.
     scorer = RunScorer(questions, scoring)
@@ -450,6 +463,7 @@ def evaluate(
         secrets=resolved.secrets,
         progress=progress,
         batch=STREAM_BATCH,
+        notes=notes,
     ):
         scorer.add(answered)
     return _finished_run(
@@ -461,6 +475,7 @@ def evaluate(
         now=now,
         max_error_rate=max_error_rate,
         provider=provider,
+        notes=notes,
     )
 
 
@@ -510,6 +525,7 @@ def _finished_run(
     max_error_rate: float | None,
     provider: Any = None,
     extra: Mapping[str, str] | None = None,
+    notes: Any = None,
 ) -> Run:
     """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
     sequential run asked); raise `RunFailed` past ``max_error_rate``."""
@@ -548,7 +564,9 @@ def _finished_run(
         plugin_packages=packages,
         retriever_identifier=identifier if isinstance(identifier, str) and identifier else None,
     )
-    run = Run(record, golden, () if short is None else (short,))
+    returned = None if notes is None else notes.warning()
+    warnings = (*golden.warnings, *(w for w in (short, returned) if w is not None))
+    run = Run(record, golden, warnings)
     errored, total = scores.outcomes.errored, len(scorer.questions)
     if max_error_rate is not None and errored and errored / total > max_error_rate:
         from collections import Counter

@@ -174,3 +174,33 @@ def check_flag(value: Any, *, field: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"must be True or False, got {value!r}", field=field)
     return value
+
+
+def check_plugin_options(value: Any, *, field: str = "options") -> dict[str, Any]:
+    """A plugin's options as a configuration file may hold them: string keys, no nan or
+    inf, no date (TOML's), so a value that could only fail at save fails before the run."""
+    import datetime as dt
+
+    if not isinstance(value, Mapping):
+        raise InputError(f"must be a mapping of option names to values, got {value!r}", field=field)
+
+    def walk(item: Any, where: str) -> None:
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    raise InputError(f"option names are strings, got {key!r}", field=where)
+                walk(inner, f"{where}.{key}")
+        elif isinstance(item, (list, tuple)):
+            for inner in item:
+                walk(inner, where)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InputError(f"must be a finite number, got {item!r}", field=where)
+        elif isinstance(item, (dt.date, dt.time)):
+            raise InputError(
+                f"is a date or time ({item.isoformat()}), which no option takes",
+                field=where,
+                hint="give it as a string if it is meant as text",
+            )
+
+    walk(value, field)
+    return dict(value)

@@ -1,0 +1,1 @@
+"""Reading and writing what retrievalkit exchanges with the world: sets, corpora, runs."""
