@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import retrievalkit as rk
-from retrievalkit.config import find_config
 from retrievalkit.errors import InputError
+from retrievalkit.formats.config import find_config
 
 GENERATED = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

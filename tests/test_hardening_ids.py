@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import retrievalkit as rk
 from retrievalkit.errors import InputError
-from retrievalkit.golden_files import load_set_file
+from retrievalkit.formats.golden_sets import load_set_file
 
 GENERATED = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -123,7 +123,7 @@ def test_nfc_and_nfd_twins_are_refused_in_one_list_and_as_two_question_ids(
 @GENERATED
 @given(label=composed_ids)
 def test_validate_refuses_twins_with_exit_code_2(tmp_path: Path, label: str) -> None:
-    from retrievalkit.cli import main
+    from retrievalkit.cli.main import main
 
     path = _write(
         tmp_path / "twins.jsonl",
@@ -206,7 +206,7 @@ def test_a_label_holding_the_retrievers_separator_is_refused_with_the_fix(
         )  # fmt: skip
     assert refused.value.field == "expected"
     assert repr(head) in (refused.value.hint or "")
-    from retrievalkit.validation import lint_set
+    from retrievalkit.pipeline.validation import lint_set
 
     warnings = lint_set(golden, {"chunks": {"doc_id_separator": separator}})["warnings"]
     assert any("doc_id_separator" in w and repr(head) in w for w in warnings)
@@ -285,7 +285,7 @@ def test_beir_refuses_what_jsonl_refuses_with_one_line(
 )
 def test_ranx_json_export_holds_any_id_ranx_holds(tmp_path: Path, labels: list[str]) -> None:
     ranx = pytest.importorskip("ranx")
-    from retrievalkit.cli import main
+    from retrievalkit.cli.main import main
 
     answers = [[nfc(label)] for label in labels]
     run = rk.evaluate(golden_of(labels), Answers(answers), git_commit=None, k=(1,))

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import retrievalkit.golden_files as golden_files
-import retrievalkit.limits as limits
+import retrievalkit.formats.golden_sets as golden_files
+import retrievalkit.formats.limits as limits
 from retrievalkit.errors import InputError
 
 LIMIT, BLOCK = 4096, 64

@@ -18,13 +18,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import retrievalkit as rk
-from retrievalkit.cli import main
+from retrievalkit.cli.main import main
 from retrievalkit.errors import InputError
-from retrievalkit.evaluator import Retrieval
-from retrievalkit.limits import MAX_CONCURRENCY, MAX_K, MAX_OVERFETCH, MAX_RESAMPLES, MAX_TIMEOUT
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, ResultRecord
-from retrievalkit.record import build_record
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.formats.limits import (
+    MAX_CONCURRENCY,
+    MAX_K,
+    MAX_OVERFETCH,
+    MAX_RESAMPLES,
+    MAX_TIMEOUT,
+)
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, ResultRecord
+from retrievalkit.pipeline.evaluator import Retrieval
+from retrievalkit.pipeline.record import build_record
 
 QUESTIONS = [
     GoldenQuestion(id=f"q{i}", question=f"question {i}", expected=[f"d{i}"]) for i in range(12)
@@ -183,7 +189,7 @@ def test_an_unknown_metric_or_a_bad_drop_is_refused_never_passed(name: str, drop
 
 
 def _unknown(name: str) -> bool:
-    from retrievalkit.metrics import parse_metric
+    from retrievalkit.metrics.definitions import parse_metric
 
     try:
         parse_metric(name)

@@ -33,7 +33,7 @@ import attrs
 from retrievalkit.errors import InputError
 
 if TYPE_CHECKING:
-    from retrievalkit.model import GoldenQuestion, GoldenQuestionSet
+    from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 
 FORM: Literal["NFC"] = "NFC"
 

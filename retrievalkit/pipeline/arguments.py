@@ -3,7 +3,7 @@
 `retrievalkit eval --k 0` and `retrievalkit.evaluate(k=(0,))` must be refused the same way,
 with the same words: each setting has one function here that returns the value to use
 or raises `InputError` naming the option. The command line's option types call these
-functions (`retrievalkit.commands.options`), the configuration reader calls them for
+functions (`retrievalkit.cli.commands.options`), the configuration reader calls them for
 its keys, and `retrievalkit.api` calls them for its keyword arguments, so no path into
 an evaluation or a gate can skip a check the others make.
 """
@@ -16,7 +16,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retrievalkit.errors import InputError
-from retrievalkit.limits import MAX_CONCURRENCY, MAX_K, MAX_OVERFETCH, MAX_RESAMPLES, MAX_TIMEOUT
+from retrievalkit.formats.limits import (
+    MAX_CONCURRENCY,
+    MAX_K,
+    MAX_OVERFETCH,
+    MAX_RESAMPLES,
+    MAX_TIMEOUT,
+)
 
 
 def _is_whole(value: Any) -> bool:
@@ -114,7 +120,7 @@ def check_names(value: Any, *, field: str) -> tuple[str, ...]:
 def check_metric_name(name: Any, *, field: str) -> str:
     """The canonical name of a gated metric (``"HIT@1 "`` -> ``"hit@1"``); unknown names
     are refused, since a threshold on a name no computed metric has is never checked."""
-    from retrievalkit.metrics import parse_metric
+    from retrievalkit.metrics.definitions import parse_metric
 
     if not isinstance(name, str):
         raise InputError(f"a metric name must be a string, got {name!r}", field=field)
