@@ -106,6 +106,24 @@ def _default_thresholds() -> dict[str, float]:
     return dict(DEFAULT_THRESHOLDS)
 
 
+def _metric_thresholds(value: Any) -> Mapping[str, float]:
+    from retrievalkit.pipeline.arguments import check_metric_thresholds
+
+    return check_metric_thresholds(value)
+
+
+def _slice_thresholds(value: Any) -> Mapping[str, Mapping[str, float]]:
+    from retrievalkit.pipeline.arguments import check_slice_thresholds
+
+    return check_slice_thresholds(value)
+
+
+def _flag(value: Any) -> bool:
+    from retrievalkit.pipeline.arguments import check_flag
+
+    return check_flag(value, field="require_significant")
+
+
 @attrs.frozen
 class Thresholds:
     """What a gate checks: the largest allowed absolute drop of each metric, overall and
@@ -115,9 +133,21 @@ class Thresholds:
     the paired test finds the difference significant.
     """
 
-    metrics: Mapping[str, float] = attrs.field(factory=_default_thresholds)
-    slices: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
-    require_significant: bool = False
+    metrics: Mapping[str, float] = attrs.field(
+        factory=_default_thresholds, converter=_metric_thresholds
+    )
+    slices: Mapping[str, Mapping[str, float]] = attrs.field(
+        factory=dict, converter=_slice_thresholds
+    )
+    require_significant: bool = attrs.field(default=False, converter=_flag)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.metrics and not self.slices:
+            raise InputError(
+                "no metric to gate: a gate with nothing to check would always pass",
+                field="thresholds",
+                hint='give at least one metric, e.g. {"hit@1": 0.0}',
+            )
 
     @classmethod
     def from_config(cls, config: Config, **overrides: float) -> Thresholds:
@@ -300,6 +330,9 @@ def _resolve(
         from retrievalkit.plugins.resolution import resolve_retriever
 
         if options is not None:
+            from retrievalkit.pipeline.arguments import check_plugin_options
+
+            options = check_plugin_options(options)
             # Options given here configure the plugin of that name for this call.
             instance = name or retriever
             config = attrs.evolve(
@@ -413,6 +446,7 @@ def evaluate(
     """
     from retrievalkit.metrics.definitions import normalise_ks
     from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
+    from retrievalkit.pipeline import arguments
     from retrievalkit.pipeline.evaluator import STREAM_BATCH, ask_in_batches
 
     settings = _config(config)
@@ -427,13 +461,22 @@ def evaluate(
     timeout = timeout if timeout is not None else defaults.timeout
     if chunk_separator is None:
         chunk_separator = defaults.chunk_separator
-    if not 0.0 < confidence < 1.0:
-        raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
-    if overfetch < 1 or concurrency < 1 or resamples < 1:
-        raise InputError("overfetch, concurrency and resamples must be 1 or more")
+    # The checks of the command line's options, with the same messages (exit code 2 there).
+    k = arguments.check_ks(k)
+    confidence = arguments.check_confidence(confidence)
+    overfetch = arguments.check_overfetch(overfetch)
+    concurrency = arguments.check_concurrency(concurrency)
+    resamples = arguments.check_resamples(resamples)
+    seed = arguments.check_seed(seed)
+    timeout = arguments.check_timeout(timeout)
+    max_error_rate = arguments.check_max_error_rate(max_error_rate)
+    slices = arguments.check_names(slices, field="--slice")
     provider = None
+    from retrievalkit.formats.ids import ReturnedIds, canonical_set, check_separators
+
     if isinstance(set, GoldenQuestionSet):
-        golden = set
+        # A set built in code gets the identity its files would: ids compared in NFC.
+        golden = canonical_set(set)
     else:
         from retrievalkit.plugins.resolution import resolve_set_and_provider
 
@@ -447,8 +490,15 @@ def evaluate(
         seed=seed,
         slices=wanted_slices,
     )
+    if isinstance(retriever, str):
+        # Before the retriever is built (a corpus indexed): its labels could never be hit.
+        configured = settings.retrievers.get(retriever)
+        planned = options if options is not None else (configured.options if configured else {})
+        check_separators(golden, planned, name or retriever)
     resolved = _resolve(retriever, options, name, settings)
+    check_separators(golden, resolved.options, resolved.name)
     questions = golden.questions
+    notes = ReturnedIds()
     # Asked, judged and scored a batch at a time: a batch's answers are let go once its
     # columns are filled in, so no per-question object outlives its batch.
     scorer = RunScorer(questions, scoring)
@@ -485,6 +535,7 @@ def evaluate(
         secrets=resolved.secrets,
         progress=progress,
         batch=STREAM_BATCH,
+        notes=notes,
     ):
         if keeper is None:
             scorer.add(answered)
@@ -504,6 +555,7 @@ def evaluate(
         max_error_rate=max_error_rate,
         provider=provider,
         extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
+        notes=notes,
     )
 
 
@@ -601,6 +653,7 @@ def _finished_run(
     provider: Any = None,
     extra: Mapping[str, str] | None = None,
     stages: StageReport | None = None,
+    notes: Any = None,
 ) -> Run:
     """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
     sequential run asked); raise `RunFailed` past ``max_error_rate``."""
@@ -641,7 +694,9 @@ def _finished_run(
     )
     if stages is not None:
         record = attrs.evolve(record, stages=stages)
-    run = Run(record, golden, () if short is None else (short,))
+    returned = None if notes is None else notes.warning()
+    warnings = (*golden.warnings, *(w for w in (short, returned) if w is not None))
+    run = Run(record, golden, warnings)
     errored, total = scores.outcomes.errored, len(scorer.questions)
     if max_error_rate is not None and errored and errored / total > max_error_rate:
         from collections import Counter
@@ -689,8 +744,17 @@ def gate(
     from retrievalkit.pipeline.baselines import choose_baseline
     from retrievalkit.pipeline.gate import Verdict, check_slices, compare_runs
 
+    if not isinstance(run, (Run, ResultRecord)):
+        raise InputError(
+            f"must be a Run or a ResultRecord, got {type(run).__name__}",
+            field="run",
+            hint="gate the Run that evaluate() returned, or a record from a store",
+        )
+    store = _gate_store(store)
+    if baseline is not None and (not isinstance(baseline, str) or not baseline.strip()):
+        raise InputError(f"must be a run id, got {baseline!r}", field="--baseline")
     if not isinstance(thresholds, Thresholds):
-        thresholds = Thresholds() if thresholds is None else Thresholds(dict(thresholds))
+        thresholds = Thresholds() if thresholds is None else Thresholds(thresholds)
     record = run.record if isinstance(run, Run) else run
     questions = run.set.questions if isinstance(run, Run) else ()
     if questions:
@@ -734,6 +798,19 @@ def gate(
     return attrs.evolve(verdict, retriever_changes=retriever_changes(choice.record, record))
 
 
+def _gate_store(store: Any) -> ResultStore:
+    """The store to find the baseline in: a store, or a URL as ``--store`` takes it."""
+    if isinstance(store, (str, os.PathLike)):
+        return open_store(os.fspath(store))
+    if not all(callable(getattr(store, name, None)) for name in ("get", "runs")):
+        raise InputError(
+            f"must be a result store or a store URL, got {type(store).__name__}",
+            field="--store",
+            hint='e.g. rk.open_store("sqlite:///.retrievalkit/results.sqlite3") or "memory:"',
+        )
+    return store  # type: ignore[no-any-return]
+
+
 def compare(
     runs: Sequence[Run | ResultRecord],
     *,
@@ -757,8 +834,16 @@ def compare(
     compares the question ids they share. Question texts come from the runs' sets
     (or `question_texts`).
     """
+    from retrievalkit.pipeline import arguments
     from retrievalkit.pipeline.comparison import Side, compare_records
 
+    if confidence is not None:
+        confidence = arguments.check_confidence(confidence)
+    if resamples is not None:
+        resamples = arguments.check_resamples(resamples)
+    seed = arguments.check_seed(seed)
+    if isinstance(changed, bool) or not isinstance(changed, int) or changed < 0:
+        raise InputError(f"must be 0 or more, got {changed!r}", field="--changed")
     if labels is not None and len(labels) != len(runs):
         raise InputError(f"{len(labels)} labels for {len(runs)} runs", field="labels")
     records = [run.record if isinstance(run, Run) else run for run in runs]
@@ -806,10 +891,15 @@ def fidelity(
 
     Both retrievers are given as in [`evaluate`][retrievalkit.api.evaluate].
     """
+    from retrievalkit.formats.limits import MAX_K
+    from retrievalkit.pipeline.arguments import check_count
     from retrievalkit.pipeline.evaluator import evaluate_questions
     from retrievalkit.pipeline.fidelity import measure_fidelity
 
-    if not 0.0 < persistence < 1.0:
+    k = check_count(k, field="--k", maximum=MAX_K)
+    if isinstance(persistence, bool) or not (
+        isinstance(persistence, (int, float)) and 0.0 < persistence < 1.0
+    ):
         raise InputError("must be between 0 and 1 (exclusive), e.g. 0.9", field="--persistence")
     settings = _config(config)
     golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)

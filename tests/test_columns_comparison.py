@@ -82,8 +82,7 @@ def test_the_gate_pairs_questions_by_id_as_a_lookup_by_id_did(columns: bool) -> 
             expected.discordant,
         )
     assert verdict.unchecked == (
-        "recall@7: no question has a value in both runs (is the metric missing from the "
-        "baseline, e.g. a deeper k?)",
+        "recall@7: the run did not compute it (was it asked for, e.g. a k of --k?)",
     )
 
 

@@ -196,9 +196,10 @@ def test_a_meta_slice_needs_the_questions() -> None:
 
 def test_a_threshold_that_cannot_be_checked_is_listed_with_its_reason() -> None:
     verdict = gate(record(), record(), {"hit@7": 0.0})  # neither run was scored at k = 7
-    assert verdict.checked == () and not verdict.regressed
+    # Nothing it could compare: the gate fails rather than pass unchecked.
+    assert verdict.checked == () and verdict.regressed and verdict.note
     (reason,) = verdict.unchecked
-    assert reason.startswith("hit@7: no question has a value in both runs")
+    assert reason.startswith("hit@7: the run did not compute it")
 
 
 @pytest.mark.parametrize("name", ["form", "=GAP", "form=", " = ", "form =  "])
@@ -261,10 +262,7 @@ def test_every_slice_is_checked_not_only_the_first() -> None:
 
 def test_the_reason_a_metric_could_not_be_checked_says_what_to_look_at() -> None:
     (reason,) = gate(record(), record(), {"hit@7": 0.0}).unchecked
-    assert reason == (
-        "hit@7: no question has a value in both runs (is the metric missing from the "
-        "baseline, e.g. a deeper k?)"
-    )
+    assert reason == "hit@7: the run did not compute it (was it asked for, e.g. a k of --k?)"
 
 
 def test_each_comparison_carries_its_whole_paired_test() -> None:

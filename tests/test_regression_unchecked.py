@@ -18,7 +18,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_metric_the_baseline_lacks_is_listed_as_unchecked(tmp_path: Path) -> None:
+def test_a_metric_the_baseline_lacks_is_unchecked_and_fails_the_gate(tmp_path: Path) -> None:
     eval_demo = ("eval", "--set", "demo", "--retriever", "bm25-demo", "--quiet")
     first = run_cli(*eval_demo, "--format", "json", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
@@ -27,9 +27,10 @@ def test_a_metric_the_baseline_lacks_is_listed_as_unchecked(tmp_path: Path) -> N
         '[regression.metrics]\n"ndcg@20" = 0.0\n', encoding="utf-8"
     )
     second = run_cli(*eval_demo, "--format", "json", "--fail-on-regression", cwd=tmp_path)
-    assert second.returncode == 0, second.stderr
+    # A threshold the gate could not check fails it: it cannot pass what it did not compare.
+    assert second.returncode == 1, second.stderr
     verdict = json.loads(second.stdout)["regression"]
-    assert verdict["regressed"] is False
+    assert verdict["regressed"] is True and "could not be checked" in verdict["note"]
     assert [item for item in verdict["unchecked"] if item.startswith("ndcg@20:")], verdict
     assert {item["metric"] for item in verdict["checked"]} == {"hit@1", "hit@3"}
     baseline = json.loads(first.stdout)["run_id"]

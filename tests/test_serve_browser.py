@@ -27,7 +27,7 @@ import attrs
 import pytest
 from chromium_pipe import Browser
 from serve_site import DemoRuns, demo_runs, grade_lines, ok, retrievalkit, serving
-from test_hardening_html import FAMILIES, FIELDS, _payload, _record
+from test_report_escaping import FAMILIES, FIELDS, _payload, _record
 
 from retrievalkit.demo import DEMO_CORPUS
 from retrievalkit.formats.labels import Label, label_effect

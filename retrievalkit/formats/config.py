@@ -6,6 +6,8 @@ the key, because a silently ignored threshold is a CI gate that never closes.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -102,18 +104,66 @@ def find_config(explicit: str | None, directory: Path | None = None) -> Config:
             raise InputError("config file not found", source=explicit, field="--config")
         table = _read_toml(path)
         if path.name == "pyproject.toml":
-            table = table.get("tool", {}).get("retrievalkit", {})
-            return parse_config(table, path, prefix="tool.retrievalkit.")
+            found = _tool_table(table, path)
+            return parse_config(found or {}, path, prefix="tool.retrievalkit.")
         return parse_config(table, path)
     candidate = directory / CONFIG_FILE
-    if candidate.is_file():
+    if _is_there(candidate):
         return parse_config(_read_toml(candidate), candidate)
     pyproject = directory / "pyproject.toml"
-    if pyproject.is_file():
-        table = _read_toml(pyproject).get("tool", {}).get("retrievalkit")
-        if isinstance(table, dict):
-            return parse_config(table, pyproject, prefix="tool.retrievalkit.")
+    if _is_there(pyproject):
+        found = _tool_table(_read_toml(pyproject), pyproject)
+        if found is not None:
+            return parse_config(found, pyproject, prefix="tool.retrievalkit.")
     return Config()
+
+
+def _is_there(path: Path) -> bool:
+    """Whether anything is at ``path``: a file, but also a directory or a dangling link,
+    which are errors (`_read_toml` names them), never a configuration silently skipped."""
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        raise InputError(
+            f"cannot read the configuration: {error.strerror}", source=str(path)
+        ) from None
+    if path.is_symlink() and not path.exists():
+        raise InputError(
+            "is a symbolic link to nothing",
+            source=str(path),
+            hint="point it at the configuration file, or remove it",
+        )
+    return True
+
+
+def _tool_table(document: Mapping[str, Any], path: Path) -> Mapping[str, Any] | None:
+    """``[tool.retrievalkit]`` of a pyproject.toml, None when absent; any other shape
+    (``tool = 5``, ``[tool] retrievalkit = 5``) is an error naming the key."""
+    tool = document.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, Mapping):
+        raise InputError(
+            f"must be a table, got {_toml_type(tool)}",
+            source=str(path),
+            line=key_line(path, "tool"),
+            field="tool",
+        )
+    table = tool.get("retrievalkit")
+    if table is None or isinstance(table, Mapping):
+        return table
+    raise InputError(
+        f"must be a table ([tool.retrievalkit]), got {_toml_type(table)}",
+        source=str(path),
+        line=key_line(path, "tool.retrievalkit"),
+        field="tool.retrievalkit",
+    )
+
+
+def _toml_type(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -129,12 +179,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise InputError(
             "TOML nested too deeply", source=str(path), hint="a configuration is a few tables"
         ) from None
-    _refuse_nul(document, path, "")
     return document
 
 
 def _refuse_nul(value: Any, path: Path, key: str) -> None:
-    """No string of a configuration may hold a NUL byte: no URL, path or name can."""
+    """No string of a configuration may hold a NUL byte (no URL, path or name can), no
+    number may be nan or inf and no value a TOML date: plugin options are handed over as
+    they are, and such a value would only fail at save, after the whole run."""
     if isinstance(value, Mapping):
         for name, item in value.items():
             _refuse_nul(name, path, key)
@@ -142,6 +193,22 @@ def _refuse_nul(value: Any, path: Path, key: str) -> None:
     elif isinstance(value, list):
         for item in value:
             _refuse_nul(item, path, key)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InputError(
+            f"must be a finite number, got {value!r}",
+            source=str(path),
+            line=key_line(str(path), key) if key else None,
+            field=key or None,
+            hint="nan and inf are never a setting",
+        )
+    elif isinstance(value, (dt.date, dt.time)):
+        raise InputError(
+            f"is a TOML date or time ({value.isoformat()}), which no setting takes",
+            source=str(path),
+            line=key_line(str(path), key) if key else None,
+            field=key or None,
+            hint="write it as a quoted string if it is meant as text",
+        )
     elif isinstance(value, str) and "\x00" in value:
         raise InputError(
             "holds a NUL byte (\\u0000)",
@@ -153,6 +220,7 @@ def _refuse_nul(value: Any, path: Path, key: str) -> None:
 
 def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> Config:
     source = str(path)
+    _refuse_nul(table, path, prefix.rstrip("."))
 
     def fail(key: str, message: str, hint: str | None = None) -> InputError:
         line = key_line(path, prefix + key)

@@ -6,7 +6,6 @@ file, the line (or question) and the field, and says what was expected.
 
 from __future__ import annotations
 
-import csv
 import gc
 import json
 import math
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from retrievalkit.errors import InputError
-from retrievalkit.formats.limits import MAX_GRADE, check_path
+from retrievalkit.formats.limits import MAX_GRADE, MAX_LINE_BYTES, check_path, line_too_long
 from retrievalkit.formats.text_files import (
     iter_lines,
     lines_of,
@@ -89,13 +88,16 @@ def load_set_file(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
         raise InputError(
             "no such file or directory", source=str(path), hint="check the path given to --set"
         )
+    from retrievalkit.formats.ids import canonical_set
+
+    # Every id as `retrievalkit.formats.ids` compares it, whatever format it came in.
     if path.is_dir():
-        return load_beir(path, name=name)
+        return canonical_set(load_beir(path, name=name))
     if path.suffix == ".toml":
-        return load_toml(path, name=name)
+        return canonical_set(load_toml(path, name=name))
     if path.suffix == ".tsv" and path.parent.name == "qrels":
-        return load_beir(path.parent.parent, qrels=path, name=name)
-    return load_jsonl(path, name=name)
+        return canonical_set(load_beir(path.parent.parent, qrels=path, name=name))
+    return canonical_set(load_jsonl(path, name=name))
 
 
 def load_jsonl(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
@@ -127,6 +129,8 @@ def _load_jsonl_lines(path: Path) -> list[GoldenQuestion]:
     questions: list[GoldenQuestion] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(iter_lines(text), start=1):
+        if len(line) > MAX_LINE_BYTES:
+            raise line_too_long(len(line), source=str(path), line=number)
         if not line.strip():
             continue
         question = _line_question(line, number, str(path))
@@ -206,8 +210,8 @@ def _fast_questions(path: Path) -> list[GoldenQuestion] | None:
             while rest:
                 more = stream.read(_BLOCK_BYTES)
                 cut = rest.rfind(b"\n") + 1 if more else len(rest)
-                if cut == 0:  # one line longer than a block: read on
-                    rest += more
+                if cut == 0:  # one line longer than a block: read to its end
+                    rest = _rest_of_line(stream, rest, more, str(path), lines + 1)
                     continue
                 text = rest[:cut].decode("utf-8")
                 rest = rest[cut:] + more
@@ -216,11 +220,45 @@ def _fast_questions(path: Path) -> list[GoldenQuestion] | None:
                     block = _lines_questions(text, lines, str(path), seen)
                 questions.extend(block)
                 lines += text.count("\n")
+    except LineTooLong as error:
+        # Reading the file again line by line would hold the whole line: refused here.
+        raise error.refusal from None
     except (OSError, ValueError, InputError, RecursionError):
         # ValueError: invalid UTF-8 (UnicodeDecodeError) and whatever else the line by
         # line reading would raise and name.
         return None
     return questions or None
+
+
+class LineTooLong(Exception):
+    """A line past `MAX_LINE_BYTES`; ``refusal`` is the error that names it."""
+
+    def __init__(self, size: int, *, source: str, line: int) -> None:
+        super().__init__(size)
+        self.refusal = line_too_long(size, source=source, line=line)
+
+
+def _rest_of_line(stream: Any, start: bytes, more: bytes, source: str, line: int) -> bytes:
+    """``start`` (a block with no line break) and ``more``, read on to the end of the line.
+
+    The blocks are kept in a list and joined once: adding each to the line read so far
+    would copy the line again for every block (quadratic: a 512 MB file without a line
+    break took minutes). A line past `MAX_LINE_BYTES` is refused as soon as it is.
+    """
+    parts, size = [start], len(start)
+    while more:
+        parts.append(more)
+        end = more.find(b"\n")
+        if end >= 0:
+            size += end
+            break
+        size += len(more)
+        if size > MAX_LINE_BYTES:
+            break
+        more = stream.read(_BLOCK_BYTES)
+    if size > MAX_LINE_BYTES:
+        raise LineTooLong(size, source=source, line=line)
+    return b"".join(parts)
 
 
 def _lines_questions(text: str, before: int, source: str, seen: set[str]) -> list[GoldenQuestion]:
@@ -847,9 +885,11 @@ def load_beir(
         if not line.strip():
             continue
         try:
+            if len(line) > MAX_LINE_BYTES:
+                raise line_too_long(len(line), source=str(queries_file), line=number)
             record = _parse_json(line)
             query_text = record["text"]
-            query_id = str(record["_id"])
+            query_id = record["_id"]
         except DuplicateKey as error:
             raise InputError(
                 "the key appears twice in one object",
@@ -863,6 +903,16 @@ def load_beir(
                 source=str(queries_file),
                 line=number,
             ) from None
+        if not isinstance(query_id, str) or not _is_clean_id(query_id):
+            # As a JSON Lines question's id: str(None) or str(7) would be an id no qrels
+            # row ever names, and the question would be dropped without a word.
+            raise InputError(
+                "must be a non-empty string without spaces or control characters, got "
+                f"{query_id!r}",
+                source=str(queries_file),
+                line=number,
+                field="_id",
+            )
         if query_id in query_lines:
             raise InputError(
                 f"query id '{query_id}' appears again; first on line {query_lines[query_id]}",
@@ -879,6 +929,14 @@ def load_beir(
                 source=str(queries_file),
                 line=number,
                 field="text",
+            )
+        if len(query_text) > MAX_QUESTION_CHARS:
+            raise InputError(
+                f"is {len(query_text)} characters long; the limit is {MAX_QUESTION_CHARS}",
+                source=str(queries_file),
+                line=number,
+                field="text",
+                hint="a golden question is a question, not a document",
             )
         problem = unsafe_character(query_text, free_text=True)
         if problem is not None:
@@ -915,10 +973,13 @@ def load_beir(
 
 
 def _qrels_rows(path: Path) -> Iterator[tuple[int, tuple[str, str, str]]]:
-    # Split lines here (not in csv) so that a row's number is always its line number.
-    lines = [line.rstrip("\r") for line in read_text(path).split("\n")]
-    rows = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
-    for number, row in enumerate(rows, start=1):
+    # Split here, not with csv: a row's number is always its line number, and no field
+    # is refused for passing csv's 128 KiB limit with a message naming neither.
+    for number, line in enumerate(read_text(path).split("\n"), start=1):
+        line = line.rstrip("\r")
+        if len(line) > MAX_LINE_BYTES:
+            raise line_too_long(len(line), source=str(path), line=number)
+        row = line.split("\t") if line else []
         if not row or (number == 1 and row[0] == "query-id"):
             continue
         if len(row) == 4:  # TREC qrels: qid iteration docid grade
@@ -933,7 +994,8 @@ def _qrels_rows(path: Path) -> Iterator[tuple[int, tuple[str, str, str]]]:
 
 
 def _natural_key(value: str) -> tuple[int, int | str]:
-    return (0, int(value)) if value.isdigit() else (1, value)
+    # ASCII digits only: '²'.isdigit() holds, and int('²') raises.
+    return (0, int(value)) if value.isascii() and value.isdigit() else (1, value)
 
 
 def check_provided_set(golden: GoldenQuestionSet, provider: str) -> GoldenQuestionSet:
@@ -966,7 +1028,9 @@ def check_provided_set(golden: GoldenQuestionSet, provider: str) -> GoldenQuesti
                 hint="ids must be unique within a set",
             )
         seen[question.id] = number
-    return golden
+    from retrievalkit.formats.ids import canonical_set
+
+    return canonical_set(golden)
 
 
 def question_record(question: GoldenQuestion) -> dict[str, Any]:

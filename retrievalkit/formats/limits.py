@@ -21,9 +21,24 @@ MAX_CONCURRENCY = 1_024
 MAX_TIMEOUT = 7 * 24 * 3600.0
 #: Relevance grades: TREC uses 0-4; a million still sums exactly in a float.
 MAX_GRADE = 1_000_000
+#: Bytes in one line of a JSON Lines file (a question, a query, a judgment): a question
+#: is at most 10,000 characters and a few hundred labels, so a line past 16 MiB is a
+#: file without line breaks (or not a set at all), refused before it is held whole.
+MAX_LINE_BYTES = 16 << 20
 #: Bytes in one path component and in a whole path (Linux's NAME_MAX and PATH_MAX).
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4_096
+
+
+def line_too_long(size: int, *, source: str, line: int) -> InputError:
+    """The error of a line of ``size`` bytes or more, past `MAX_LINE_BYTES`."""
+    return InputError(
+        f"the line is {size:,} bytes or more; the limit for one line is "
+        f"{MAX_LINE_BYTES:,} bytes ({MAX_LINE_BYTES >> 20} MiB)",
+        source=source,
+        line=line,
+        hint="a JSON Lines file holds one object a line: is a line break missing?",
+    )
 
 
 def path_problem(text: str) -> str | None:

@@ -225,6 +225,8 @@ class GoldenQuestionSet:
     description: str | None = None
     source: str | None = None
     """Where the set was read from (a file, a directory, or a plugin), for messages."""
+    warnings: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple, eq=False)
+    """What reading it changed, e.g. ids compared in Unicode NFC (`retrievalkit.formats.ids`)."""
 
     @property
     def content_hash(self) -> str:

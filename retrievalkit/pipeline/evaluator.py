@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
+from retrievalkit.formats.ids import ReturnedIds, clean_ranking, needs_cleaning, unordered_kind
 from retrievalkit.model.values import GoldenQuestion
 from retrievalkit.model.values import Retrieval as Retrieval
 from retrievalkit.redaction import scrub
@@ -138,20 +139,40 @@ class Retrievals(Sequence[Retrieval]):
         return f"Retrievals({list(self)!r})"
 
 
-def distinct_ranking(ids: Any, limit: int, depth: int) -> tuple[str, ...]:
+def _ordered(ids: Any) -> bool:
+    """A list, a tuple or another sequence (a NumPy array of ids too): something ranked."""
+    if isinstance(ids, Sequence):
+        return True
+    return type(ids).__module__ == "numpy" and getattr(ids, "ndim", None) == 1
+
+
+def distinct_ranking(
+    ids: Any, limit: int, depth: int, notes: ReturnedIds | None = None
+) -> tuple[str, ...]:
     """Validate what a retriever returned and keep the best ``depth`` distinct ids.
 
     Raises ``ValueError`` with a message for the report when the result breaks the
-    contract: not a sequence, a non-string id, or more ids than asked for.
+    contract: not an ordered sequence (a set or a dict has no ranking, and its order
+    changes with PYTHONHASHSEED), a non-string or empty id, or more ids than asked for.
+    Ids are compared as `retrievalkit.formats.ids` says (NFC, no surrounding
+    whitespace); ``notes`` counts those that changed.
     """
-    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
-        raise ValueError(f"returned {type(ids).__name__} instead of a sequence of ids")
+    unordered = unordered_kind(ids)
+    if unordered is not None:
+        raise ValueError(
+            f"returned {unordered} ({type(ids).__name__}), which has no order; return a "
+            "list of ids, best first"
+        )
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__") or not _ordered(ids):
+        raise ValueError(
+            f"returned {type(ids).__name__} instead of a sequence of ids (a list, best first)"
+        )
     if len(ids) > limit:
         raise ValueError(f"returned {len(ids)} ids for a limit of {limit}")
     try:
         # Joining succeeds exactly when every id is a string, and runs in C: the loop
         # below, run for every question, cost more than the rest of the evaluator.
-        "".join(ids)
+        joined = "".join(ids)
     except TypeError:
         for rank, doc_id in enumerate(ids, start=1):
             if not isinstance(doc_id, str):
@@ -160,6 +181,8 @@ def distinct_ranking(ids: Any, limit: int, depth: int) -> tuple[str, ...]:
                     "ids are strings"
                 ) from None
         raise
+    if needs_cleaning(joined) or "" in ids:
+        ids = clean_ranking(ids, notes)
     if type(ids) is list or type(ids) is tuple:
         # The first ``depth`` ids, when they are distinct, are the ranking: a set of them
         # costs a third of collapsing every id returned.
@@ -297,6 +320,7 @@ def ask_in_batches(
     timeout: float | None = None,
     secrets: Sequence[str] = (),
     batch: int = STREAM_BATCH,
+    notes: ReturnedIds | None = None,
 ) -> Iterator[Retrievals]:
     """`evaluate_questions` a ``batch`` of questions at a time: the retrievals of the
     next questions of the set, in order, so that a caller can score them and let them go.
@@ -316,7 +340,7 @@ def ask_in_batches(
         start = time.perf_counter()
         try:
             ids = call(lambda: retriever.retrieve(text, limit), timeout)
-            ranking = distinct_ranking(ids, limit, depth)
+            ranking = distinct_ranking(ids, limit, depth, notes)
         except Exception as error:
             elapsed = (time.perf_counter() - start) * 1000.0
             return Retrieval((), elapsed, describe(error))
@@ -329,7 +353,7 @@ def ask_in_batches(
             texts = [question.question for question in questions[low : low + batch]]
             if batched:
                 yield _evaluate_batched(
-                    retriever, texts, limit, depth, advance, timeout, describe, concurrency
+                    retriever, texts, limit, depth, advance, timeout, describe, concurrency, notes
                 )
             elif concurrency > 1:
                 yield Retrievals.of(
@@ -342,7 +366,9 @@ def ask_in_batches(
                     advance(1)
                 yield Retrievals.of(results)
             else:
-                yield _ask_one_by_one(retriever.retrieve, texts, limit, depth, progress, describe)
+                yield _ask_one_by_one(
+                    retriever.retrieve, texts, limit, depth, progress, describe, notes
+                )
     finally:
         waiter.close()
 
@@ -354,6 +380,7 @@ def _ask_one_by_one(
     depth: int,
     progress: ProgressCallback | None,
     describe: Callable[[BaseException], str],
+    notes: ReturnedIds | None = None,
 ) -> Retrievals:
     """Ask each question in turn, in this thread, with no timeout: what the ``ask`` of
     `ask_in_batches` does question by question, written out in one loop.
@@ -375,15 +402,18 @@ def _ask_one_by_one(
             kind = type(ids)
             if (kind is list or kind is tuple) and len(ids) <= limit:
                 try:
-                    join(ids)
+                    joined = join(ids)
                 except TypeError:
                     distinct_ranking(ids, limit, depth)
                     raise
-                ranking = tuple(ids[:depth])  # as in distinct_ranking
-                if len(unique(ranking)) != len(ranking):
-                    ranking = tuple(distinct(ids))[:depth]
+                if needs_cleaning(joined) or "" in ids:
+                    ranking = distinct_ranking(ids, limit, depth, notes)
+                else:
+                    ranking = tuple(ids[:depth])  # as in distinct_ranking
+                    if len(unique(ranking)) != len(ranking):
+                        ranking = tuple(distinct(ids))[:depth]
             else:
-                ranking = distinct_ranking(ids, limit, depth)
+                ranking = distinct_ranking(ids, limit, depth, notes)
         except Exception as error:
             took((clock() - start) * 1000.0)
             keep(())
@@ -452,6 +482,7 @@ def _evaluate_batched(
     timeout: float | None = None,
     describe: Callable[[BaseException], str] = _describe,
     concurrency: int = 1,
+    notes: ReturnedIds | None = None,
 ) -> Retrievals:
     """``_BATCH`` questions a call of ``retrieve_many``; ``concurrency`` calls at once."""
 
@@ -478,7 +509,7 @@ def _evaluate_batched(
                 errors[position] = describe(answer)
             else:
                 try:
-                    rankings.append(distinct_ranking(answer, limit, depth))
+                    rankings.append(distinct_ranking(answer, limit, depth, notes))
                     returned.append(len(answer))
                     continue
                 except ValueError as error:

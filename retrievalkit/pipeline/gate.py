@@ -110,8 +110,13 @@ def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
     failures = tuple(
         item for item in verdict.checked if decided.get((item.metric, item.slice), FAIL) != PASS
     )
+    # What the gate could not check still fails it, whatever the sequences decided.
+    unchecked = bool(verdict.unchecked) or not verdict.checked
     return attrs.evolve(
-        verdict, sequential=result, regressed=result.decision != PASS, failures=failures
+        verdict,
+        sequential=result,
+        regressed=result.decision != PASS or unchecked,
+        failures=failures,
     )
 
 
@@ -182,8 +187,9 @@ def compare_runs(
     unchecked = []
     warnings = []
     for slice_name, metric, threshold, ids in gates:
+        values = pairing.values(before, after, metric)
         item, warning = _compare_metric(
-            pairing.values(before, after, metric),
+            values,
             ids,
             metric,
             threshold,
@@ -199,17 +205,23 @@ def compare_runs(
             checked.append(item)
             continue
         where = f"{metric} [{slice_name}]" if slice_name else metric
-        reason = (
-            "no question of the slice is in both runs"
-            if not len(ids)
-            else "no question has a value in both runs (is the metric missing from the "
-            "baseline, e.g. a deeper k?)"
-        )
-        unchecked.append(f"{where}: {reason}")
+        computed = (metric in before.metric_names, metric in after.metric_names)
+        unchecked.append(f"{where}: {_unchecked_reason(values, ids, slice_name, computed)}")
     failures = tuple(item for item in checked if item.regressed)
+    note = None
+    if unchecked or not checked:
+        # A gate passes only what it checked: a threshold it could not check (a metric
+        # the baseline lacks, one undefined on every question) fails it, with the reason.
+        note = (
+            f"the gate fails: {len(unchecked)} of {len(gates)} thresholds could not be "
+            "checked, and a gate cannot pass what it did not compare"
+            if gates
+            else "the gate fails: it was given no threshold to check"
+        )
     return Verdict(
         baseline_run_id=baseline.run_id,
-        regressed=bool(failures),
+        regressed=bool(failures) or note is not None,
+        note=note,
         failures=failures,
         checked=tuple(checked),
         shared_questions=len(pairing.question_ids),
@@ -219,6 +231,32 @@ def compare_runs(
         unchecked=tuple(unchecked),
         warnings=tuple(warnings),
     )
+
+
+def _unchecked_reason(
+    values: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
+    ids: npt.NDArray[np.intp],
+    slice_name: str | None,
+    computed: tuple[bool, bool],
+) -> str:
+    """Why a gated metric has no paired value: which side lacks it, and the likely cause."""
+    if not len(ids):
+        return f"no question{' of the slice' if slice_name else ''} is in both runs"
+    if not computed[1]:
+        return "the run did not compute it (was it asked for, e.g. a k of --k?)"
+    if not computed[0]:
+        return (
+            "no question has a value in both runs (is the metric missing from the "
+            "baseline, e.g. a deeper k?)"
+        )
+    before, after = (~np.isnan(side[ids]) for side in values)
+    for side, held, run in ((after, computed[1], "run"), (before, computed[0], "baseline")):
+        if held and not side.any():
+            return (
+                f"undefined on every question of the {run} (every metric but hit@k is "
+                "undefined on a no-answer question)"
+            )
+    return "no question has a value in both runs"
 
 
 def _labels(

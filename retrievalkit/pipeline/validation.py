@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from retrievalkit.model.values import GoldenQuestionSet
 
 
-def lint_set(golden: GoldenQuestionSet) -> dict[str, Any]:
+def lint_set(
+    golden: GoldenQuestionSet, separators: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """What ``golden`` holds and what is probably a mistake; ``separators`` maps each
+    configured retriever to its options, whose ``doc_id_separator`` no label may hold."""
+    from retrievalkit.formats.ids import separator_problem, separators_of
+
     questions = golden.questions
     forms = Counter(q.form.value if q.form else "(none)" for q in questions)
     classes = Counter(q.hard_class or "(none)" for q in questions)
     no_answer = [q.id for q in questions if not q.answerable]
     multi = sum(1 for q in questions if len(q.expected) > 1)
     graded = sum(1 for q in questions if q.grades)
-    warnings: list[str] = []
+    warnings: list[str] = list(golden.warnings)
+    for retriever, options in sorted((separators or {}).items()):
+        for separator in separators_of(options):
+            problem = separator_problem(golden, separator, retriever)
+            if problem is not None:
+                question_id, field, label = problem
+                warnings.append(
+                    f"question {question_id}: {field} {label!r} holds the doc_id_separator "
+                    f"{separator!r} of retriever '{retriever}', so that retriever can never "
+                    f"hit it (eval refuses the set with it): label the document as "
+                    f"{label.partition(separator)[0]!r}, or choose another separator"
+                )
     texts = Counter(q.question.strip().lower() for q in questions)
     for q in questions:
         if texts[q.question.strip().lower()] > 1:

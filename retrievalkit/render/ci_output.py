@@ -77,9 +77,13 @@ def junit_xml(report: EvalReport, *, failed: str | None = None) -> str:
                 out = ElementTree.SubElement(element, "system-out")
                 out.text = _xml_text(comparison_line(item, record.manifest.confidence))
         for reason in verdict.unchecked:
+            # A threshold the gate could not check fails it (see Verdict.note).
             name, _, _ = reason.partition(": ")
-            skipped = ElementTree.SubElement(case(f"{name} (not checked)"), "skipped")
-            skipped.set("message", _xml_text(reason))
+            failure = ElementTree.SubElement(
+                case(f"{name} (not checked)"), "failure", type="unchecked"
+            )
+            failure.set("message", _xml_text(reason))
+            failure.text = _xml_text(verdict_text)
     suite = ElementTree.Element("testsuite", name=_xml_text(suite_name))
     counts = {
         "tests": len(cases),
@@ -158,6 +162,9 @@ def workflow_annotations(report: EvalReport) -> list[str]:
             f"against {report.verdict.baseline_run_id}"
         )
         for item in report.verdict.failures
+    ] + [
+        f"::error title={title}::" + _escape_data(f"not checked, which fails the gate: {reason}")
+        for reason in report.verdict.unchecked
     ]
 
 

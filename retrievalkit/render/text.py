@@ -99,7 +99,10 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
             )
         if sequence.decision == "undecided":
             lines.append("  no question had values in both runs: undecided fails the gate")
-    if verdict.regressed:
+    if verdict.regressed and not verdict.failures and verdict.note:
+        lines.append(f"GATE FAILED against {baseline}: {verdict.note}")
+        lines.extend("  " + comparison_line(item, confidence) for item in verdict.checked)
+    elif verdict.regressed:
         lines.append(f"REGRESSION against {baseline}:")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.failures)
     else:
@@ -117,7 +120,7 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
         lines.append("dropped past the threshold, but not significantly (p not below alpha):")
         lines.extend("  " + comparison_line(item, confidence) for item in excused)
     if verdict.unchecked:
-        lines.append("NOT checked (no verdict for these thresholds):")
+        lines.append("NOT checked (each fails the gate):")
         lines.extend(f"  {item}" for item in verdict.unchecked)
     if verdict.warnings:
         lines.append("thresholds below what the set can detect (retrievalkit power):")

@@ -10,6 +10,7 @@ from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
     add_common,
     at_most,
+    confidence_level,
     console,
     evaluation_settings,
     fraction,
@@ -98,7 +99,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--confidence",
-        type=fraction,
+        type=confidence_level,
         metavar="X",
         help="confidence level of the intervals; 1 - X is the significance level (default 0.95)",
     )

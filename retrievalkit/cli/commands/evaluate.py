@@ -13,6 +13,7 @@ from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
     add_common,
     at_most,
+    confidence_level,
     console,
     evaluation_settings,
     fraction,
@@ -146,7 +147,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--confidence",
-        type=fraction,
+        type=confidence_level,
         metavar="X",
         help="confidence level of the intervals (default 0.95)",
     )

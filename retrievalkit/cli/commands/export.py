@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "qrels":
         text = format_qrels(judgments)
     else:
-        format_run(rankings, tag)  # the same checks of ids as the TREC formats
+        # JSON holds any id (spaces, '#', any script): only the TREC formats, whose
+        # columns are separated by whitespace, need ids without it.
         document = {
             "name": tag,
             "metadata": {

@@ -6,8 +6,9 @@ import argparse
 import sys
 
 from retrievalkit.cli.commands import SUMMARIES
-from retrievalkit.cli.commands.options import add_common, console, fraction, load_config, positive
+from retrievalkit.cli.commands.options import add_common, at_most, console, fraction, load_config
 from retrievalkit.errors import EXIT_OK
+from retrievalkit.formats.limits import MAX_K
 
 NAME, HELP = SUMMARIES["fidelity"]
 
@@ -22,7 +23,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reference", required=True, metavar="EXACT", help="the reference (e.g. exact search)"
     )
-    parser.add_argument("--k", type=positive, default=10, help="depth compared (default 10)")
+    parser.add_argument("--k", type=at_most(MAX_K), default=10, help="depth compared (default 10)")
     parser.add_argument(
         "--persistence",
         type=fraction,

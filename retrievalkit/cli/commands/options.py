@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-
-from retrievalkit.formats.limits import MAX_K, MAX_TIMEOUT
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,70 +19,90 @@ if TYPE_CHECKING:
 FORMATS = ("table", "json", "markdown")
 
 
-def k_list(text: str) -> tuple[int, ...]:
+def _checked(check: Callable[[], Any]) -> Any:
+    """The value of one of `retrievalkit.pipeline.arguments`' checks, its refusal as
+    argparse's: the command line and the Python API refuse with the same words."""
+    from retrievalkit.errors import InputError
+
+    try:
+        return check()
+    except InputError as error:
+        raise argparse.ArgumentTypeError(error.detail) from None
+
+
+def _whole_numbers(text: str) -> list[int] | None:
     parts = [part.strip() for part in text.split(",") if part.strip()]
+    # ASCII digits only: int() would read '٣' as 3.
     if not all(part.lstrip("-").isascii() and part.lstrip("-").isdigit() for part in parts):
+        return None
+    try:
+        return [int(part) for part in parts]
+    except ValueError:
+        return None
+
+
+def k_list(text: str) -> tuple[int, ...]:
+    from retrievalkit.pipeline.arguments import check_ks
+
+    values = _whole_numbers(text)
+    if values is None:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated whole numbers such as 1,3,5,10, got {text!r}"
         )
+    return _checked(lambda: check_ks(values))  # type: ignore[no-any-return]
+
+
+def _number(text: str) -> float | None:
     try:
-        values = tuple(int(part) for part in parts)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated whole numbers such as 1,3,5,10, got {text!r}"
-        ) from None
-    if not values or any(value < 1 for value in values):
-        raise argparse.ArgumentTypeError(f"every k must be a whole number >= 1, got {text!r}")
-    if any(value > MAX_K for value in values):
-        raise argparse.ArgumentTypeError(f"every k must be at most {MAX_K}, got {text!r}")
-    return values
+        return None
 
 
 def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 1.0:
+    from retrievalkit.pipeline.arguments import check_fraction
+
+    value = _number(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
-    return value
+    return _checked(lambda: check_fraction(value, field=""))  # type: ignore[no-any-return]
+
+
+def confidence_level(text: str) -> float:
+    """A confidence level strictly between 0 and 1, such as 0.95."""
+    from retrievalkit.pipeline.arguments import check_confidence
+
+    value = _number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, e.g. 0.95, got {text!r}")
+    return _checked(lambda: check_confidence(value))  # type: ignore[no-any-return]
 
 
 def positive(text: str) -> int:
-    try:
-        value = int(text) if text.strip().isascii() else 0
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
+    return at_most(sys.maxsize)(text)
 
 
 def at_most(limit: int) -> Callable[[str], int]:
     """A whole number from 1 to ``limit``, for an option whose huge values are mistakes."""
+    from retrievalkit.pipeline.arguments import check_count
 
     def whole_number(text: str) -> int:
-        value = positive(text)
-        if value > limit:
-            raise argparse.ArgumentTypeError(f"expected at most {limit}, got {text!r}")
-        return value
+        values = _whole_numbers(text) if "," not in text else None
+        if values is None or len(values) != 1:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+        return _checked(lambda: check_count(values[0], field="", maximum=limit))  # type: ignore[no-any-return]
 
     return whole_number
 
 
 def seconds(text: str) -> float:
     """A positive, finite number of seconds, such as 2 or 0.5."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 0.0 < value < math.inf:
+    from retrievalkit.pipeline.arguments import check_timeout
+
+    value = _number(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    if value > MAX_TIMEOUT:
-        raise argparse.ArgumentTypeError(
-            f"expected at most {MAX_TIMEOUT:g} seconds (a week), got {text!r}"
-        )
-    return value
+    return _checked(lambda: check_timeout(value))  # type: ignore[no-any-return]
 
 
 def add_common(sub: argparse.ArgumentParser, *, store: bool = True, fmt: bool = True) -> None:

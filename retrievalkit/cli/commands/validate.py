@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     golden = resolve_set(args.set, config)
-    findings = lint_set(golden)
+    findings = lint_set(golden, {name: entry.options for name, entry in config.retrievers.items()})
     if args.format == "json":
         sys.stdout.write(to_json_text(findings) + "\n")
     else:
