@@ -285,6 +285,7 @@ def test_beir_refuses_what_jsonl_refuses_with_one_line(
 )
 def test_ranx_json_export_holds_any_id_ranx_holds(tmp_path: Path, labels: list[str]) -> None:
     import ranx
+
     from retrievalkit.cli.main import main
 
     answers = [[nfc(label)] for label in labels]
