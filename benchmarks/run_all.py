@@ -36,6 +36,7 @@ QUICK = {
     "coverage": ["--samples", "300"],
     "gate": ["--replicates", "60"],
     "outcomes": ["--questions", "20000", "--repeats", "1"],
+    "models": ["--throughput-docs", "100"],
 }
 
 
