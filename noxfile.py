@@ -394,7 +394,12 @@ def haystack(session: nox.Session) -> None:
     """The Haystack adapter's tests against Haystack's in-memory store, retrievers and joiner,
     docs/haystack.md's example included (wordllama inside the pipeline: no torch)."""
     session.install("-e", ".[test,dense]", "-e", "plugins/retrievalkit-haystack[test]")
-    session.run("pytest", "plugins/retrievalkit-haystack/tests", *session.posargs)
+    session.run(
+        "pytest",
+        "plugins/retrievalkit-haystack/tests",
+        *session.posargs,
+        env={"HAYSTACK_TELEMETRY_ENABLED": "False"},
+    )
 
 
 @nox.session(python=PYTHON)

@@ -149,15 +149,15 @@ method = "rrf"
     print("| retriever | nDCG@10 | recall@100 | vs BM25 nDCG@10 (95% CI) | paired p | seconds |")
     print("| --- | ---: | ---: | --- | ---: | ---: |")
     for name, run in runs.items():
-        ndcg = run.metrics["ndcg@10"].value
-        recall = run.metrics["recall@100"].value
+        ndcg = run.metrics["ndcg@10"].mean
+        recall = run.metrics["recall@100"].mean
         delta = deltas.get(name, {}).get("ndcg@10")
         versus = p = ""
         if delta is not None and delta.difference is not None and delta.ci is not None:
             versus = f"{delta.difference:+.4f} ({delta.ci[0]:+.4f}, {delta.ci[1]:+.4f})"
             p = f"{delta.p_value:.4f}" if delta.p_value is not None else ""
         print(f"| {name} | {ndcg:.4f} | {recall:.4f} | {versus} | {p} | {seconds[name]:.0f} |")
-    anchor = runs["minilm"].metrics["ndcg@10"].value
+    anchor = runs["minilm"].metrics["ndcg@10"].mean
     met = abs(anchor - ANCHOR) <= TOLERANCE
     print(
         f"\ngoal: dense all-MiniLM-L6-v2 nDCG@10 {ANCHOR} +- {TOLERANCE}: {anchor:.4f} "

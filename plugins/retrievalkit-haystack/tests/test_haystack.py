@@ -81,8 +81,9 @@ def test_an_embedding_pipeline_ranks_as_the_built_in_dense_retriever(
         assert adapter.retrieve(question.question, 40)[:10] == expected, question.id
     through_haystack = rk.evaluate(golden, adapter, name="haystack-dense", git_commit=None)
     through_built_in = rk.evaluate(golden, built_in, name="dense", git_commit=None)
-    for metric in ("ndcg@10", "mrr", "hit@3"):
-        assert through_haystack.metrics[metric].value == through_built_in.metrics[metric].value
+    assert "ndcg@10" in through_built_in.metrics
+    for metric, value in through_built_in.metrics.items():
+        assert through_haystack.metrics[metric].mean == value.mean, metric
 
 
 def test_the_documented_pipeline_runs_with_its_stages(
@@ -101,7 +102,7 @@ def test_the_documented_pipeline_runs_with_its_stages(
     run = rk.evaluate("demo", "rag-pipeline", config=tmp_path / "retrievalkit.toml",
                       git_commit=None)  # fmt: skip
     assert run.record.manifest.plugin == "haystack"
-    assert run.metrics["ndcg@10"].value > 0.3
+    assert run.metrics["ndcg@10"].mean > 0.3
     retriever = create_haystack(
         "my_rag:build_pipeline", output="joiner.documents", id_field="meta.doc_id",
         doc_id_separator="#",
