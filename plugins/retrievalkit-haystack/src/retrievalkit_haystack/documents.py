@@ -36,6 +36,10 @@ def read_path(document: Any, path: tuple[str, ...], id_field: str) -> str:
 def ranked_ids(
     documents: Iterable[Any], path: tuple[str, ...], id_field: str, separator: str | None
 ) -> list[str]:
-    """Document ids in the framework's order, chunk ids collapsed, first occurrence kept."""
-    ids = (document_id_of(read_path(doc, path, id_field), separator) for doc in documents)
-    return list(dict.fromkeys(ids))
+    """Document ids in the framework's order, chunk ids collapsed to their document.
+
+    Repeats stay (one per chunk), as the retriever contract allows: retrievalkit keeps a
+    document's first place when it scores, and a smaller limit still gives the start of
+    the same ranking.
+    """
+    return [document_id_of(read_path(doc, path, id_field), separator) for doc in documents]
