@@ -9,6 +9,7 @@ same embedder, so a difference in the numbers is a difference in the pipeline.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,8 +58,9 @@ class RetrievalkitDocumentEmbedder:
         for start in range(0, len(documents), self.batch_size):
             batch = documents[start : start + self.batch_size]
             vectors = self.embedder.embed([doc.content or "" for doc in batch])
-            for doc, vector in zip(batch, vectors, strict=True):
-                copy = Document.from_dict(doc.to_dict())
-                copy.embedding = vector.tolist()
-                out.append(copy)
+            # New documents, not mutated ones: other components may hold the originals.
+            out.extend(
+                dataclasses.replace(doc, embedding=vector.tolist())
+                for doc, vector in zip(batch, vectors, strict=True)
+            )
         return {"documents": out}
