@@ -71,8 +71,8 @@ def measure_throughput(corpus: Path, count: int) -> list[tuple[str, int, float]]
     sys.path.insert(0, str(REPO / "tests" / "models"))
     from model_server import serve
 
-    from retrievalkit.corpus import read_corpus
     from retrievalkit.embedders import create_embedder
+    from retrievalkit.formats.corpus import read_corpus
     from retrievalkit.retrievers.dense import document_text
 
     texts = [document_text(d) for d in read_corpus(corpus)][:count]

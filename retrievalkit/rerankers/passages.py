@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrievalkit.corpus import read_corpus
 from retrievalkit.errors import InputError
+from retrievalkit.formats.corpus import read_corpus
 from retrievalkit.retrievers.contract import document_id_of
 
 

@@ -11,10 +11,10 @@ import pytest
 
 import retrievalkit as rk
 from retrievalkit.errors import InputError, PluginError
+from retrievalkit.plugins.resolution import ResolvedRetriever
 from retrievalkit.rerankers.cross_encoder import create_cross_encoder
 from retrievalkit.rerankers.dense import DenseReranker
 from retrievalkit.rerankers.rerank_api import create_rerank_api
-from retrievalkit.resolve import ResolvedRetriever
 from retrievalkit.retrievers.bm25 import BM25Retriever
 from retrievalkit.retrievers.dense import DenseRetriever
 from retrievalkit.retrievers.rerank import RerankRetriever

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import retrievalkit as rk
-from retrievalkit.corpus import read_corpus
 from retrievalkit.embedders import create_embedder
 from retrievalkit.errors import InputError
+from retrievalkit.formats.corpus import read_corpus
 from retrievalkit.retrievers.dense import DenseRetriever, document_text
 
 TEXTS = [
