@@ -39,6 +39,7 @@ QUICK = {
     "outcomes": ["--questions", "20000", "--repeats", "1"],
     "sweep": ["--quick"],
     "serve": ["--quick"],
+    "models": ["--throughput-docs", "100"],
 }
 
 

@@ -44,6 +44,7 @@ _EXPORTS = {
     "ScoredRetriever": "retrievalkit.retrievers.contract",
     "document_id_of": "retrievalkit.retrievers.contract",
     "ResolvedRetriever": "retrievalkit.plugins.resolution",
+    "load_factory": "retrievalkit.plugins.factories",
     "build_hybrid": "retrievalkit.retrievers.hybrid",
     # embedders and vectors
     "Embedder": "retrievalkit.embedders",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from retrievalkit.errors import InputError, PluginError
@@ -211,3 +213,40 @@ def _option_hint(factory: Any, option: str | None) -> str:
         )
     guess = f"did you mean '{close[0]}'? " if close else ""
     return f"{guess}it accepts: {', '.join(accepted)}"
+
+
+def load_factory(reference: Any, *, field: str = "factory") -> Callable[..., Any]:
+    """The callable ``"package.module:function"`` names, imported from the team's own code.
+
+    Errors name ``field`` and say what was wrong: the shape, a module that does not
+    import (with its error), or a missing or non-callable attribute.
+    """
+    if not isinstance(reference, str) or reference.count(":") != 1:
+        raise InputError(
+            f"must be 'module:function', got {reference!r}",
+            field=field,
+            hint='e.g. factory = "my_rag.pipelines:build_retriever"',
+        )
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise InputError(f"must be 'module:function', got {reference!r}", field=field)
+    # The team's code lives in the project folder, which a console script's sys.path
+    # lacks; appended, it never shadows an installed package.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise InputError(
+            f"cannot import {module_name} ({type(error).__name__}: {error})",
+            field=field,
+            hint="is the module on sys.path? run from the project folder or install it",
+        ) from None
+    target: Any = module
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise InputError(f"{module_name} has no attribute {attribute}", field=field)
+    if not callable(target):
+        raise InputError(f"{reference} is not callable", field=field)
+    return target  # type: ignore[no-any-return]

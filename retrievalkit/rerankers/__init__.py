@@ -1,1 +1,1 @@
-"""Built-in rerankers: rescore a first stage's candidates."""
+"""Rerankers: plugins that rescore a first stage's candidates (the ``rerank`` retriever's parts)."""
