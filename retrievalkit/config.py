@@ -65,6 +65,8 @@ class EvalConfig:
     slices: tuple[str, ...] = ()
     timeout: float | None = None
     """Seconds one question may take before it is recorded as a timeout error."""
+    cluster_by: str | None = None
+    """``cluster``, ``hard_class``, ``expected`` or ``meta.NAME``: see ``--cluster-by``."""
 
 
 @attrs.frozen
@@ -400,11 +402,21 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
             if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
                 raise fail("eval.slices", "must be a list of field names")
             values[key] = tuple(value)
+        elif key == "cluster_by":
+            from retrievalkit.stats.clusters import check_cluster_by
+
+            if not isinstance(value, str):
+                raise fail("eval.cluster_by", 'must be a field name, e.g. "expected"')
+            try:
+                values[key] = check_cluster_by(value)
+            except ValueError as error:
+                raise fail("eval.cluster_by", str(error)) from None
         else:
             raise fail(
                 f"eval.{key}",
                 "unknown key",
-                hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout",
+                hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout, "
+                "cluster_by",
             )
     return EvalConfig(**values)
 

@@ -17,7 +17,13 @@ from cattrs.fns import identity
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from retrievalkit import model
-from retrievalkit.model import QuestionForm, QuestionOutcome, ResultRecord
+from retrievalkit.model import (
+    GoldenQuestion,
+    MetricValue,
+    QuestionForm,
+    QuestionOutcome,
+    ResultRecord,
+)
 from retrievalkit.outcomes import Outcomes
 
 T = TypeVar("T")
@@ -40,6 +46,24 @@ converter.register_unstructure_hook(
 _PLAIN_MAPPINGS = (Mapping[str, int], Mapping[str, str], Mapping[str, float | None])
 converter.register_unstructure_hook_func(lambda kind: kind == tuple[str, ...], list)
 converter.register_unstructure_hook_func(lambda kind: kind in _PLAIN_MAPPINGS, dict)
+
+
+# Fields added for clustered question sets are left out when unset, so the plain data
+# (and the content hash, the records and every output) of a set without clusters is
+# what it always was.
+converter.register_unstructure_hook(
+    GoldenQuestion,
+    make_dict_unstructure_fn(GoldenQuestion, converter, cluster=override(omit_if_default=True)),
+)
+converter.register_unstructure_hook(
+    MetricValue,
+    make_dict_unstructure_fn(
+        MetricValue,
+        converter,
+        clusters=override(omit_if_default=True),
+        effective_n=override(omit_if_default=True),
+    ),
+)
 
 
 def _finite_or_none(value: Any, _: Any) -> float | None:
@@ -83,13 +107,23 @@ converter.register_structure_hook(Outcomes, _structure_outcomes)
 # The record's outcomes field is annotated with a name model.py imports only for type
 # checking (so that importing the model does not import numpy); resolve it here.
 attrs.resolve_types(ResultRecord, globalns={**vars(model), "Outcomes": Outcomes})
-_unstructure_record_fields = make_dict_unstructure_fn(ResultRecord, converter)
+#: Left out when unset, so a record of independent questions is stored as it always was.
+_unstructure_record_fields = make_dict_unstructure_fn(
+    ResultRecord,
+    converter,
+    cluster_by=override(omit_if_default=True),
+    clusters=override(omit_if_default=True),
+)
 _structure_record_fields = make_dict_structure_fn(
     ResultRecord, converter, _cattrs_forbid_extra_keys=True
 )
 
 _unstructure_record_summary = make_dict_unstructure_fn(
-    ResultRecord, converter, outcomes=override(omit=True)
+    ResultRecord,
+    converter,
+    outcomes=override(omit=True),
+    cluster_by=override(omit_if_default=True),
+    clusters=override(omit_if_default=True),
 )
 
 

@@ -37,7 +37,17 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 #: A question longer than this is almost certainly a pasted document, not a question.
 MAX_QUESTION_CHARS = 10_000
 
-_KNOWN_FIELDS = ("id", "question", "form", "expected", "grades", "hard_class", "gist", "meta")
+_KNOWN_FIELDS = (
+    "id",
+    "question",
+    "form",
+    "expected",
+    "grades",
+    "hard_class",
+    "gist",
+    "meta",
+    "cluster",
+)
 
 #: Free text (a question, a gist, a description) may hold tabs and line breaks (also
 #: U+2028 and U+2029); nothing else a terminal could act on (ESC, OSC, bidirectional
@@ -328,7 +338,7 @@ def _block_questions(text: str, seen: set[str]) -> list[GoldenQuestion] | None:
         return None
     if not _DICTS.issuperset(map(type, records)):
         return None
-    if not _KNOWN_SET.issuperset(chain.from_iterable(records)):
+    if not _UNCLUSTERED_SET.issuperset(chain.from_iterable(records)):
         return None
     try:
         ids = list(map(_ID, records))
@@ -696,10 +706,26 @@ def parse_question(
         hard_class=hard_class,
         gist=gist,
         meta=FrozenDict(meta) if meta else _NO_LABELS,
+        cluster=_parse_cluster(data.get("cluster"), fail),
     )
 
 
+def _parse_cluster(cluster: Any, fail: Any) -> str | None:
+    """A question's ``cluster``: any non-empty string without control characters."""
+    if cluster is None:
+        return None
+    if not isinstance(cluster, str) or not cluster.strip():
+        raise fail(
+            "must be a non-empty string naming the question's group, e.g. 'doc-17'",
+            field="cluster",
+        )
+    _check_text(cluster, "cluster", fail)
+    return cluster
+
+
 _KNOWN_SET = frozenset(_KNOWN_FIELDS)
+#: Lines with a ``cluster`` are read by `parse_question`, one at a time.
+_UNCLUSTERED_SET = _KNOWN_SET - {"cluster"}
 _HARD_CLASSES: dict[str, str] = {}
 _HARD_CLASSES_KEPT = 1024
 _INT_ONLY = frozenset((int,))
@@ -878,6 +904,7 @@ def load_beir(
         row_lines[query_id, doc_id] = number
         judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
     texts: dict[str, str] = {}
+    clusters: dict[str, str] = {}
     query_lines: dict[str, int] = {}
     for number, line in enumerate(lines_of(read_text(queries_file)), start=1):
         if not line.strip():
@@ -909,6 +936,9 @@ def load_beir(
             )
         query_lines[query_id] = number
         texts[query_id] = query_text
+        cluster = _beir_cluster(record, str(queries_file), number)
+        if cluster is not None:
+            clusters[query_id] = cluster
         if not isinstance(query_text, str) or not query_text.strip():
             raise InputError(
                 f"must be the query as a non-empty string, got {query_text!r}",
@@ -943,11 +973,25 @@ def load_beir(
                 question=texts[query_id],
                 expected=[doc for doc, grade in labels.items() if grade >= 1],
                 grades={doc: grade for doc, grade in labels.items() if grade != 1},
+                cluster=clusters.get(query_id),
             )
         )
     split = qrels.stem
     set_name = name or (directory.name if split == "test" else f"{directory.name}-{split}")
     return GoldenQuestionSet(name=set_name, questions=questions, source=str(qrels))
+
+
+def _beir_cluster(record: Mapping[str, Any], source: str, line: int) -> str | None:
+    """A BEIR query's cluster: its ``cluster`` key, or ``metadata.cluster``."""
+    metadata = record.get("metadata")
+    cluster = record.get("cluster")
+    if cluster is None and isinstance(metadata, Mapping):
+        cluster = metadata.get("cluster")
+
+    def fail(message: str, field: str | None = None, hint: str | None = None) -> InputError:
+        return InputError(message, source=source, line=line, field=field, hint=hint)
+
+    return _parse_cluster(cluster, fail)
 
 
 def _qrels_rows(path: Path) -> Iterator[tuple[int, tuple[str, str, str]]]:

@@ -166,6 +166,9 @@ class GoldenQuestion:
     hard_class: str | None = None
     gist: str | None = None
     meta: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    cluster: str | None = None
+    """Questions with the same ``cluster`` are related (rewordings of one target, questions
+    generated from one document): ``--cluster-by cluster`` treats them as one unit."""
 
     def judgments(self) -> dict[str, int]:
         """Every labelled document with its grade: expected ids at grade 1 unless graded."""
@@ -180,7 +183,17 @@ class GoldenQuestion:
 
 
 #: The fields of `GoldenQuestion`, in their order (`questions_from_columns` fills them).
-QUESTION_FIELDS = ("id", "question", "form", "expected", "grades", "hard_class", "gist", "meta")
+QUESTION_FIELDS = (
+    "id",
+    "question",
+    "form",
+    "expected",
+    "grades",
+    "hard_class",
+    "gist",
+    "meta",
+    "cluster",
+)
 
 
 def questions_from_columns(
@@ -192,9 +205,11 @@ def questions_from_columns(
     hard_classes: Sequence[str | None],
     gists: Sequence[str | None],
     meta: Sequence[FrozenDict],
+    clusters: Sequence[str | None] | None = None,
 ) -> list[GoldenQuestion]:
-    """``GoldenQuestion(id, question, form, expected, grades, hard_class, gist, meta)`` of
-    each row, built a field at a time with no Python run per question.
+    """``GoldenQuestion(id, question, form, expected, grades, hard_class, gist, meta,
+    cluster)`` of each row, built a field at a time with no Python run per question
+    (``clusters`` None: no question has one).
 
     The columns must hold what the converters would make: ``expected`` tuples, ``grades``
     and ``meta`` as `FrozenDict`. The loaders use it for large sets whose values they have
@@ -203,7 +218,8 @@ def questions_from_columns(
     count = len(ids)
     questions: list[GoldenQuestion] = list(map(object.__new__, repeat(GoldenQuestion, count)))
     slots = GoldenQuestion.__dict__
-    columns = (ids, texts, forms, expected, grades, hard_classes, gists, meta)
+    cluster_column = (None,) * count if clusters is None else clusters
+    columns = (ids, texts, forms, expected, grades, hard_classes, gists, meta, cluster_column)
     for name, column in zip(QUESTION_FIELDS, columns, strict=True):
         if len(column) != count:
             raise ValueError(f"{len(column)} values of {name} for {count} questions")
@@ -227,9 +243,10 @@ class GoldenQuestionSet:
         """sha256 of the canonical JSON of the questions (the name is not part of it).
 
         The canonical JSON is the list of the questions' plain data (`retrievalkit.convert`)
-        with sorted keys and no spaces. It is hashed a slice of questions at a time, each
-        question's data written with its keys already in order, so a large set is never
-        held as one text.
+        with sorted keys and no spaces; a question without a ``cluster`` has no such key,
+        so the hash of a set without clusters is what it always was. It is hashed a slice
+        of questions at a time, each question's data written with its keys already in
+        order, so a large set is never held as one text.
         """
         digest = hashlib.sha256(b"[")
         questions = self.questions
@@ -257,7 +274,7 @@ def _sorted(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
 def _canonical_data(question: GoldenQuestion) -> dict[str, Any]:
     """``converter.unstructure(question)`` with every mapping's keys sorted, as
     ``json.dumps(..., sort_keys=True)`` would write it."""
-    return {
+    data = {
         "expected": list(question.expected),
         "form": None if question.form is None else question.form.value,
         "gist": question.gist,
@@ -267,6 +284,8 @@ def _canonical_data(question: GoldenQuestion) -> dict[str, Any]:
         "meta": _sorted(question.meta),
         "question": question.question,
     }
+    # "cluster" sorts first; it is left out when None, as the converter leaves it out.
+    return data if question.cluster is None else {"cluster": question.cluster, **data}
 
 
 _CANONICAL_QUESTION = (
@@ -312,6 +331,8 @@ def _canonical_texts(questions: Sequence[GoldenQuestion]) -> str | None:
     meta = list(map(_META_OF, questions))
     if not _FORMS_OR_NONE.issuperset(map(type, forms)):
         return None
+    if any(cluster is not None for cluster in map(_CLUSTER_OF, questions)):
+        return None
     encode = _encode_string
     try:
         # The string encoder refuses anything but a string.
@@ -342,6 +363,7 @@ _GRADES_OF = operator.attrgetter("grades")
 _HARD_CLASS_OF = operator.attrgetter("hard_class")
 _GIST_OF = operator.attrgetter("gist")
 _META_OF = operator.attrgetter("meta")
+_CLUSTER_OF = operator.attrgetter("cluster")
 
 
 @attrs.frozen
@@ -368,6 +390,12 @@ class MetricValue:
     """How ``ci`` was computed: ``clopper-pearson`` (0/1 values), ``bca`` (bootstrap),
     ``constant`` (all values equal), or ``percentile`` (records of schema 1); None
     without an interval. See `retrievalkit.intervals`."""
+    clusters: int | None = None
+    """With ``--cluster-by``: the clusters the values fell in (``method`` is then
+    ``cluster-bootstrap``); None for a run of independent questions."""
+    effective_n: float | None = None
+    """With ``--cluster-by``: the effective sample size, n x (the variance of the mean of
+    independent questions) / (its cluster-robust variance); None without clusters."""
 
 
 @attrs.frozen
@@ -521,6 +549,12 @@ class ResultRecord:
     outcomes: Outcomes = attrs.field(converter=_as_outcomes)
     manifest: Manifest = attrs.field(validator=_check_manifest)
     schema_version: int = SCHEMA_VERSION
+    cluster_by: str | None = None
+    """The field whose clusters the run's intervals resampled (``--cluster-by``); None
+    for independent questions."""
+    clusters: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    """Question id -> the question's ``cluster`` field, for the questions that have one,
+    so that a stored run can be compared by cluster without its set."""
 
     @property
     def key(self) -> tuple[str, str, str]:

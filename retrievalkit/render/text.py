@@ -24,8 +24,17 @@ def interval(value: MetricValue) -> str:
 
 
 def method_text(value: MetricValue) -> str:
-    """The interval's method as the record names it (``bca``, ``clopper-pearson``, ...)."""
+    """The interval's method as the record names it (``bca``, ``clopper-pearson``, ...);
+    a cluster bootstrap's with its clusters and effective sample size."""
+    if value.clusters is not None:
+        return f"{value.method or NONE} ({clusters_text(value.clusters, value.effective_n)})"
     return value.method or NONE
+
+
+def clusters_text(clusters: int, effective_n: float | None) -> str:
+    """``53 clusters, effective n 61.2`` (the effective size unknown: ``–``)."""
+    effective = NONE if effective_n is None else f"{effective_n:g}"
+    return f"{clusters} clusters, effective n {effective}"
 
 
 def with_interval(value: MetricValue) -> str:
@@ -84,6 +93,11 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
             )
         if sequence.decision == "undecided":
             lines.append("  the set ran out before the gate settled: undecided fails the gate")
+    if verdict.cluster_by is not None:
+        lines.append(
+            f"clustered by {verdict.cluster_by}: cluster bootstrap intervals, sign-flip "
+            "test on cluster sums"
+        )
     if verdict.regressed:
         lines.append(f"REGRESSION against {baseline}:")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.failures)

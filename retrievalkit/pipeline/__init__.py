@@ -1,0 +1,1 @@
+"""The steps of a run: asking, scoring, recording, comparing and gating."""

@@ -1,0 +1,1 @@
+"""The statistics of retrievalkit: intervals, paired tests, power and sequential decisions."""
