@@ -35,6 +35,7 @@ QUICK = {
     "postgres": ["--repeats", "1", "--questions", "2000"],
     "coverage": ["--samples", "300"],
     "gate": ["--replicates", "60"],
+    "clustered": ["--replicates", "60"],
     "outcomes": ["--questions", "20000", "--repeats", "1"],
 }
 

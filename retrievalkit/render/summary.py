@@ -74,6 +74,14 @@ def metric_map(metrics: Mapping[str, MetricValue]) -> dict[str, Any]:
     }
 
 
+def effect_data(effect: LabelEffect) -> dict[str, Any]:
+    """A `LabelEffect` as plain data; ``corrected`` only when human labels gave one."""
+    data: dict[str, Any] = unstructure(effect)
+    if data.get("corrected") is None:
+        data.pop("corrected", None)
+    return data
+
+
 #: Keys a comparison or verdict has only with ``--cluster-by``.
 _CLUSTER_KEYS = frozenset(("cluster_by", "clusters", "effective_n"))
 
@@ -160,7 +168,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "not_saved_reason": report.not_saved_reason,
         "manifest": unstructure(record.manifest),
         "warnings": list(report.warnings),
-        "extra_labels": None if report.extra_labels is None else unstructure(report.extra_labels),
+        "extra_labels": None if report.extra_labels is None else effect_data(report.extra_labels),
     }
 
 

@@ -37,6 +37,13 @@ def clusters_text(clusters: int, effective_n: float | None) -> str:
     return f"{clusters} clusters, effective n {effective}"
 
 
+def mean_and_interval(mean: float | None, ci: tuple[float, float] | None) -> str:
+    """``0.512 [0.431, 0.590]``; ``–`` for an undefined mean."""
+    if mean is None:
+        return NONE
+    return f"{mean:.3f}" + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
+
+
 def with_interval(value: MetricValue) -> str:
     if value.mean is None:
         return NONE
