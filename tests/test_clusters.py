@@ -235,3 +235,65 @@ def test_cluster_by_is_refused_where_clusters_are_not_modelled(cli: Any, tmp_pat
     unknown = cli("eval", "--set", "demo", "--retriever", "bm25-demo", "--store", store,
                   "--cluster-by", "colour")  # fmt: skip
     assert unknown.returncode == 2 and "meta.NAME" in unknown.stderr
+
+
+def test_every_set_format_reads_a_cluster_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    from retrievalkit.errors import InputError
+    from retrievalkit.golden_files import load_set_file, write_jsonl
+
+    lines = tmp_path / "set.jsonl"
+    lines.write_text(
+        '{"id": "a", "question": "x?", "expected": ["d"], "cluster": "fam-1"}\n'
+        '{"id": "b", "question": "y?", "expected": ["d"]}\n',
+        encoding="utf-8",
+    )
+    loaded = load_set_file(lines)
+    assert [q.cluster for q in loaded.questions] == ["fam-1", None]
+    again = tmp_path / "again.jsonl"
+    write_jsonl(loaded.questions, again)
+    assert load_set_file(again).questions == loaded.questions
+    assert '"cluster"' not in again.read_text(encoding="utf-8").splitlines()[1]
+    toml = tmp_path / "set.toml"
+    toml.write_text(
+        '[[questions]]\nid = "a"\nquestion = "x?"\nexpected = ["d"]\ncluster = "fam-1"\n',
+        encoding="utf-8",
+    )
+    assert load_set_file(toml).questions[0].cluster == "fam-1"
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "queries.jsonl").write_text(
+        '{"_id": "1", "text": "x?", "metadata": {"cluster": "fam-2"}}\n'
+        '{"_id": "2", "text": "y?"}\n',
+        encoding="utf-8",
+    )
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td\t1\n2\td\t1\n")
+    assert [q.cluster for q in load_set_file(beir).questions] == ["fam-2", None]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "question": "x?", "expected": ["d"], "cluster": ""}\n')
+    with pytest.raises(InputError) as caught:
+        load_set_file(bad)
+    assert caught.value.field == "cluster" and caught.value.line == 1
+
+
+def test_a_stored_clustered_run_reads_back_with_its_clusters(tmp_path: Path) -> None:
+    from retrievalkit.api import evaluate
+    from retrievalkit.retrievers.bm25 import create_bm25_demo
+    from retrievalkit.stores.sqlite import SQLiteStore
+
+    golden = GoldenQuestionSet(
+        "tiny",
+        [
+            GoldenQuestion(
+                f"q{i}", f"membership fee {i}", expected=(f"d{i % 3}",), cluster=f"c{i % 3}"
+            )
+            for i in range(9)
+        ],
+    )
+    run = evaluate(golden, create_bm25_demo(), name="bm25", cluster_by="cluster", git_commit=None)
+    store = SQLiteStore(tmp_path / "runs.sqlite3")
+    store.save(run.record)
+    stored = store.get(run.record.run_id)
+    assert stored is not None and stored.cluster_by == "cluster"
+    assert dict(stored.clusters) == {f"q{i}": f"c{i % 3}" for i in range(9)}
+    assert stored.metrics["hit@1"] == run.record.metrics["hit@1"]
+    assert stored.metrics["hit@1"].clusters == 3
