@@ -76,6 +76,10 @@ def related_groups(questions: Sequence[GoldenQuestion], *, by: str) -> RelatedGr
     return RelatedGroups(len(grouped), sum(grouped), len(questions))
 
 
+def _groups(count: int) -> str:
+    return f"{count} group" if count == 1 else f"{count} groups"
+
+
 def related_warning(questions: Sequence[GoldenQuestion]) -> str | None:
     """The warning for a set evaluated as independent questions when some are related."""
     shared = related_groups(questions, by="expected")
@@ -84,7 +88,7 @@ def related_warning(questions: Sequence[GoldenQuestion]) -> str | None:
     if shared.groups:
         parts.append(
             f"{shared.questions} of {shared.total} questions share expected documents with "
-            f"another ({shared.groups} groups)"
+            f"another ({_groups(shared.groups)})"
         )
     if alike.groups:
         parts.append(f"{alike.questions} have near-identical text ({alike.groups} groups)")

@@ -166,9 +166,10 @@ def _draw_clusters(clusters: int, size: int, seed: int, number: int) -> FloatArr
     """Batch ``number`` of resamples: how often each cluster is drawn in each."""
     rng = np.random.default_rng((seed, _CLUSTER_STREAM, number))
     draws = rng.integers(0, clusters, size=(size, clusters))
-    counts = np.zeros((size, clusters))
-    np.add.at(counts, (np.repeat(np.arange(size), clusters), draws.ravel()), 1.0)
-    return counts
+    # One bincount over (row, cluster) cells: row r's draws land in r * clusters + draw.
+    cells = (draws + (np.arange(size) * clusters)[:, None]).ravel()
+    counts = np.bincount(cells, minlength=size * clusters).reshape(size, clusters)
+    return counts.astype(np.float64)
 
 
 def cluster_bootstrap_means(
