@@ -36,6 +36,7 @@ QUICK = {
     "coverage": ["--samples", "300"],
     "gate": ["--replicates", "60"],
     "sequential": ["--replicates", "20"],
+    "clustered": ["--replicates", "60"],
     "outcomes": ["--questions", "20000", "--repeats", "1"],
     "sweep": ["--quick"],
     "serve": ["--quick"],

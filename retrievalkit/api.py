@@ -387,6 +387,16 @@ def _check_slices(golden: GoldenQuestionSet, slices: Sequence[str]) -> None:
             )
 
 
+def _checked_clusters(golden: GoldenQuestionSet, cluster_by: str | None) -> str | None:
+    """``cluster_by`` checked against the set (an `InputError` names what to do)."""
+    from retrievalkit.pipeline.clustering import check_set_clusters, checked_cluster_by
+
+    field = checked_cluster_by(cluster_by)
+    if field is not None:
+        check_set_clusters(golden.questions, field, where="--cluster-by")
+    return field
+
+
 def evaluate(
     set: GoldenQuestionSet | str | os.PathLike[str],
     retriever: Any,
@@ -394,6 +404,7 @@ def evaluate(
     k: Sequence[int] | None = None,
     overfetch: int | None = None,
     slices: Sequence[str] | None = None,
+    cluster_by: str | None = None,
     confidence: float | None = None,
     resamples: int | None = None,
     seed: int = DEFAULT_SEED,
@@ -424,6 +435,9 @@ def evaluate(
       `max(k) * overfetch` ids so that `max(k)` distinct documents remain after chunk
       ids collapse.
     - `slices`: meta fields to break the results down by, besides form and hard class.
+    - `cluster_by`: `cluster`, `hard_class`, `expected` (questions with the same expected
+      documents) or `meta.NAME`: every interval is then a cluster bootstrap, and the
+      record keeps the field so that `gate` treats clusters as the unit too.
     - `confidence`, `resamples`, `seed`: the intervals; the same inputs give the same
       numbers.
     - `concurrency`: questions (or batches) asked at once; `timeout`: seconds one
@@ -461,6 +475,8 @@ def evaluate(
     timeout = timeout if timeout is not None else defaults.timeout
     if chunk_separator is None:
         chunk_separator = defaults.chunk_separator
+    if cluster_by is None:
+        cluster_by = defaults.cluster_by
     # The checks of the command line's options, with the same messages (exit code 2 there).
     k = arguments.check_ks(k)
     confidence = arguments.check_confidence(confidence)
@@ -483,12 +499,14 @@ def evaluate(
         golden, provider = resolve_set_and_provider(os.fspath(set), settings)
     wanted_slices = tuple(dict.fromkeys(slices))
     _check_slices(golden, wanted_slices)
+    cluster_by = _checked_clusters(golden, cluster_by)
     scoring = ScoringOptions(
         ks=normalise_ks(k),
         resamples=resamples,
         confidence=confidence,
         seed=seed,
         slices=wanted_slices,
+        cluster_by=cluster_by,
     )
     if isinstance(retriever, str):
         # Before the retriever is built (a corpus indexed): its labels could never be hit.
@@ -727,6 +745,7 @@ def gate(
     thresholds: Thresholds | Mapping[str, float] | None = None,
     *,
     baseline: str | None = None,
+    cluster_by: str | None = None,
 ) -> Verdict:
     """Compare `run` with its baseline in `store`, question by question, and decide.
 
@@ -740,6 +759,9 @@ def gate(
     `failures` and `checked` give each metric with both values and the paired
     interval of the difference. With no baseline yet, `baseline_run_id` is None,
     `regressed` is False and `note` says why.
+
+    `cluster_by` (default: the field the run was evaluated with, `record.cluster_by`)
+    makes every paired test treat clusters of questions as the unit.
     """
     from retrievalkit.pipeline.baselines import choose_baseline
     from retrievalkit.pipeline.gate import Verdict, check_slices, compare_runs
@@ -794,6 +816,8 @@ def gate(
         slice_thresholds=thresholds.slices,
         questions=questions,
         baseline_kind=choice.kind,
+        cluster_by=_checked_cluster_field(cluster_by or record.cluster_by),
+        candidate_record=record,
     )
     return attrs.evolve(verdict, retriever_changes=retriever_changes(choice.record, record))
 
@@ -823,6 +847,8 @@ def compare(
     changed: int = 10,
     question_texts: Mapping[str, str] | None = None,
     saved_to: Sequence[str | None] | None = None,
+    cluster_by: str | None = None,
+    questions: Sequence[GoldenQuestion] | None = None,
 ) -> Comparison:
     """Compare every run after the first with the first (the baseline), paired question
     by question: differences with paired intervals and p-values, win/tie/loss counts
@@ -833,6 +859,10 @@ def compare(
     different versions of a set are refused unless `allow_different_sets`, which
     compares the question ids they share. Question texts come from the runs' sets
     (or `question_texts`).
+
+    `cluster_by` (`cluster`, `hard_class`, `expected`, `meta.NAME`) makes every paired
+    test treat clusters of questions as the unit; labels come from `questions`, else
+    from the runs' sets, else from what the records keep (`meta.NAME` needs a set).
     """
     from retrievalkit.pipeline import arguments
     from retrievalkit.pipeline.comparison import Side, compare_records
@@ -860,6 +890,12 @@ def compare(
         for run in runs:
             if isinstance(run, Run):
                 texts.update((q.id, q.question) for q in run.set.questions)
+    held: list[GoldenQuestion] = list(questions or ())
+    if questions is None:
+        for run in reversed(runs):
+            if isinstance(run, Run):
+                held = list(run.set.questions)
+                break
     places = list(saved_to) if saved_to is not None else [None] * len(records)
     first = records[0].manifest if records else None
     return compare_records(
@@ -874,7 +910,15 @@ def compare(
         changed_by=changed_by,
         changed_limit=changed,
         question_texts=texts,
+        cluster_by=_checked_cluster_field(cluster_by),
+        questions=held,
     )
+
+
+def _checked_cluster_field(cluster_by: str | None) -> str | None:
+    from retrievalkit.pipeline.clustering import checked_cluster_by
+
+    return checked_cluster_by(cluster_by)
 
 
 def fidelity(

@@ -287,6 +287,11 @@ def test_judge_agreement_reports_the_hand_computed_kappa(cli: RunCli, tmp_path: 
         assert report["grades"]["matrix"] == [[20, 5], [10, 15]]
         assert report["grades"]["kappa"] == pytest.approx(0.4)
         assert report["relevance"]["kappa"] == pytest.approx(0.4)
+        # By hand: w = cov / var(J) = 0.1 / 0.24; (1.96 / 0.05)^2 x var(Y - wJ) = 326.7
+        # labels with the judge, x var(Y) = 392.0 without it.
+        assert report["ppi"]["weight"] == pytest.approx(0.1 / 0.24)
+        assert report["ppi"]["human_labels_needed"] == 327
+        assert report["ppi"]["human_labels_without_judge"] == 392
 
         text = cli(*command, "--sample", "10")
         assert text.returncode == 0, text.stderr

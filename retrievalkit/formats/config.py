@@ -70,6 +70,8 @@ class EvalConfig:
     """Seconds one question may take before it is recorded as a timeout error."""
     chunk_separator: str | None = None
     """The retriever returns chunk ids: what splits a chunk id from its document's id."""
+    cluster_by: str | None = None
+    """``cluster``, ``hard_class``, ``expected`` or ``meta.NAME``: see ``--cluster-by``."""
 
 
 @attrs.frozen
@@ -433,12 +435,21 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
             if not isinstance(value, str) or not value or value.isspace():
                 raise fail("eval.chunk_separator", 'must be a non-empty string, e.g. "#"')
             values[key] = value
+        elif key == "cluster_by":
+            from retrievalkit.stats.clusters import check_cluster_by
+
+            if not isinstance(value, str):
+                raise fail("eval.cluster_by", 'must be a field name, e.g. "expected"')
+            try:
+                values[key] = check_cluster_by(value)
+            except ValueError as error:
+                raise fail("eval.cluster_by", str(error)) from None
         else:
             raise fail(
                 f"eval.{key}",
                 "unknown key",
                 hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout, "
-                "chunk_separator",
+                "chunk_separator, cluster_by",
             )
     return EvalConfig(**values)
 

@@ -18,7 +18,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.model.values import GoldenQuestion, QuestionForm, QuestionOutcome
+from retrievalkit.model.values import GoldenQuestion, MetricValue, QuestionForm, QuestionOutcome
 
 T = TypeVar("T")
 
@@ -40,6 +40,24 @@ converter.register_unstructure_hook(
 _PLAIN_MAPPINGS = (Mapping[str, int], Mapping[str, str], Mapping[str, float | None])
 converter.register_unstructure_hook_func(lambda kind: kind == tuple[str, ...], list)
 converter.register_unstructure_hook_func(lambda kind: kind in _PLAIN_MAPPINGS, dict)
+
+
+# Fields added for clustered question sets are left out when unset, so the plain data
+# (and the content hash, the records and every output) of a set without clusters is
+# what it always was.
+converter.register_unstructure_hook(
+    GoldenQuestion,
+    make_dict_unstructure_fn(GoldenQuestion, converter, cluster=override(omit_if_default=True)),
+)
+converter.register_unstructure_hook(
+    MetricValue,
+    make_dict_unstructure_fn(
+        MetricValue,
+        converter,
+        clusters=override(omit_if_default=True),
+        effective_n=override(omit_if_default=True),
+    ),
+)
 
 
 def _finite_or_none(value: Any, _: Any) -> float | None:
@@ -83,24 +101,37 @@ converter.register_structure_hook(Outcomes, _structure_outcomes)
 # The record's outcomes field is annotated with a name model.py imports only for type
 # checking (so that importing the model does not import numpy); resolve it here.
 attrs.resolve_types(ResultRecord)
-# A question without expected_chunks is written (and hashed) as before chunks existed.
+# A question without expected_chunks or a cluster is written (and hashed) as before either
+# existed.
 converter.register_unstructure_hook(
     GoldenQuestion,
     make_dict_unstructure_fn(
-        GoldenQuestion, converter, expected_chunks=override(omit_if_default=True)
+        GoldenQuestion,
+        converter,
+        expected_chunks=override(omit_if_default=True),
+        cluster=override(omit_if_default=True),
     ),
 )
 
-# A record without stages is stored as it was before stages existed (no ``stages`` key).
+# A record without stages or clusters is stored as it was before they existed.
 _unstructure_record_fields = make_dict_unstructure_fn(
-    ResultRecord, converter, stages=override(omit_if_default=True)
+    ResultRecord,
+    converter,
+    stages=override(omit_if_default=True),
+    cluster_by=override(omit_if_default=True),
+    clusters=override(omit_if_default=True),
 )
 _structure_record_fields = make_dict_structure_fn(
     ResultRecord, converter, _cattrs_forbid_extra_keys=True
 )
 
 _unstructure_record_summary = make_dict_unstructure_fn(
-    ResultRecord, converter, outcomes=override(omit=True), stages=override(omit_if_default=True)
+    ResultRecord,
+    converter,
+    outcomes=override(omit=True),
+    stages=override(omit_if_default=True),
+    cluster_by=override(omit_if_default=True),
+    clusters=override(omit_if_default=True),
 )
 
 

@@ -53,6 +53,7 @@ _KNOWN_FIELDS = (
     "gist",
     "meta",
     "expected_chunks",
+    "cluster",
 )
 
 #: Free text (a question, a gist, a description) may hold tabs and line breaks (also
@@ -329,7 +330,7 @@ def _block_questions(text: str, seen: set[str]) -> list[GoldenQuestion] | None:
         return None
     if not _DICTS.issuperset(map(type, records)):
         return None
-    # Questions with expected_chunks are read line by line (`parse_question`).
+    # Questions with expected_chunks or a cluster are read line by line (`parse_question`).
     if not _FAST_FIELDS.issuperset(chain.from_iterable(records)):
         return None
     try:
@@ -697,11 +698,26 @@ def parse_question(
         gist=gist,
         meta=FrozenDict(meta) if meta else _NO_LABELS,
         expected_chunks=tuple(chunks),
+        cluster=_parse_cluster(data.get("cluster"), fail),
     )
 
 
+def _parse_cluster(cluster: Any, fail: Any) -> str | None:
+    """A question's ``cluster``: any non-empty string without control characters."""
+    if cluster is None:
+        return None
+    if not isinstance(cluster, str) or not cluster.strip():
+        raise fail(
+            "must be a non-empty string naming the question's group, e.g. 'doc-17'",
+            field="cluster",
+        )
+    _check_text(cluster, "cluster", fail)
+    return cluster
+
+
 _KNOWN_SET = frozenset(_KNOWN_FIELDS)
-_FAST_FIELDS = _KNOWN_SET - {"expected_chunks"}
+#: Lines with ``expected_chunks`` or a ``cluster`` are read by `parse_question`, one at a time.
+_FAST_FIELDS = _KNOWN_SET - {"expected_chunks", "cluster"}
 _HARD_CLASSES: dict[str, str] = {}
 _HARD_CLASSES_KEPT = 1024
 _INT_ONLY = frozenset((int,))
@@ -880,6 +896,7 @@ def load_beir(
         row_lines[query_id, doc_id] = number
         judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
     texts: dict[str, str] = {}
+    clusters: dict[str, str] = {}
     query_lines: dict[str, int] = {}
     for number, line in enumerate(lines_of(read_text(queries_file)), start=1):
         if not line.strip():
@@ -923,6 +940,9 @@ def load_beir(
             )
         query_lines[query_id] = number
         texts[query_id] = query_text
+        cluster = _beir_cluster(record, str(queries_file), number)
+        if cluster is not None:
+            clusters[query_id] = cluster
         if not isinstance(query_text, str) or not query_text.strip():
             raise InputError(
                 f"must be the query as a non-empty string, got {query_text!r}",
@@ -965,11 +985,25 @@ def load_beir(
                 question=texts[query_id],
                 expected=[doc for doc, grade in labels.items() if grade >= 1],
                 grades={doc: grade for doc, grade in labels.items() if grade != 1},
+                cluster=clusters.get(query_id),
             )
         )
     split = qrels.stem
     set_name = name or (directory.name if split == "test" else f"{directory.name}-{split}")
     return GoldenQuestionSet(name=set_name, questions=questions, source=str(qrels))
+
+
+def _beir_cluster(record: Mapping[str, Any], source: str, line: int) -> str | None:
+    """A BEIR query's cluster: its ``cluster`` key, or ``metadata.cluster``."""
+    metadata = record.get("metadata")
+    cluster = record.get("cluster")
+    if cluster is None and isinstance(metadata, Mapping):
+        cluster = metadata.get("cluster")
+
+    def fail(message: str, field: str | None = None, hint: str | None = None) -> InputError:
+        return InputError(message, source=source, line=line, field=field, hint=hint)
+
+    return _parse_cluster(cluster, fail)
 
 
 def _qrels_rows(path: Path) -> Iterator[tuple[int, tuple[str, str, str]]]:

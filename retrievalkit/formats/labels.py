@@ -14,6 +14,12 @@ grade; both stay in the file).
 
 Merging never overrides the set's own labels, and leaves no-answer questions alone
 (their author declared that no document answers them).
+
+A label whose ``judge`` column is ``human`` (`HUMAN_JUDGE`) is a person's grade. When a file
+holds human labels for a random sample of the questions beside a model judge's labels,
+`label_effect` also gives each metric's judge-corrected mean and interval
+(`retrievalkit.stats.ppi`): the questions with a human label are the human sample, and
+their metric under human labels corrects the metric under the judge's labels.
 """
 
 from __future__ import annotations
@@ -23,15 +29,18 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
 from retrievalkit.errors import InputError
 from retrievalkit.metrics.definitions import headline
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
+from retrievalkit.stats.ppi import CorrectedMean
 
 COLUMNS = ("query-id", "corpus-id", "score", "judge", "model", "prompt-version", "judged-at")
-#: The ``judge`` column of a grade a person gave; the person's name is in ``model``.
+#: The ``judge`` of a grade a person gave (the person's name is in ``model``): such labels
+#: are the human sample of the judge-corrected (PPI) estimates.
 HUMAN_JUDGE = "human"
 
 
@@ -228,6 +237,10 @@ class LabelEffect:
     unknown_question: int
     before: Mapping[str, float | None]
     after: Mapping[str, float | None]
+    corrected: Mapping[str, CorrectedMean] | None = None
+    """With human labels (judge ``human``) for a sample of the questions: each metric's
+    mean under the model judge's labels, corrected by the human sample
+    (`retrievalkit.stats.ppi`); None without human labels."""
 
     def rows(self) -> list[tuple[str, float | None, float | None]]:
         """(metric, before, after) for the text reports: every judged@k, then the headline."""
@@ -235,6 +248,24 @@ class LabelEffect:
         # The headline metrics follow; JSON has them all.
         names += headline(self.before)
         return [(name, self.before[name], self.after[name]) for name in names]
+
+    def corrected_rows(self) -> list[tuple[str, CorrectedMean]]:
+        """(metric, judge-corrected mean) of the headline metrics, for the text reports."""
+        if self.corrected is None:
+            return []
+        return [(name, self.corrected[name]) for name in headline(self.corrected)]
+
+    def describe_corrected(self) -> str:
+        """One line on the human sample behind the judge-corrected means."""
+        rows = self.corrected_rows()
+        if not rows:
+            return ""
+        first = rows[0][1]
+        return (
+            f"judge-corrected (prediction-powered, {first.method}): {first.labelled} questions "
+            f"with human labels correct the judge's labels on {first.unlabelled} others; "
+            "valid when the human-labelled questions are a random sample"
+        )
 
     def describe(self) -> str:
         """One line: what was merged and what was left out."""
@@ -270,30 +301,58 @@ def label_effect(
     labels: Iterable[Label],
     *,
     sources: Sequence[str],
+    confidence: float = 0.95,
+    seed: int = 20240611,
 ) -> LabelEffect:
     """Score a run's rankings twice: with its own judgments, then with ``labels`` merged in.
 
     Works from the outcomes alone (rankings and judgments), so a stored run can be
     rescored without its set. Means only (no intervals), with ``judged@k`` for every k.
+    With human labels among ``labels`` (`HUMAN_JUDGE`), also the judge-corrected mean and
+    interval of every metric (`LabelEffect.corrected`).
     """
     import numpy as np
 
     from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
 
-    merged = merge_labels(outcome_questions(outcomes), labels)
+    labels = list(labels)
+    questions = outcome_questions(outcomes)
+    merged = merge_labels(questions, labels)
     rankings = [outcome.ranking for outcome in outcomes]
     errored = [outcome.error is not None for outcome in outcomes]
     depth = max(ks)
 
-    def means(judgments: list[Mapping[str, int]]) -> dict[str, float | None]:
-        judged = judge_rankings(rankings, judgments, depth=depth, errored=errored)
-        values = compute_metrics(judged, ks, with_judged=True)
+    def columns(judgments: Sequence[Mapping[str, int]]) -> dict[str, Any]:
+        judged = judge_rankings(rankings, list(judgments), depth=depth, errored=errored)
+        return dict(compute_metrics(judged, ks, with_judged=True))
+
+    def means(judgments: Sequence[Mapping[str, int]]) -> dict[str, float | None]:
         result: dict[str, float | None] = {}
-        for name, column in values.items():
+        for name, column in columns(judgments).items():
             defined = column[~np.isnan(column)]
             result[name] = float(defined.mean()) if defined.size else None
         return result
 
+    corrected = None
+    human = [label for label in labels if label.judge == HUMAN_JUDGE]
+    if human:
+        from retrievalkit.stats.ppi import corrected_mean
+
+        model = [label for label in labels if label.judge != HUMAN_JUDGE]
+        by_judge = columns([q.judgments() for q in merge_labels(questions, model).questions])
+        by_people = columns([q.judgments() for q in merge_labels(questions, human).questions])
+        sampled = {label.question_id for label in human}
+        in_sample = np.array([outcome.question_id in sampled for outcome in outcomes])
+        corrected = {
+            name: corrected_mean(
+                by_judge[name],
+                np.where(in_sample, by_people[name], np.nan),
+                confidence=confidence,
+                seed=seed,
+            )
+            for name in by_judge
+            if not name.startswith("judged@")
+        }
     return LabelEffect(
         tuple(sources),
         merged.added,
@@ -302,6 +361,7 @@ def label_effect(
         merged.unknown_question,
         before=means([outcome.judgments for outcome in outcomes]),
         after=means([question.judgments() for question in merged.questions]),
+        corrected=corrected,
     )
 
 

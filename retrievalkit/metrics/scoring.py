@@ -49,6 +49,9 @@ class ScoringOptions:
     confidence: float = DEFAULT_CONFIDENCE
     seed: int = DEFAULT_SEED
     slices: tuple[str, ...] = ()
+    cluster_by: str | None = None
+    """With a field (`retrievalkit.stats.clusters.CLUSTER_FIELDS` or ``meta.NAME``), every
+    interval is a cluster bootstrap over the questions grouped by it."""
 
 
 @attrs.frozen
@@ -217,13 +220,25 @@ class RunScorer:
             for label, mask in slice_masks(labels).items():
                 group_names.append((field, label))
                 masks.append(mask)
-        estimates = bootstrap_means(
-            self.values,
-            np.array(masks),
-            resamples=options.resamples,
-            confidence=options.confidence,
-            seed=options.seed,
-        )
+        if options.cluster_by is None:
+            estimates: Sequence[Sequence[Estimate]] = bootstrap_means(
+                self.values,
+                np.array(masks),
+                resamples=options.resamples,
+                confidence=options.confidence,
+                seed=options.seed,
+            )
+        else:
+            from retrievalkit.stats.clusters import cluster_bootstrap_means, questions_clusters
+
+            estimates = cluster_bootstrap_means(
+                self.values,
+                np.array(masks),
+                questions_clusters(questions, options.cluster_by),
+                resamples=options.resamples,
+                confidence=options.confidence,
+                seed=options.seed,
+            )
         overall = _metric_map(self.names, estimates[0])
         slices: dict[str, dict[str, dict[str, MetricValue]]] = {
             field: {} for field in dict.fromkeys((*STANDARD_SLICES, *options.slices))
@@ -282,7 +297,7 @@ def score_run(
     return scorer.finish()
 
 
-def _metric_map(names: list[str], row: list[Estimate]) -> dict[str, MetricValue]:
+def _metric_map(names: list[str], row: Sequence[Estimate]) -> dict[str, MetricValue]:
     return {
         name: MetricValue(
             estimate.mean,
@@ -291,6 +306,9 @@ def _metric_map(names: list[str], row: list[Estimate]) -> dict[str, MetricValue]
             else (estimate.low, estimate.high),
             estimate.n,
             estimate.method,
+            # A cluster bootstrap's estimate carries its clusters and effective size.
+            getattr(estimate, "clusters", None),
+            getattr(estimate, "effective_n", None),
         )
         for name, estimate in zip(names, row, strict=True)
     }

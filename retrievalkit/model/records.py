@@ -167,6 +167,12 @@ class ResultRecord:
     stages: StageReport | None = None
     """Each stage's scores, for a retriever that reports its stages; None otherwise (and
     then absent from the stored form, which is the same as before stages existed)."""
+    cluster_by: str | None = None
+    """The field whose clusters the run's intervals resampled (``--cluster-by``); None
+    for independent questions."""
+    clusters: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    """Question id -> the question's ``cluster`` field, for the questions that have one,
+    so that a stored run can be compared by cluster without its set."""
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -158,6 +158,9 @@ class GoldenQuestion:
     expected_chunks: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     """The chunk ids that answer it, for the chunk-level metrics (``chunk_rr`` ...), which
     score the retriever's raw ranking of chunks; empty: those metrics are undefined."""
+    cluster: str | None = None
+    """Questions with the same ``cluster`` are related (rewordings of one target, questions
+    generated from one document): ``--cluster-by cluster`` treats them as one unit."""
 
     def judgments(self) -> dict[str, int]:
         """Every labelled document with its grade: expected ids at grade 1 unless graded."""
@@ -182,6 +185,7 @@ QUESTION_FIELDS = (
     "gist",
     "meta",
     "expected_chunks",
+    "cluster",
 )
 
 
@@ -195,9 +199,11 @@ def questions_from_columns(
     gists: Sequence[str | None],
     meta: Sequence[FrozenDict],
     expected_chunks: Sequence[tuple[str, ...]] | None = None,
+    clusters: Sequence[str | None] | None = None,
 ) -> list[GoldenQuestion]:
-    """``GoldenQuestion(id, question, form, expected, grades, hard_class, gist, meta)`` of
-    each row, built a field at a time with no Python run per question.
+    """``GoldenQuestion(id, question, form, expected, grades, hard_class, gist, meta,
+    cluster)`` of each row, built a field at a time with no Python run per question
+    (``clusters`` None: no question has one).
 
     The columns must hold what the converters would make: ``expected`` tuples, ``grades``
     and ``meta`` as `FrozenDict`. The loaders use it for large sets whose values they have
@@ -207,7 +213,19 @@ def questions_from_columns(
     questions: list[GoldenQuestion] = list(map(object.__new__, repeat(GoldenQuestion, count)))
     slots = GoldenQuestion.__dict__
     chunks = [()] * count if expected_chunks is None else expected_chunks
-    columns = (ids, texts, forms, expected, grades, hard_classes, gists, meta, chunks)
+    cluster_column = (None,) * count if clusters is None else clusters
+    columns = (
+        ids,
+        texts,
+        forms,
+        expected,
+        grades,
+        hard_classes,
+        gists,
+        meta,
+        chunks,
+        cluster_column,
+    )
     for name, column in zip(QUESTION_FIELDS, columns, strict=True):
         if len(column) != count:
             raise ValueError(f"{len(column)} values of {name} for {count} questions")
@@ -233,9 +251,10 @@ class GoldenQuestionSet:
         """sha256 of the canonical JSON of the questions (the name is not part of it).
 
         The canonical JSON is the list of the questions' plain data (`retrievalkit.formats.convert`)
-        with sorted keys and no spaces. It is hashed a slice of questions at a time, each
-        question's data written with its keys already in order, so a large set is never
-        held as one text.
+        with sorted keys and no spaces; a question without a ``cluster`` has no such key,
+        so the hash of a set without clusters is what it always was. It is hashed a slice
+        of questions at a time, each question's data written with its keys already in
+        order, so a large set is never held as one text.
         """
         digest = hashlib.sha256(b"[")
         questions = self.questions
@@ -267,7 +286,7 @@ def _canonical_data(question: GoldenQuestion) -> dict[str, Any]:
     if question.expected_chunks:
         # Only when given, so that every set without chunks keeps the hash it had.
         data["expected_chunks"] = list(question.expected_chunks)
-    return data | {
+    data |= {
         "form": None if question.form is None else question.form.value,
         "gist": question.gist,
         "grades": _sorted(question.grades),
@@ -276,6 +295,8 @@ def _canonical_data(question: GoldenQuestion) -> dict[str, Any]:
         "meta": _sorted(question.meta),
         "question": question.question,
     }
+    # "cluster" sorts first; it is left out when None, as the converter leaves it out.
+    return data if question.cluster is None else {"cluster": question.cluster, **data}
 
 
 _CANONICAL_QUESTION = (
@@ -321,6 +342,8 @@ def _canonical_texts(questions: Sequence[GoldenQuestion]) -> str | None:
     meta = list(map(_META_OF, questions))
     if not _FORMS_OR_NONE.issuperset(map(type, forms)) or any(map(_CHUNKS_OF, questions)):
         return None
+    if any(cluster is not None for cluster in map(_CLUSTER_OF, questions)):
+        return None
     encode = _encode_string
     try:
         # The string encoder refuses anything but a string.
@@ -352,6 +375,7 @@ _HARD_CLASS_OF = operator.attrgetter("hard_class")
 _GIST_OF = operator.attrgetter("gist")
 _META_OF = operator.attrgetter("meta")
 _CHUNKS_OF = operator.attrgetter("expected_chunks")
+_CLUSTER_OF = operator.attrgetter("cluster")
 
 
 @attrs.frozen
@@ -378,6 +402,12 @@ class MetricValue:
     """How ``ci`` was computed: ``clopper-pearson`` (0/1 values), ``bca`` (bootstrap),
     ``constant`` (all values equal), or ``percentile`` (records of schema 1); None
     without an interval. See `retrievalkit.stats.intervals`."""
+    clusters: int | None = None
+    """With ``--cluster-by``: the clusters the values fell in (``method`` is then
+    ``cluster-bootstrap``); None for a run of independent questions."""
+    effective_n: float | None = None
+    """With ``--cluster-by``: the effective sample size, n x (the variance of the mean of
+    independent questions) / (its cluster-robust variance); None without clusters."""
 
 
 @attrs.frozen

@@ -26,7 +26,7 @@ from retrievalkit.metrics.definitions import metric_order
 from retrievalkit.metrics.judged_share import judged_warning
 from retrievalkit.metrics.scoring import as_columns, metric_column, positions_of
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.model.values import QuestionOutcome
+from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
 from retrievalkit.stats.paired import TIE, paired_test, verdict
 from retrievalkit.stats.paired import holm as holm
 
@@ -88,6 +88,10 @@ class MetricDelta:
     """Standard error of a Monte Carlo p-value (0 when exact)."""
     ci_method: str | None = None
     """How ``ci`` was computed (see `retrievalkit.stats.intervals`)."""
+    clusters: int | None = None
+    """With ``--cluster-by``: the clusters compared (``discordant`` then counts clusters)."""
+    effective_n: float | None = None
+    """With ``--cluster-by``: the effective sample size of the differences."""
 
 
 @attrs.frozen
@@ -130,6 +134,8 @@ class Comparison:
     correction: str | None
     """``holm`` with more than one candidate, else None."""
     warnings: tuple[str, ...]
+    cluster_by: str | None = None
+    """The field whose clusters the paired tests treated as the unit; None: questions."""
 
     def to_markdown(self) -> str:
         """The comparison as Markdown, as ``compare --format markdown`` prints it."""
@@ -177,8 +183,15 @@ def compare_records(
     changed_by: str = DEFAULT_CHANGED_BY,
     changed_limit: int = 10,
     question_texts: Mapping[str, str] | None = None,
+    cluster_by: str | None = None,
+    questions: Sequence[GoldenQuestion] = (),
 ) -> Comparison:
-    """Compare every side after the first with the first, paired question by question."""
+    """Compare every side after the first with the first, paired question by question.
+
+    With ``cluster_by`` the paired tests treat clusters of questions as the unit; the
+    labels come from ``questions`` (the set), else from the records
+    (`retrievalkit.pipeline.clustering.paired_clusters`).
+    """
     if len(sides) < 2:
         raise InputError(
             "compare needs at least two systems",
@@ -242,6 +255,18 @@ def compare_records(
     base = sides[0].record
     raw_pairs = []
     side_positions = [positions_of(column, shared) for column in columns[1:]]
+    codes = None
+    if cluster_by is not None:
+        from retrievalkit.pipeline.clustering import paired_clusters
+
+        codes = paired_clusters(
+            cluster_by,
+            shared,
+            base_columns,
+            base_positions,
+            [side.record for side in sides],
+            {question.id: question for question in questions},
+        )
     for side, column, positions in zip(sides[1:], columns[1:], side_positions, strict=True):
         deltas = [
             _delta(
@@ -251,6 +276,7 @@ def compare_records(
                 resamples,
                 confidence,
                 seed,
+                codes,
             )
             for metric in metrics
         ]
@@ -312,6 +338,7 @@ def compare_records(
         resamples=resamples,
         correction=correction,
         warnings=tuple(warnings),
+        cluster_by=cluster_by,
     )
 
 
@@ -353,10 +380,13 @@ def _delta(
     resamples: int,
     confidence: float,
     seed: int,
+    clusters: npt.NDArray[np.intp] | None = None,
 ) -> MetricDelta:
     """``metric`` compared over the shared questions: ``left`` the baseline's values,
-    ``right`` the candidate's (NaN: undefined)."""
-    paired = paired_test(left, right, resamples=resamples, confidence=confidence, seed=seed)
+    ``right`` the candidate's (NaN: undefined); ``clusters``: each question's cluster."""
+    paired = paired_test(
+        left, right, resamples=resamples, confidence=confidence, seed=seed, clusters=clusters
+    )
     both = ~np.isnan(left) & ~np.isnan(right)
     moves = right[both] - left[both]
     interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
@@ -378,6 +408,8 @@ def _delta(
         p_method=paired.p_method,
         p_error=paired.p_error,
         ci_method=paired.interval_method,
+        clusters=paired.clusters,
+        effective_n=paired.effective_n,
     )
 
 

@@ -72,6 +72,10 @@ class MetricComparison:
     p_method: str | None = None
     p_error: float | None = None
     ci_method: str | None = None
+    clusters: int | None = None
+    """With ``--cluster-by``: the clusters compared (``discordant`` then counts clusters)."""
+    effective_n: float | None = None
+    """With ``--cluster-by``: the effective sample size of the differences."""
 
 
 @attrs.frozen
@@ -102,6 +106,8 @@ class Verdict:
     """What changed in the retriever since the baseline (its plugin, its options, what a
     composed retriever says of its parts), e.g. ``options candidates: 50 -> 10``: the
     difference may be the change, not a regression of the same retriever."""
+    cluster_by: str | None = None
+    """The field whose clusters the paired tests treated as the unit; None: questions."""
 
 
 def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
@@ -156,12 +162,17 @@ def compare_runs(
     slice_thresholds: Mapping[str, Mapping[str, float]] | None = None,
     questions: Sequence[GoldenQuestion] = (),
     baseline_kind: str = "newest earlier run",
+    cluster_by: str | None = None,
+    candidate_record: ResultRecord | None = None,
 ) -> Verdict:
     """The verdict of a candidate's outcomes against a stored baseline run.
 
     ``slice_thresholds`` maps ``FIELD=LABEL`` to per-metric thresholds; a question's
     labels come from ``questions`` (the candidate's set) when given, else from the
-    form and hard class its outcome carries.
+    form and hard class its outcome carries. With ``cluster_by`` every paired test
+    treats the questions' clusters as the unit (`retrievalkit.stats.clusters`); the
+    labels come from ``questions``, else from the records (``candidate_record``, the
+    baseline).
     """
     before = as_columns(baseline.outcomes)
     after = as_columns(candidate)
@@ -169,6 +180,18 @@ def compare_runs(
     # so a stored baseline loads nothing else.
     pairing = pair_questions(before, after)
     everyone = np.arange(len(pairing.question_ids), dtype=np.intp)
+    codes = None
+    if cluster_by is not None:
+        from retrievalkit.pipeline.clustering import paired_clusters
+
+        codes = paired_clusters(
+            cluster_by,
+            pairing.question_ids,
+            after,
+            pairing.candidate,
+            [record for record in (candidate_record, baseline) if record is not None],
+            {question.id: question for question in questions},
+        )
     gates: list[tuple[str | None, str, float, npt.NDArray[np.intp]]] = [
         (None, metric, threshold, everyone) for metric, threshold in sorted(thresholds.items())
     ]
@@ -198,6 +221,7 @@ def compare_runs(
             resamples=resamples,
             confidence=confidence,
             seed=seed,
+            clusters=None if codes is None else codes[ids],
         )
         if warning is not None:
             warnings.append(warning)
@@ -230,6 +254,7 @@ def compare_runs(
         require_significant=require_significant,
         unchecked=tuple(unchecked),
         warnings=tuple(warnings),
+        cluster_by=cluster_by,
     )
 
 
@@ -295,19 +320,23 @@ def _compare_metric(
     resamples: int,
     confidence: float,
     seed: int,
+    clusters: npt.NDArray[np.intp] | None = None,
 ) -> tuple[MetricComparison | None, str | None]:
     """The comparison of one gated metric over the paired questions at ``ids``, and a
     warning when its threshold is undetectable."""
     if not len(ids):
         return None, None
     left, right = values[0][ids], values[1][ids]
-    paired = paired_test(left, right, resamples=resamples, confidence=confidence, seed=seed)
+    paired = paired_test(
+        left, right, resamples=resamples, confidence=confidence, seed=seed, clusters=clusters
+    )
     if paired.difference is None:
         return None, None
     row = power_row(
         metric,
         slice_name,
-        paired.n,
+        # Clustered questions carry the information of their effective number.
+        paired.n if paired.effective_n is None else max(1, round(paired.effective_n)),
         spread_of_pair(left, right),
         alpha=1.0 - confidence,
         threshold=threshold,
@@ -335,6 +364,8 @@ def _compare_metric(
         p_method=paired.p_method,
         p_error=paired.p_error,
         ci_method=paired.interval_method,
+        clusters=paired.clusters,
+        effective_n=paired.effective_n,
     ), warning
 
 

@@ -103,4 +103,6 @@ def build_record(
         slices=scores.slices,
         outcomes=scores.outcomes,
         manifest=manifest,
+        cluster_by=scoring.cluster_by,
+        clusters={q.id: q.cluster for q in golden.questions if q.cluster is not None},
     )

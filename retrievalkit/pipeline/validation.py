@@ -46,6 +46,12 @@ def lint_set(
                 f"question {q.id}: {', '.join(extra)} graded relevant but not in expected "
                 "(it counts as relevant everywhere)"
             )
+    if not any(q.cluster is not None for q in questions):
+        from retrievalkit.pipeline.related_questions import related_warning
+
+        related = related_warning(questions)
+        if related is not None:
+            warnings.append(related)
     if len(questions) < 30:
         warnings.append(
             f"{len(questions)} questions: intervals will be wide; 100 or more are needed to "

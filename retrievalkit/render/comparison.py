@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.formats.convert import unstructure
 from retrievalkit.metrics.definitions import metric_order, parse_metric
+from retrievalkit.pipeline.comparison import Comparison, MetricDelta, PairComparison, QuestionChange
+from retrievalkit.render.summary import without_unset_clusters
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import NONE, number, percent
 from retrievalkit.render.text import p_text as p_text
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
 def comparison_document(comparison: Comparison) -> dict[str, Any]:
     """The JSON form (``--format json``): every field of the result, undefined values null."""
-    document: dict[str, Any] = unstructure(comparison)
+    document: dict[str, Any] = without_unset_clusters(unstructure(comparison))
     return document
 
 
@@ -36,6 +38,18 @@ def ci_text(delta: MetricDelta) -> str:
 
 
 def header_line(comparison: Comparison) -> str:
+    if comparison.cluster_by is not None:
+        counts = sorted(
+            {delta.clusters or 0 for pair in comparison.pairs for delta in pair.metrics} - {0}
+        )
+        return (
+            f"set {comparison.set_name} · {comparison.shared_questions} questions in "
+            f"{'/'.join(map(str, counts)) or NONE} clusters (by {comparison.cluster_by}) "
+            f"compared pairwise · {percent(comparison.confidence)} cluster bootstrap "
+            f"intervals ({comparison.resamples} resamples) · sign-flip p-values on cluster "
+            "sums (exact while enumerable)"
+            + (" · Holm-corrected over the candidates" if comparison.correction == "holm" else "")
+        )
     return (
         f"set {comparison.set_name} · {comparison.shared_questions} questions compared "
         f"pairwise · {percent(comparison.confidence)} paired intervals (BCa bootstrap, "

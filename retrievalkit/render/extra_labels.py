@@ -5,20 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.formats.convert import unstructure
 from retrievalkit.formats.labels import LabelEffect
+from retrievalkit.render.summary import effect_data
 from retrievalkit.render.terminal import plain, printable
-from retrievalkit.render.text import number
+from retrievalkit.render.text import mean_and_interval, number
 
 if TYPE_CHECKING:
     from rich.console import Group
 
 TITLE = "With extra labels (set's labels → with extra labels)"
+CORRECTED_TITLE = "Judge-corrected (PPI): judge's labels → corrected by the human sample"
 
 
 def effects_document(effects: Mapping[str, LabelEffect]) -> dict[str, Any]:
     """system label -> the effect as plain data (every metric, before and after)."""
-    return {system: unstructure(effect) for system, effect in effects.items()}
+    return {system: effect_data(effect) for system, effect in effects.items()}
 
 
 def _rows(effects: Mapping[str, LabelEffect]) -> list[list[str]]:
@@ -33,6 +34,26 @@ def _rows(effects: Mapping[str, LabelEffect]) -> list[list[str]]:
     return rows
 
 
+def _corrected_rows(effects: Mapping[str, LabelEffect]) -> list[list[str]]:
+    """metric, then each system's ``judge mean [ci] → corrected mean [ci]``."""
+    first = next(iter(effects.values()))
+    rows = []
+    for index, (name, _) in enumerate(first.corrected_rows()):
+        cells = [name]
+        for effect in effects.values():
+            found = effect.corrected_rows()
+            if index >= len(found):
+                cells.append("–")
+                continue
+            value = found[index][1]
+            cells.append(
+                f"{mean_and_interval(value.judge_mean, value.judge_ci)} → "
+                f"{mean_and_interval(value.mean, value.ci)}"
+            )
+        rows.append(cells)
+    return rows
+
+
 def effects_markdown(effects: Mapping[str, LabelEffect]) -> str:
     if not effects:
         return ""
@@ -43,6 +64,17 @@ def effects_markdown(effects: Mapping[str, LabelEffect]) -> str:
     lines += ["", "| metric | " + " | ".join(_escape(system) for system in effects) + " |"]
     lines.append("|---|" + "---:|" * len(effects))
     lines += ["| " + " | ".join(row) + " |" for row in _rows(effects)]
+    corrected = _corrected_rows(effects)
+    if corrected:
+        lines += ["", f"### {CORRECTED_TITLE}", ""]
+        lines += [
+            f"- {_escape(system)}: {_escape(effect.describe_corrected())}"
+            for system, effect in effects.items()
+            if effect.corrected
+        ]
+        lines += ["", "| metric | " + " | ".join(_escape(system) for system in effects) + " |"]
+        lines.append("|---|" + "---:|" * len(effects))
+        lines += ["| " + " | ".join(row) + " |" for row in corrected]
     return "\n".join(lines) + "\n"
 
 
@@ -62,6 +94,22 @@ def effects_renderable(effects: Mapping[str, LabelEffect]) -> Group:
         table.add_column(plain(system), justify="right")
     for row in _rows(effects):
         table.add_row(*[plain(cell) for cell in row])
-    return Group(
-        table, *[plain(f"{system}: {effect.describe()}") for system, effect in effects.items()]
-    )
+    parts: list[Any] = [
+        table,
+        *[plain(f"{system}: {effect.describe()}") for system, effect in effects.items()],
+    ]
+    corrected = _corrected_rows(effects)
+    if corrected:
+        fixed = Table(title=plain(CORRECTED_TITLE, style="italic"), title_justify="left")
+        fixed.add_column("metric")
+        for system in effects:
+            fixed.add_column(plain(system), justify="right")
+        for row in corrected:
+            fixed.add_row(*[plain(cell) for cell in row])
+        parts.append(fixed)
+        parts += [
+            plain(f"{system}: {effect.describe_corrected()}")
+            for system, effect in effects.items()
+            if effect.corrected
+        ]
+    return Group(*parts)

@@ -11,6 +11,7 @@ from retrievalkit.render.text import (
     header_line,
     hits_cell,
     interval,
+    mean_and_interval,
     method_text,
     number,
     percent,
@@ -47,6 +48,15 @@ def render_markdown(report: EvalReport, *, question_limit: int | None = None) ->
         lines += ["", "## With extra labels", "", _escape(effect.describe()), ""]
         lines += ["| metric | set's labels | with extra labels |", "|---|---:|---:|"]
         lines += [f"| {m} | {number(b)} | {number(a)} |" for m, b, a in effect.rows()]
+        if effect.corrected_rows():
+            lines += ["", "### Judge-corrected (PPI)", "", _escape(effect.describe_corrected())]
+            lines += ["", "| metric | judge's labels | corrected | human-labelled |"]
+            lines.append("|---|---:|---:|---:|")
+            lines += [
+                f"| {name} | {mean_and_interval(v.judge_mean, v.judge_ci)} | "
+                f"{mean_and_interval(v.mean, v.ci)} | {v.labelled} |"
+                for name, v in effect.corrected_rows()
+            ]
     columns = breakdown_columns(record)
     for field, values in record.slices.items():
         if not values:

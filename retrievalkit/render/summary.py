@@ -60,9 +60,45 @@ def metric_map(metrics: Mapping[str, MetricValue]) -> dict[str, Any]:
             "mean": value.mean,
             "ci": None if value.ci is None else [value.ci[0], value.ci[1]],
             "n": value.n,
+            # A clustered run names its method, clusters and effective size.
+            **(
+                {}
+                if value.clusters is None
+                else {
+                    "method": value.method,
+                    "clusters": value.clusters,
+                    "effective_n": value.effective_n,
+                }
+            ),
         }
         for name, value in metrics.items()
     }
+
+
+def effect_data(effect: LabelEffect) -> dict[str, Any]:
+    """A `LabelEffect` as plain data; ``corrected`` only when human labels gave one."""
+    data: dict[str, Any] = unstructure(effect)
+    if data.get("corrected") is None:
+        data.pop("corrected", None)
+    return data
+
+
+#: Keys a comparison or verdict has only with ``--cluster-by``.
+_CLUSTER_KEYS = frozenset(("cluster_by", "clusters", "effective_n"))
+
+
+def without_unset_clusters(data: Any) -> Any:
+    """``data`` (plain) without the cluster keys that are null: the documents of runs of
+    independent questions stay what they always were."""
+    if isinstance(data, dict):
+        return {
+            key: without_unset_clusters(value)
+            for key, value in data.items()
+            if not (value is None and key in _CLUSTER_KEYS)
+        }
+    if isinstance(data, list):
+        return [without_unset_clusters(item) for item in data]
+    return data
 
 
 def errored_questions(record: ResultRecord) -> list[tuple[str, str]]:
@@ -122,7 +158,10 @@ def summary(report: EvalReport) -> dict[str, Any]:
             "pass_rate": record.pass_rate,
             "mean_score": record.mean_score,
         },
-        "regression": None if report.verdict is None else unstructure(report.verdict),
+        "regression": None
+        if report.verdict is None
+        else without_unset_clusters(unstructure(report.verdict)),
+        **({} if record.cluster_by is None else {"cluster_by": record.cluster_by}),
         "errors": [
             {"question_id": question_id, "error": error}
             for question_id, error in errored_questions(record)
@@ -132,7 +171,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "not_saved_reason": report.not_saved_reason,
         "manifest": unstructure(record.manifest),
         "warnings": list(report.warnings),
-        "extra_labels": None if report.extra_labels is None else unstructure(report.extra_labels),
+        "extra_labels": None if report.extra_labels is None else effect_data(report.extra_labels),
         "stages": stages_document(record),
     }
 

@@ -17,6 +17,7 @@ from retrievalkit.render.text import (
     header_line,
     hits_cell,
     interval,
+    mean_and_interval,
     method_text,
     number,
     percent,
@@ -189,6 +190,18 @@ def eval_renderable(
         for name, before, after in effect.rows():
             both.add_row(plain(name), plain(number(before)), plain(number(after)))
         parts += [both, plain(effect.describe())]
+        if effect.corrected_rows():
+            fixed = Table(title=_title("Judge-corrected (PPI)"), title_justify="left")
+            for column in ("metric", "judge's labels", "corrected", "human-labelled"):
+                fixed.add_column(column, justify="left" if column == "metric" else "right")
+            for name, fix in effect.corrected_rows():
+                fixed.add_row(
+                    plain(name),
+                    plain(mean_and_interval(fix.judge_mean, fix.judge_ci)),
+                    plain(mean_and_interval(fix.mean, fix.ci)),
+                    plain(fix.labelled),
+                )
+            parts += [fixed, plain(effect.describe_corrected())]
     breakdown_names = breakdown_columns(record)
     for field, values in record.slices.items():
         if not values:

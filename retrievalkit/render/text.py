@@ -28,8 +28,24 @@ def interval(value: MetricValue) -> str:
 
 
 def method_text(value: MetricValue) -> str:
-    """The interval's method as the record names it (``bca``, ``clopper-pearson``, ...)."""
+    """The interval's method as the record names it (``bca``, ``clopper-pearson``, ...);
+    a cluster bootstrap's with its clusters and effective sample size."""
+    if value.clusters is not None:
+        return f"{value.method or NONE} ({clusters_text(value.clusters, value.effective_n)})"
     return value.method or NONE
+
+
+def clusters_text(clusters: int, effective_n: float | None) -> str:
+    """``53 clusters, effective n 61.2`` (the effective size unknown: ``–``)."""
+    effective = NONE if effective_n is None else f"{effective_n:g}"
+    return f"{clusters} clusters, effective n {effective}"
+
+
+def mean_and_interval(mean: float | None, ci: tuple[float, float] | None) -> str:
+    """``0.512 [0.431, 0.590]``; ``–`` for an undefined mean."""
+    if mean is None:
+        return NONE
+    return f"{mean:.3f}" + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
 
 
 def with_interval(value: MetricValue) -> str:
@@ -99,6 +115,11 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
             )
         if sequence.decision == "undecided":
             lines.append("  no question had values in both runs: undecided fails the gate")
+    if verdict.cluster_by is not None:
+        lines.append(
+            f"clustered by {verdict.cluster_by}: cluster bootstrap intervals, sign-flip "
+            "test on cluster sums"
+        )
     if verdict.regressed and not verdict.failures and verdict.note:
         lines.append(f"GATE FAILED against {baseline}: {verdict.note}")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.checked)

@@ -1,1 +1,1 @@
-"""The statistics of runs: intervals, paired tests, power and sequential bounds."""
+"""The statistics of retrievalkit: intervals, paired tests, power and sequential decisions."""

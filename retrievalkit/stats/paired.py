@@ -102,6 +102,11 @@ class PairedTest:
     p_error: float | None = None
     """Standard error of a Monte Carlo p-value; 0 for an exact or an Edgeworth one."""
     interval_method: str | None = None
+    clusters: int | None = None
+    """With clusters (`retrievalkit.stats.clusters`): how many; ``discordant`` then counts
+    clusters, not questions. None for independent questions."""
+    effective_n: float | None = None
+    """With clusters: the effective sample size of the differences."""
 
 
 def p_floor(discordant: int) -> float:
@@ -224,8 +229,25 @@ def paired_test(
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = DEFAULT_SEED,
     permutations: int = DEFAULT_PERMUTATIONS,
+    clusters: npt.NDArray[np.intp] | None = None,
 ) -> PairedTest:
-    """The paired comparison of two runs' per-question values (NaN: undefined)."""
+    """The paired comparison of two runs' per-question values (NaN: undefined).
+
+    With ``clusters`` (each question's cluster code) whole clusters are the unit:
+    `retrievalkit.stats.clusters.clustered_paired_test`.
+    """
+    if clusters is not None:
+        from retrievalkit.stats.clusters import clustered_paired_test
+
+        return clustered_paired_test(
+            baseline,
+            candidate,
+            clusters,
+            resamples=resamples,
+            confidence=confidence,
+            seed=seed,
+            permutations=permutations,
+        )
     both = ~np.isnan(baseline) & ~np.isnan(candidate)
     n = int(both.sum())
     if n == 0:

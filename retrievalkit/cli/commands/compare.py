@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
+    add_cluster_by,
     add_common,
     at_most,
     confidence_level,
@@ -121,6 +122,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also show each system's judged share and metrics with these labels merged in "
         "(e.g. from retrievalkit judge; repeatable)",
     )
+    add_cluster_by(parser)
     add_common(parser)
 
 
@@ -202,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
         changed=args.changed,
         question_texts=({} if golden is None else {q.id: q.question for q in golden.questions}),
         saved_to=[None if kind == "run" or args.no_save else store.url for kind, _ in systems],
+        cluster_by=settings.get("cluster_by"),
+        questions=None if golden is None else golden.questions,
     )
     if not args.no_save:
         for record in fresh:

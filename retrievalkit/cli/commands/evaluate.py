@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
+    add_cluster_by,
     add_common,
     at_most,
     confidence_level,
@@ -131,6 +132,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="record a question as a timeout error when the retriever has not answered within "
         "SECONDS (default: wait; also [eval] timeout in the config)",
     )
+    add_cluster_by(parser)
     parser.add_argument(
         "--slice",
         action="append",
@@ -301,6 +303,17 @@ def run(args: argparse.Namespace) -> int:
         *(("--extra-labels", path) for path in args.extra_labels),
     ]
     check_before_running(args, store, config, inputs)
+    if "cluster_by" in settings:
+        if args.sequential:
+            raise InputError(
+                "--sequential does not resample clusters yet, so its confidence sequences "
+                "would treat related questions as independent",
+                field="--cluster-by",
+                hint="run the whole set with --cluster-by (no --sequential), or drop "
+                "--cluster-by and [eval] cluster_by for a sequential run",
+            )
+    else:
+        _warn_related(args, golden)
     if args.sequential:
         if settings.pop("chunk_separator", None) is not None:
             raise InputError(
@@ -400,6 +413,15 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return exit_code
+
+
+def _warn_related(args: argparse.Namespace, golden: GoldenQuestionSet) -> None:
+    """On stderr (the report stays as it was): related questions evaluated as independent."""
+    from retrievalkit.pipeline.related_questions import related_warning
+
+    warning = related_warning(golden.questions)
+    if warning is not None and not args.quiet:
+        print(f"retrievalkit: warning: {warning}", file=sys.stderr)
 
 
 def _run_sequential(

@@ -15,7 +15,7 @@ from retrievalkit.cli.commands.judge import (
     open_judge,
     report_failures,
 )
-from retrievalkit.cli.commands.options import add_common, load_config, positive
+from retrievalkit.cli.commands.options import add_common, fraction, load_config, positive
 from retrievalkit.errors import EXIT_OK, EvaluationError, InputError
 
 NAME, HELP = SUMMARIES["judge_agreement"]
@@ -40,6 +40,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="judge a seeded random sample of N labels (default 100; all when fewer)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    parser.add_argument(
+        "--ppi-width",
+        type=fraction,
+        default=0.05,
+        metavar="X",
+        help="report how many human labels a judge-corrected (PPI) interval of the relevance "
+        "rate of +/- X needs with this judge, and without it (default 0.05)",
+    )
     add_common(parser, store=False)
 
 
@@ -88,8 +96,15 @@ def run(args: argparse.Namespace) -> int:
         for label in sample
         if (label.question_id, label.document_id) in judged
     ]
+    if args.ppi_width <= 0:
+        raise InputError("must be above 0, e.g. 0.05", field="--ppi-width")
     graded = agreement(pairs)
     binary = relevance_agreement(pairs)
+    from retrievalkit.stats.ppi import labels_needed
+
+    needed, alone, weight = labels_needed(
+        [(int(human >= 1), int(judged >= 1)) for human, judged in pairs], half_width=args.ppi_width
+    )
     document: dict[str, Any] = {
         "judge": instance.name,
         "model": judge.model,
@@ -101,6 +116,12 @@ def run(args: argparse.Namespace) -> int:
         "failed": len(result.failures),
         "grades": _agreement_map(graded),
         "relevance": _agreement_map(binary),
+        "ppi": {
+            "half_width": args.ppi_width,
+            "human_labels_needed": needed,
+            "human_labels_without_judge": alone,
+            "weight": weight,
+        },
     }
     if args.format == "json":
         sys.stdout.write(to_json_text(document) + "\n")
@@ -114,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         "",
         "confusion matrix (rows: human grade, columns: judge grade)",
         *_matrix_lines(graded.categories, graded.matrix),
+        "",
+        _ppi_line(needed, alone, args.ppi_width),
     ]
     if graded.kappa is None or binary.kappa is None:
         lines += [
@@ -124,6 +147,16 @@ def run(args: argparse.Namespace) -> int:
     text = "\n".join(lines) + "\n"
     sys.stdout.write("```\n" + text + "```\n" if args.format == "markdown" else text)
     return EXIT_OK
+
+
+def _ppi_line(needed: int | None, alone: int | None, width: float) -> str:
+    if needed is None or alone is None:
+        return "judge-corrected intervals: too few judged labels to tell how many are needed"
+    return (
+        f"judge-corrected (PPI) interval of the relevance rate of +/- {width:g}: about "
+        f"{needed} human labels with this judge grading the rest, {alone} without it "
+        "(eval --extra-labels with judge = human rows)"
+    )
 
 
 def _agreement_map(item: Any) -> dict[str, Any]:

@@ -222,6 +222,17 @@ def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
     return gate
 
 
+def add_cluster_by(parser: argparse.ArgumentParser) -> None:
+    """``--cluster-by FIELD``, shared by eval, compare and power."""
+    parser.add_argument(
+        "--cluster-by",
+        metavar="FIELD",
+        help="treat related questions as one unit: cluster, hard_class, expected (questions "
+        "sharing an expected document) or meta.NAME; every interval is then a cluster "
+        "bootstrap and the paired test flips whole clusters (also [eval] cluster_by)",
+    )
+
+
 def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     """The keyword arguments of `retrievalkit.evaluate` from the options and the
     configuration, the same for every command that evaluates, so that ``eval`` and
@@ -240,7 +251,9 @@ def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, A
             ks.add(metric.k)
     confidence = getattr(args, "confidence", None)
     max_error_rate = getattr(args, "max_error_rate", None)
+    cluster_by = getattr(args, "cluster_by", None) or settings.cluster_by
     return {
+        **({"cluster_by": cluster_by} if cluster_by else {}),
         "k": tuple(sorted(ks)),
         "overfetch": getattr(args, "overfetch", None) or settings.overfetch or DEFAULT_OVERFETCH,
         "resamples": getattr(args, "resamples", None) or settings.resamples or DEFAULT_RESAMPLES,
