@@ -27,7 +27,8 @@ from retrievalkit.metrics.judged_share import judged_warning
 from retrievalkit.metrics.scoring import as_columns, metric_column, positions_of
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
-from retrievalkit.stats.paired import TIE, paired_test, verdict
+from retrievalkit.stats.clusters import paired_test_by
+from retrievalkit.stats.paired import TIE, verdict
 from retrievalkit.stats.paired import holm as holm
 
 if TYPE_CHECKING:
@@ -384,7 +385,7 @@ def _delta(
 ) -> MetricDelta:
     """``metric`` compared over the shared questions: ``left`` the baseline's values,
     ``right`` the candidate's (NaN: undefined); ``clusters``: each question's cluster."""
-    paired = paired_test(
+    paired = paired_test_by(
         left, right, resamples=resamples, confidence=confidence, seed=seed, clusters=clusters
     )
     both = ~np.isnan(left) & ~np.isnan(right)

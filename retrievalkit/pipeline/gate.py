@@ -38,7 +38,8 @@ from retrievalkit.metrics.scoring import (
 from retrievalkit.metrics.scoring import (
     split_slice as split_slice,
 )
-from retrievalkit.stats.paired import SIGNIFICANT, paired_test, verdict
+from retrievalkit.stats.clusters import paired_test_by
+from retrievalkit.stats.paired import SIGNIFICANT, verdict
 from retrievalkit.stats.power import power_row, spread_of_pair, undetectable_warning
 from retrievalkit.stats.sequential import FAIL, PASS, SequentialResult
 
@@ -327,7 +328,7 @@ def _compare_metric(
     if not len(ids):
         return None, None
     left, right = values[0][ids], values[1][ids]
-    paired = paired_test(
+    paired = paired_test_by(
         left, right, resamples=resamples, confidence=confidence, seed=seed, clusters=clusters
     )
     if paired.difference is None:

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.formats.convert import unstructure
 from retrievalkit.metrics.definitions import metric_order, parse_metric
-from retrievalkit.pipeline.comparison import Comparison, MetricDelta, PairComparison, QuestionChange
 from retrievalkit.render.summary import without_unset_clusters
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import NONE, number, percent

@@ -48,6 +48,7 @@ from retrievalkit.stats.paired import (
     TIE,
     PairedTest,
     p_floor,
+    paired_test,
     sign_flip_p_value,
 )
 
@@ -326,6 +327,38 @@ def cluster_sums(differences: FloatArray, clusters: IntArray) -> FloatArray:
     totals = np.bincount(clusters, weights=differences, minlength=cluster_count)
     held = np.bincount(clusters, minlength=cluster_count) > 0
     return np.asarray(totals[held], dtype=np.float64)
+
+
+def paired_test_by(
+    baseline: FloatArray,
+    candidate: FloatArray,
+    *,
+    clusters: IntArray | None,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+    permutations: int = DEFAULT_PERMUTATIONS,
+) -> PairedTest:
+    """The paired test with whole clusters as the unit when ``clusters`` (each question's
+    cluster code) is given, else `retrievalkit.stats.paired.paired_test` of the questions."""
+    if clusters is None:
+        return paired_test(
+            baseline,
+            candidate,
+            resamples=resamples,
+            confidence=confidence,
+            seed=seed,
+            permutations=permutations,
+        )
+    return clustered_paired_test(
+        baseline,
+        candidate,
+        clusters,
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+        permutations=permutations,
+    )
 
 
 def clustered_paired_test(

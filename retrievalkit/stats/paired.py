@@ -229,25 +229,12 @@ def paired_test(
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = DEFAULT_SEED,
     permutations: int = DEFAULT_PERMUTATIONS,
-    clusters: npt.NDArray[np.intp] | None = None,
 ) -> PairedTest:
     """The paired comparison of two runs' per-question values (NaN: undefined).
 
-    With ``clusters`` (each question's cluster code) whole clusters are the unit:
-    `retrievalkit.stats.clusters.clustered_paired_test`.
+    With clusters of questions, `retrievalkit.stats.clusters.paired_test_by` makes whole
+    clusters the unit.
     """
-    if clusters is not None:
-        from retrievalkit.stats.clusters import clustered_paired_test
-
-        return clustered_paired_test(
-            baseline,
-            candidate,
-            clusters,
-            resamples=resamples,
-            confidence=confidence,
-            seed=seed,
-            permutations=permutations,
-        )
     both = ~np.isnan(baseline) & ~np.isnan(candidate)
     n = int(both.sum())
     if n == 0:
