@@ -24,7 +24,6 @@ values are redacted, and every configured secret is scrubbed from error texts.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,20 +33,27 @@ import attrs
 from retrievalkit.errors import InputError
 from retrievalkit.errors import RunFailed as RunFailed
 from retrievalkit.metrics.definitions import DEFAULT_KS
-from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.model.records import ResultRecord, StageReport
-from retrievalkit.model.values import GoldenQuestionSet, MetricValue
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestionSet
 from retrievalkit.pipeline.comparison import DEFAULT_CHANGED_BY
 from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
+from retrievalkit.pipeline.run import OBJECT_PLUGIN as OBJECT_PLUGIN
+from retrievalkit.pipeline.run import Run as Run
+from retrievalkit.pipeline.run import (
+    _check_slices,
+    _checked_clusters,
+    _config,
+    _finished_run,
+    _resolve,
+    _staged_run,
+)
 from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
     from retrievalkit.formats.sweep_table import SweepConfig
-    from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
     from retrievalkit.model.values import GoldenQuestion
     from retrievalkit.pipeline.comparison import Comparison
-    from retrievalkit.pipeline.evaluator import Retrieval
     from retrievalkit.pipeline.fidelity import FidelityReport
     from retrievalkit.pipeline.gate import Verdict
     from retrievalkit.pipeline.sweep import SweepResult
@@ -55,21 +61,12 @@ if TYPE_CHECKING:
 
 
 #: The manifest's ``plugin`` for a retriever given as a Python object rather than by name.
-OBJECT_PLUGIN = "python-object"
-
-
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """The configuration `path` names, else `retrievalkit.toml` or `pyproject.toml`'s
     `[tool.retrievalkit]` in the working directory, else an empty one."""
     from retrievalkit.formats.config import find_config
 
     return find_config(None if path is None else os.fspath(path))
-
-
-def _config(config: Config | str | os.PathLike[str] | None) -> Config:
-    from retrievalkit.formats.config import Config
-
-    return config if isinstance(config, Config) else load_config(config)
 
 
 def load_set(
@@ -161,240 +158,6 @@ class Thresholds:
     def metric_names(self) -> list[str]:
         """Every gated metric name, overall or in a slice, sorted."""
         return sorted({*self.metrics, *(m for ms in self.slices.values() for m in ms)})
-
-
-@attrs.frozen
-class Run:
-    """One evaluation of a retriever on a set: the stored record and the questions.
-
-    `metrics` are the overall means with their intervals, `slices` the same by form,
-    hard class and each asked-for meta field, `outcomes` one entry per question.
-    In a notebook a run shows itself as a table; `to_pandas()` and `to_arrow()` give
-    one row per question (with pandas or pyarrow installed).
-    """
-
-    record: ResultRecord
-    set: GoldenQuestionSet
-    warnings: tuple[str, ...] = ()
-    """What only the evaluation could see, e.g. questions the overfetch left short of
-    distinct documents (the record's own warnings, such as chunk ids that never
-    collapsed, come with every report of it)."""
-
-    @property
-    def run_id(self) -> str:
-        return self.record.run_id
-
-    @property
-    def retriever(self) -> str:
-        """The retriever's name (the record's `model`)."""
-        return self.record.model
-
-    @property
-    def metrics(self) -> Mapping[str, MetricValue]:
-        return self.record.metrics
-
-    @property
-    def slices(self) -> Mapping[str, Mapping[str, Mapping[str, MetricValue]]]:
-        return self.record.slices
-
-    @property
-    def outcomes(self) -> Outcomes:
-        """The per-question outcomes, a sequence of `QuestionOutcome` held by column."""
-        return self.record.outcomes
-
-    @property
-    def errored(self) -> int:
-        """How many questions errored (each counts as a miss in every metric)."""
-        return self.record.errored
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One plain row per question: id, form, hard class, error, latency and every
-        metric (None where undefined), in the set's order."""
-        names = list(self.record.metrics)
-        rows = []
-        for outcome in self.record.outcomes:
-            row: dict[str, Any] = {
-                "question_id": outcome.question_id,
-                "form": None if outcome.form is None else outcome.form.value,
-                "hard_class": outcome.hard_class,
-                "error": outcome.error,
-                "latency_ms": outcome.latency_ms,
-                "ranking": list(outcome.ranking),
-            }
-            row.update({name: outcome.scores.get(name) for name in names})
-            rows.append(row)
-        return rows
-
-    def to_pandas(self) -> Any:
-        """The per-question table as a `pandas.DataFrame` indexed by question id.
-
-        Raises `ImportError` with the install command when pandas is not installed.
-        """
-        pandas = _optional("pandas", "to_pandas()")
-        return pandas.DataFrame(self.rows()).set_index("question_id")
-
-    def to_arrow(self) -> Any:
-        """The per-question table as a `pyarrow.Table` (one row per question).
-
-        Raises `ImportError` with the install command when pyarrow is not installed.
-        """
-        pyarrow = _optional("pyarrow", "to_arrow()")
-        return pyarrow.Table.from_pylist(self.rows())
-
-    def report(self, verdict: Verdict | None = None, *, saved_to: str | None = None) -> Any:
-        """The `EvalReport` the command line renders for this run (with the gate's
-        `verdict`, if any, and the store it was saved to)."""
-        from retrievalkit.render.summary import EvalReport
-
-        return EvalReport(
-            self.record, self.set.questions, verdict, saved_to, diagnostics=self.warnings
-        )
-
-    def to_markdown(self, verdict: Verdict | None = None) -> str:
-        """The Markdown report, as `report.md` and `eval --format markdown` give it."""
-        from retrievalkit.render.markdown import render_markdown
-
-        return render_markdown(self.report(verdict))
-
-    def write_report(
-        self, directory: str | os.PathLike[str], verdict: Verdict | None = None
-    ) -> list[str]:
-        """Write `summary.json`, `per_question.jsonl` and `report.md` into `directory`
-        (created if need be), as `eval --output-dir` does; returns the paths written."""
-        from pathlib import Path
-
-        from retrievalkit.render.report_files import write_report_files
-
-        return [str(path) for path in write_report_files(self.report(verdict), Path(directory))]
-
-    def _repr_html_(self) -> str:
-        """The headline of the run for Jupyter: every metric with its interval."""
-        e = html.escape
-        record = self.record
-        level = f"{record.manifest.confidence:.0%}"
-        head = (
-            f"<p><strong>{e(record.model)}</strong> on <strong>{e(record.set)}</strong>: "
-            f"{len(record.outcomes)} questions, {record.errored} errored "
-            f"(run <code>{e(record.run_id)}</code>)</p>"
-        )
-        rows = "".join(
-            f"<tr><td>{e(name)}</td><td>{_number(value.mean)}</td>"
-            f"<td>{_interval(value)}</td><td>{value.n}</td></tr>"
-            for name, value in record.metrics.items()
-        )
-        return (
-            f"{head}<table><thead><tr><th>metric</th><th>mean</th>"
-            f"<th>{e(level)} interval</th><th>n</th></tr></thead><tbody>{rows}</tbody></table>"
-        )
-
-
-def _number(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
-def _interval(value: MetricValue) -> str:
-    return "—" if value.ci is None else f"[{value.ci[0]:.3f}, {value.ci[1]:.3f}]"
-
-
-def _optional(module: str, method: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(
-            f"Run.{method} needs {module}, which is not installed: pip install {module}"
-        ) from None
-
-
-@attrs.frozen
-class _Retriever:
-    """A retriever ready to ask, with what the manifest records about it."""
-
-    name: str
-    plugin: str
-    options: Mapping[str, Any]
-    retriever: Any
-    secrets: tuple[str, ...]
-    package: tuple[str, str] | None = None
-    """The (name, version) of the package of its plugin, when it came from one."""
-
-
-def _resolve(
-    retriever: Any, options: Mapping[str, Any] | None, name: str | None, config: Config
-) -> _Retriever:
-    from retrievalkit.redaction import secret_values
-
-    if isinstance(retriever, str):
-        from retrievalkit.formats.config import RetrieverConfig
-        from retrievalkit.plugins.resolution import resolve_retriever
-
-        if options is not None:
-            from retrievalkit.pipeline.arguments import check_plugin_options
-
-            options = check_plugin_options(options)
-            # Options given here configure the plugin of that name for this call.
-            instance = name or retriever
-            config = attrs.evolve(
-                config,
-                retrievers={
-                    **config.retrievers,
-                    instance: RetrieverConfig(instance, retriever, dict(options)),
-                },
-            )
-            retriever = instance
-        from retrievalkit.plugins.registry import RETRIEVERS, find_one
-
-        resolved = resolve_retriever(retriever, config)
-        found, plugin, used = resolved.retriever, resolved.plugin, resolved.options
-        label = resolved.name
-        entry = find_one(RETRIEVERS, plugin)
-        package: tuple[str, str] | None = (entry.package, entry.version)
-    else:
-        if not callable(getattr(retriever, "retrieve", None)):
-            raise InputError(
-                f"{type(retriever).__name__} has no retrieve(question, limit) method",
-                field="retriever",
-                hint="give a retriever object, a [retrievers.NAME] or a retriever plugin's name",
-            )
-        found, plugin, used = retriever, OBJECT_PLUGIN, dict(options or {})
-        label = name or str(getattr(retriever, "identifier", "") or type(retriever).__name__)
-        package = None
-    # Every configured secret, not only this retriever's: a composed one (fusion) holds
-    # its parts' clients, whose errors may quote their credentials.
-    hidden = sorted(
-        {
-            value
-            for each in (used, *(c.options for c in config.retrievers.values()))
-            for value in secret_values(each)
-        },
-        key=lambda value: (-len(value), value),
-    )
-    return _Retriever(label, plugin, used, found, tuple(hidden), package)
-
-
-def _check_slices(golden: GoldenQuestionSet, slices: Sequence[str]) -> None:
-    from retrievalkit.metrics.scoring import STANDARD_SLICES
-
-    fields = sorted({key for question in golden.questions for key in question.meta})
-    for field in slices:
-        if field not in STANDARD_SLICES and field not in fields:
-            raise InputError(
-                f"no question of the set has a meta field '{field}'",
-                field="--slice",
-                hint=f"its meta fields: {', '.join(fields) or 'none'}; form and hard_class "
-                "are always reported",
-            )
-
-
-def _checked_clusters(golden: GoldenQuestionSet, cluster_by: str | None) -> str | None:
-    """``cluster_by`` checked against the set (an `InputError` names what to do)."""
-    from retrievalkit.pipeline.clustering import check_set_clusters, checked_cluster_by
-
-    field = checked_cluster_by(cluster_by)
-    if field is not None:
-        check_set_clusters(golden.questions, field, where="--cluster-by")
-    return field
 
 
 def evaluate(
@@ -575,168 +338,6 @@ def evaluate(
         extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
         notes=notes,
     )
-
-
-def _staged_run(
-    golden: GoldenQuestionSet,
-    scorer: RunScorer,
-    resolved: _Retriever,
-    *,
-    overfetch: int,
-    timeout: float | None,
-    progress: Callable[[int], None] | None,
-    git_commit: str | Literal["detect"] | None,
-    now: dt.datetime | None,
-    max_error_rate: float | None,
-    provider: Any,
-) -> Run:
-    """A run of a retriever that reports its stages: its answer scored as any run's, and
-    every stage scored beside it (`retrievalkit.pipeline.stages`)."""
-    from retrievalkit.pipeline.evaluator import STREAM_BATCH
-    from retrievalkit.pipeline.stages import StageScorer, ask_stages
-
-    questions = scorer.questions
-    staged = StageScorer(questions, scorer.options)
-    for low in range(0, len(questions), STREAM_BATCH):
-        answers, stages = ask_stages(
-            resolved.retriever,
-            questions[low : low + STREAM_BATCH],
-            depth=max(scorer.options.ks),
-            overfetch=overfetch,
-            timeout=timeout,
-            secrets=resolved.secrets,
-            progress=progress,
-        )
-        scorer.add(answers)
-        staged.add(answers, stages)
-    report, columns = staged.finish()
-    scorer.extra_columns.update(columns)
-    return _finished_run(
-        golden,
-        scorer,
-        resolved,
-        overfetch=overfetch,
-        git_commit=git_commit,
-        now=now,
-        max_error_rate=max_error_rate,
-        provider=provider,
-        stages=report,
-    )
-
-
-def _scored_run(
-    golden: GoldenQuestionSet,
-    questions: Sequence[GoldenQuestion],
-    retrievals: Sequence[Retrieval],
-    resolved: _Retriever,
-    scoring: ScoringOptions,
-    *,
-    overfetch: int,
-    git_commit: str | Literal["detect"] | None,
-    now: dt.datetime | None,
-    max_error_rate: float | None,
-    provider: Any = None,
-    extra: Mapping[str, str] | None = None,
-) -> Run:
-    """Score the retrievals of ``questions`` (the set's, or those a sequential run asked)
-    into a run of ``golden``; raise `RunFailed` past ``max_error_rate``."""
-    from retrievalkit.metrics.scoring import RunScorer
-    from retrievalkit.pipeline.evaluator import STREAM_BATCH
-
-    scorer = RunScorer(questions, scoring)
-    for low in range(0, len(questions), STREAM_BATCH):
-        scorer.add(retrievals[low : low + STREAM_BATCH])
-    return _finished_run(
-        golden,
-        scorer,
-        resolved,
-        overfetch=overfetch,
-        git_commit=git_commit,
-        now=now,
-        max_error_rate=max_error_rate,
-        provider=provider,
-        extra=extra,
-    )
-
-
-def _finished_run(
-    golden: GoldenQuestionSet,
-    scorer: RunScorer,
-    resolved: _Retriever,
-    *,
-    overfetch: int,
-    git_commit: str | Literal["detect"] | None,
-    now: dt.datetime | None,
-    max_error_rate: float | None,
-    provider: Any = None,
-    extra: Mapping[str, str] | None = None,
-    stages: StageReport | None = None,
-    notes: Any = None,
-) -> Run:
-    """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
-    sequential run asked); raise `RunFailed` past ``max_error_rate``."""
-    from retrievalkit.embedders import embedding_of
-    from retrievalkit.pipeline.record import build_record
-    from retrievalkit.pipeline.record import git_commit as commit_of_working_directory
-    from retrievalkit.redaction import scrub
-
-    scoring = scorer.options
-    scores = scorer.finish()
-    short = scorer.short_of_documents(overfetch)
-    packages = dict([resolved.package] if resolved.package else [])
-    if provider is not None:
-        packages[provider.package] = provider.version
-    identifier = getattr(resolved.retriever, "identifier", None)
-    backend, model_id = embedding_of(resolved.retriever)
-    record = build_record(
-        golden,
-        resolved.name,
-        resolved.plugin,
-        resolved.options,
-        scores,
-        scoring,
-        overfetch=overfetch,
-        git_commit=commit_of_working_directory() if git_commit == "detect" else git_commit,
-        now=now,
-        extra={
-            **{
-                key: scrub(value, resolved.secrets)
-                for key, value in _describe(resolved.retriever).items()
-            },
-            **(extra or {}),
-        },
-        embedding_backend=backend,
-        embedding_model_id=model_id,
-        plugin_packages=packages,
-        retriever_identifier=identifier if isinstance(identifier, str) and identifier else None,
-    )
-    if stages is not None:
-        record = attrs.evolve(record, stages=stages)
-    returned = None if notes is None else notes.warning()
-    warnings = (*golden.warnings, *(w for w in (short, returned) if w is not None))
-    run = Run(record, golden, warnings)
-    errored, total = scores.outcomes.errored, len(scorer.questions)
-    if max_error_rate is not None and errored and errored / total > max_error_rate:
-        from collections import Counter
-
-        # The most frequent reason (ties: the first in order) is the example given.
-        errors = scores.outcomes.errors
-        counted = Counter(errors[index] for index in sorted(errors) if errors[index])
-        example = counted.most_common(1)[0][0]
-        everything = " on every question" if errored == total else ""
-        raise RunFailed(
-            f"retriever '{resolved.name}' failed{everything} ({errored} of {total} "
-            f"questions errored, e.g. {example}); the run was not saved and does not become "
-            "a baseline (raise --max-error-rate to accept some errors)",
-            run,
-        )
-    return run
-
-
-def _describe(retriever: object) -> dict[str, str]:
-    """What a composed retriever says about its parts, for the manifest."""
-    describe = getattr(retriever, "describe", None)
-    return {str(key): str(value) for key, value in describe().items()} if callable(describe) else {}
 
 
 def gate(

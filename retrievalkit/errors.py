@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Run
+    from retrievalkit.pipeline.run import Run
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1

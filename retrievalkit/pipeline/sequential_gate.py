@@ -20,9 +20,10 @@ from retrievalkit.stats.sequential import (
 )
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Run, Thresholds
+    from retrievalkit.api import Thresholds
     from retrievalkit.model.values import GoldenQuestionSet
     from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.pipeline.run import Run
     from retrievalkit.stores import ResultStore
 
 
@@ -52,12 +53,12 @@ def evaluate_sequentially(
     (``undecided`` fails). The pipeline's retrieval, scoring and record steps are those
     of `retrievalkit.api.evaluate`.
     """
-    from retrievalkit.api import _config, _resolve, _scored_run
     from retrievalkit.metrics.definitions import normalise_ks
     from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
     from retrievalkit.pipeline.baselines import choose_baseline
     from retrievalkit.pipeline.evaluator import Retrieval, evaluate_questions
     from retrievalkit.pipeline.gate import compare_runs, settle_sequentially, split_slice
+    from retrievalkit.pipeline.run import _config, _resolve, _scored_run
     from retrievalkit.stats.power import gated_metrics
 
     resolved = _resolve(retriever, None, None, _config(config))

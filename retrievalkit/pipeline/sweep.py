@@ -41,8 +41,8 @@ from retrievalkit.pipeline import sweep_split
 from retrievalkit.pipeline.shared_answers import SharedRetrievers, referenced, retriever_key
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Run, _Retriever
     from retrievalkit.metrics.scoring import ScoringOptions
+    from retrievalkit.pipeline.run import Run, _Retriever
 
 #: Grids with more configurations than this are tuned by successive halving (unless
 #: the table says ``halving = false``).
@@ -346,7 +346,7 @@ class _Evaluations:
         self._resolved: dict[str, _Retriever] = {}
 
     def _retriever(self, key: str, config: Config) -> _Retriever:
-        from retrievalkit.api import _resolve
+        from retrievalkit.pipeline.run import _resolve
         from retrievalkit.plugins.resolution import sharing_retrievers
 
         found = self._resolved.get(key)
@@ -379,8 +379,8 @@ class _Evaluations:
     def run(
         self, key: str, config: Config, questions: Sequence[GoldenQuestion], label: str
     ) -> tuple[Run, list[Retrieval]]:
-        from retrievalkit.api import _Retriever, _scored_run
         from retrievalkit.errors import RunFailed
+        from retrievalkit.pipeline.run import _Retriever, _scored_run
 
         retrievals = self.retrievals(key, config, questions)
         placeholder = _Retriever(label, "sweep", {}, None, ())
