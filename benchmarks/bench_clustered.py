@@ -27,10 +27,16 @@ import numpy.typing as npt
 from harness import goal, table
 from populations import population
 
-from retrievalkit.intervals import bootstrap_means
-from retrievalkit.model import GRADER, GoldenQuestion, Manifest, QuestionOutcome, ResultRecord
-from retrievalkit.regression import compare_runs
+from retrievalkit.model.values import (
+    GRADER,
+    GoldenQuestion,
+    Manifest,
+    QuestionOutcome,
+    ResultRecord,
+)
+from retrievalkit.pipeline.gate import compare_runs
 from retrievalkit.stats.clusters import cluster_bootstrap_means
+from retrievalkit.stats.intervals import bootstrap_means
 from retrievalkit.stats.ppi import corrected_mean
 
 CLUSTERS, SIZE = 20, 5

@@ -18,8 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from retrievalkit.intervals import bootstrap_means
-from retrievalkit.model import (
+from retrievalkit.model.values import (
     GRADER,
     GoldenQuestion,
     GoldenQuestionSet,
@@ -27,13 +26,14 @@ from retrievalkit.model import (
     QuestionOutcome,
     ResultRecord,
 )
-from retrievalkit.regression import compare_runs
+from retrievalkit.pipeline.gate import compare_runs
 from retrievalkit.stats.clusters import (
     CLUSTER_BOOTSTRAP,
     cluster_bootstrap_means,
     cluster_codes,
     questions_clusters,
 )
+from retrievalkit.stats.intervals import bootstrap_means
 
 CLUSTERS, SIZE = 20, 5
 ICCS = (0.0, 0.25, 0.64, 1.0)
@@ -239,7 +239,7 @@ def test_cluster_by_is_refused_where_clusters_are_not_modelled(cli: Any, tmp_pat
 
 def test_every_set_format_reads_a_cluster_and_a_bad_one_is_named(tmp_path: Path) -> None:
     from retrievalkit.errors import InputError
-    from retrievalkit.golden_files import load_set_file, write_jsonl
+    from retrievalkit.formats.golden_sets import load_set_file, write_jsonl
 
     lines = tmp_path / "set.jsonl"
     lines.write_text(

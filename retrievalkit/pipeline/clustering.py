@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievalkit.errors import InputError
-from retrievalkit.model import GoldenQuestion, ResultRecord
+from retrievalkit.model.values import GoldenQuestion, ResultRecord
 from retrievalkit.stats.clusters import (
     check_cluster_by,
     cluster_codes,
@@ -19,7 +19,7 @@ from retrievalkit.stats.clusters import (
 )
 
 if TYPE_CHECKING:
-    from retrievalkit.outcomes import Outcomes
+    from retrievalkit.model.outcomes import Outcomes
 
 
 def checked_cluster_by(field: str | None, *, where: str = "--cluster-by") -> str | None:

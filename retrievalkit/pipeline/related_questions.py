@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from retrievalkit.model import GoldenQuestion
+from retrievalkit.model.values import GoldenQuestion
 from retrievalkit.stats.clusters import relevant_documents
 
 _WORD = re.compile(r"\w+")

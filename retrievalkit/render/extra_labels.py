@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.labels import LabelEffect
+from retrievalkit.formats.labels import LabelEffect
 from retrievalkit.render.summary import effect_data
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import mean_and_interval, number

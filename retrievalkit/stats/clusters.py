@@ -20,7 +20,7 @@ an interval that counts each question as a fresh draw is too narrow. With cluste
 - the effective sample size is n x (independent variance of the mean) / (cluster-robust
   variance of the mean), between 1 and n; with every value equal it is unknown (None).
 
-Without clusters none of this runs (`retrievalkit.intervals` and `retrievalkit.paired`
+Without clusters none of this runs (`retrievalkit.stats.intervals` and `retrievalkit.stats.paired`
 are unchanged).
 """
 
@@ -32,7 +32,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from retrievalkit.intervals import (
+from retrievalkit.model.values import GoldenQuestion
+from retrievalkit.stats.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -42,8 +43,7 @@ from retrievalkit.intervals import (
     constant_bounds,
     mean_acceleration,
 )
-from retrievalkit.model import GoldenQuestion
-from retrievalkit.paired import (
+from retrievalkit.stats.paired import (
     DEFAULT_PERMUTATIONS,
     TIE,
     PairedTest,
@@ -185,7 +185,7 @@ def cluster_bootstrap_means(
 ) -> list[list[ClusteredEstimate]]:
     """Estimates for every (group, metric) pair with whole clusters as the unit.
 
-    As `retrievalkit.intervals.bootstrap_means` (``values`` (questions, metrics) with NaN
+    As `retrievalkit.stats.intervals.bootstrap_means` (``values`` (questions, metrics) with NaN
     for undefined, ``groups`` one mask per slice), but each resample draws the clusters
     of the whole run, so a slice's resampled mean reads the same draws. ``clusters``
     holds each question's cluster code (`cluster_codes`).
@@ -338,7 +338,7 @@ def clustered_paired_test(
     seed: int = DEFAULT_SEED,
     permutations: int = DEFAULT_PERMUTATIONS,
 ) -> PairedTest:
-    """`retrievalkit.paired.paired_test` with clusters as the unit (NaN: undefined).
+    """`retrievalkit.stats.paired.paired_test` with clusters as the unit (NaN: undefined).
 
     The interval is the cluster bootstrap of the per-question differences; the p-value
     the sign-flip test of the clusters' summed differences (exact when enumerable, as

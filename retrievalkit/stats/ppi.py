@@ -32,7 +32,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from retrievalkit.intervals import bca_bounds, mean_acceleration
+from retrievalkit.stats.intervals import bca_bounds, mean_acceleration
 
 FloatArray = npt.NDArray[np.float64]
 
