@@ -303,17 +303,14 @@ def run(args: argparse.Namespace) -> int:
         *(("--extra-labels", path) for path in args.extra_labels),
     ]
     check_before_running(args, store, config, inputs)
-    if "cluster_by" in settings:
-        if args.sequential:
-            raise InputError(
-                "--sequential does not resample clusters yet, so its confidence sequences "
-                "would treat related questions as independent",
-                field="--cluster-by",
-                hint="run the whole set with --cluster-by (no --sequential), or drop "
-                "--cluster-by and [eval] cluster_by for a sequential run",
-            )
-    else:
-        _warn_related(args, golden)
+    if "cluster_by" in settings and args.sequential:
+        raise InputError(
+            "--sequential does not resample clusters yet, so its confidence sequences "
+            "would treat related questions as independent",
+            field="--cluster-by",
+            hint="run the whole set with --cluster-by (no --sequential), or drop "
+            "--cluster-by and [eval] cluster_by for a sequential run",
+        )
     if args.sequential:
         if settings.pop("chunk_separator", None) is not None:
             raise InputError(
@@ -396,6 +393,9 @@ def run(args: argparse.Namespace) -> int:
         ),
         diagnostics=result.warnings,
     )
+    if "cluster_by" not in settings:
+        # Only once the run succeeded: a bad input stays one line on stderr.
+        _warn_related(args, golden)
     try:
         emit_report(report, args, ci=True)
     except InputError as error:
