@@ -24,7 +24,7 @@ from retrievalkit.commands.options import (
     thresholds,
 )
 from retrievalkit.commands.output import emit_report
-from retrievalkit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, InputError
+from retrievalkit.errors import EXIT_OK, EXIT_REGRESSION, InputError
 from retrievalkit.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES, check_path
 
 if TYPE_CHECKING:
@@ -335,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
     verdict = gate(result, store, gated, baseline=args.baseline)
     saved_to = None
     if not args.no_save:
-        from retrievalkit.interrupts import interrupts_deferred  # signal, threading, attrs
+        from retrievalkit.interrupts import exit_code_for, interrupts_deferred
 
         with interrupts_deferred() as deferred:
             store.save(record)
@@ -346,7 +346,7 @@ def run(args: argparse.Namespace) -> int:
                 f"to {store.url}",
                 file=sys.stderr,
             )
-            return EXIT_INTERRUPTED
+            return exit_code_for(deferred.signum)
     # The outcome is decided here, before anything is printed: whether a reader is still
     # there for the report (a closed pipe) or the output folder can be written changes
     # what the user sees, never the exit code of the run itself.
