@@ -128,9 +128,9 @@ def _runs(path: Path) -> int:
 
     with sqlite3.connect(path) as connection:
         names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-        if "summaries" not in names:
+        if "runs" not in names:
             return 0
-        return int(connection.execute("SELECT count(*) FROM summaries").fetchone()[0])
+        return int(connection.execute("SELECT count(*) FROM runs").fetchone()[0])
 
 
 def test_what_a_child_leaves_in_its_group_is_stopped_at_the_end(tmp_path: Path) -> None:

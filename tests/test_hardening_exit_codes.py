@@ -117,9 +117,9 @@ def _stored_runs(path: str) -> int:
 
     with sqlite3.connect(path) as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-        if "summaries" not in tables:
+        if "runs" not in tables:
             return 0
-        return int(connection.execute("SELECT count(*) FROM summaries").fetchone()[0])
+        return int(connection.execute("SELECT count(*) FROM runs").fetchone()[0])
 
 
 def _cli(folder: Path, site: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -21,10 +21,17 @@ from retrievalkit.commands.options import (
     open_configured_store,
     seconds,
     store_place,
+    store_url,
     thresholds,
 )
 from retrievalkit.commands.output import emit_report
-from retrievalkit.errors import EXIT_OK, EXIT_REGRESSION, InputError
+from retrievalkit.errors import (
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EvaluationError,
+    InputError,
+    RetrievalkitError,
+)
 from retrievalkit.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES, check_path
 
 if TYPE_CHECKING:
@@ -169,55 +176,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
-def _same_file(first: Path, second: Path) -> bool:
-    try:
-        return first.resolve() == second.resolve() or (
-            first.exists() and second.exists() and first.samefile(second)
-        )
-    except OSError:
-        return False
-
-
 def check_not_overwriting(
     outputs: Sequence[Path],
     store: object,
     inputs: Sequence[tuple[str, str | None]],
     *,
     field: str,
-    hint: str,
+    config: Config | None = None,
 ) -> None:
-    """Refuse outputs that would overwrite the store (or the files kept beside it) or an
-    input file; ``field`` names the option that chose the outputs."""
-    path = getattr(store, "path", None)
-    claimed: list[tuple[str, Path]] = [(name, Path(source)) for name, source in inputs if source]
-    if isinstance(path, Path):
-        # The store's own file and the files SQLite and the JSON Lines store keep beside it.
-        for suffix in ("", "-wal", "-shm", "-journal", ".pins.json"):
-            claimed.append(("--store", path.with_name(path.name + suffix)))
-    for output in outputs:
-        for name, other in claimed:
-            if _same_file(output, other):
-                raise InputError(
-                    f"would overwrite {other} ({name})",
-                    source=str(output.parent if field == "--output-dir" else output),
-                    field=field,
-                    hint=hint,
-                )
+    """Refuse outputs that would overwrite the store (or the files kept beside it), an
+    input file or each other; ``field`` names the option that chose the outputs."""
+    from retrievalkit.commands.collisions import check_run_outputs, read_files
 
-
-def check_output_collisions(
-    directory: Path, store: object, inputs: Sequence[tuple[str, str | None]]
-) -> None:
-    """Refuse an --output-dir whose files would overwrite the store or an input file."""
-    from retrievalkit.commands.output import OUTPUT_FILES
-
-    check_not_overwriting(
-        [directory / name for name in OUTPUT_FILES],
-        store,
-        inputs,
-        field="--output-dir",
-        hint="choose an --output-dir that holds no store or input file",
-    )
+    check_run_outputs([(field, output) for output in outputs], store, read_files(config, *inputs))
 
 
 def check_before_running(
@@ -231,10 +202,20 @@ def check_before_running(
     ``inputs`` are (option, file) pairs read for this run (the set, the configuration,
     extra labels), which --output-dir must not overwrite either.
     """
+    from retrievalkit.commands.collisions import (
+        check_run_outputs,
+        check_store_is_no_input,
+        outputs_of,
+        read_files,
+    )
+
     if args.output_dir:
         check_path(args.output_dir, field="--output-dir")
+    read = read_files(config, *inputs)
+    check_store_is_no_input(store, read, store_place(args, config) if config is not None else None)
+    check_run_outputs(outputs_of(args), store, read)
+    if args.output_dir:
         directory = Path(args.output_dir)
-        check_output_collisions(directory, store, inputs)
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -273,6 +254,13 @@ def check_can_save(args: argparse.Namespace, store: object, config: Config | Non
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.api import RunFailed, evaluate, gate, load_set
+    from retrievalkit.commands.collisions import (
+        check_run_outputs,
+        check_store_url,
+        outputs_of,
+        read_files,
+        store_at,
+    )
     from retrievalkit.labels import label_effect, read_label_files
     from retrievalkit.record import git_commit
     from retrievalkit.regression import check_slices
@@ -281,6 +269,16 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     settings = evaluation_settings(args, config)
     gated = thresholds(args, config)
+    given = Path(args.set)
+    # Before the store is opened (SQLite may write beside it), and again once the set is
+    # loaded and the store open (check_before_running).
+    early = read_files(
+        config,
+        ("--set", args.set if given.exists() else None),
+        *(("--extra-labels", path) for path in args.extra_labels),
+    )
+    check_store_url(store_url(args, config), early, store_place(args, config))
+    check_run_outputs(outputs_of(args), store_at(store_url(args, config)), early)
     store = open_configured_store(args, config)
     extra_labels = read_label_files(args.extra_labels)
     golden = load_set(args.set, config=config)
@@ -288,7 +286,6 @@ def run(args: argparse.Namespace) -> int:
     inputs = [
         ("--set", golden.source),
         ("--config", None if config.source is None else str(config.source)),
-        ("--junit-xml", getattr(args, "junit_xml", None)),
         *(("--extra-labels", path) for path in args.extra_labels),
     ]
     check_before_running(args, store, config, inputs)
@@ -370,9 +367,14 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         emit_report(report, args, ci=True)
-    except InputError as error:
+    except RetrievalkitError as error:
         if saved_to is None:
             raise
+        if not isinstance(error, InputError):
+            raise EvaluationError(
+                f"{error}; the run {record.run_id} WAS saved to {saved_to} (only the report "
+                "files are missing: retrievalkit show RUN_ID prints them again)"
+            ) from None
         raise InputError(
             f"{error.detail}; the run {record.run_id} WAS saved to {saved_to}",
             source=error.source,

@@ -138,6 +138,17 @@ def run(args: argparse.Namespace) -> int:
     if args.doc_id_separator is not None:
         corpus_options["doc_id_separator"] = args.doc_id_separator
     corpus_path = Path(args.corpus)
+    from retrievalkit.commands.collisions import check_run_outputs, read_files
+
+    check_run_outputs(
+        [("--output", output)],
+        None,
+        read_files(
+            config,
+            ("--corpus", corpus_path),
+            ("--cache", Path(args.cache) if args.cache else None),
+        ),
+    )
     corpus = open_corpus(corpus_path, args.corpus_type, corpus_options)
     chunks = list(corpus.chunks())
     if not chunks:

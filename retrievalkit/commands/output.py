@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrievalkit.commands.options import console
-from retrievalkit.errors import InputError
 
 if TYPE_CHECKING:
     # Only a type here: importing the renderer pulls numpy into every start-up.
@@ -20,24 +19,10 @@ OUTPUT_FILES = ("summary.json", "per_question.jsonl", "report.md")
 
 
 def write_output_file(directory: Path, name: str, text: str) -> None:
-    """Write ``directory/name`` whole, replacing whatever is there without following it.
+    """Write ``directory/name`` whole, replacing whatever is there without following it."""
+    from retrievalkit.render.files import write_file
 
-    The text goes into a temporary file in the folder that is then renamed over the
-    name: a symlink planted at ``report.md`` is replaced, never written through, and a
-    failure never leaves half a file.
-    """
-    import os
-    import tempfile
-
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, directory / name)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_file(directory / name, text)
 
 
 def emit_report(
@@ -63,11 +48,9 @@ def emit_report(
             )
             write_output_file(directory, "report.md", render_markdown(report))
         except OSError as error:
-            raise InputError(
-                f"cannot write the report: {error.strerror}",
-                source=str(directory),
-                field="--output-dir",
-            ) from None
+            from retrievalkit.render.files import output_error
+
+            raise output_error(error, directory, "--output-dir", "the report") from None
     if ci:
         _ci_outputs(report, args, failed)
     if args.format == "json":
