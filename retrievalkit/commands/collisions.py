@@ -37,14 +37,17 @@ def _files_in(folder: Path) -> Iterator[Path]:
 
 
 def _option_paths(options: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Path]]:
-    """Every string option that names an existing file or folder, nested tables included."""
+    """Every string option that names an existing file, nested tables included.
+
+    A folder an option names (a working directory, an index folder) is not read whole,
+    so it is not taken for an input: only sets given as folders (BEIR) are."""
     for key, value in options.items():
         name = f"{prefix}.{key}"
         if isinstance(value, Mapping):
             yield from _option_paths(value, name)
         elif isinstance(value, str) and value and "\x00" not in value and len(value) < 4096:
             try:
-                if os.path.exists(value):
+                if os.path.isfile(value):
                     yield name, Path(value)
             except (OSError, ValueError):
                 continue
@@ -71,7 +74,7 @@ def read_files(config: Config | None, *named: Named) -> list[Named]:
     expanded: list[Named] = []
     for name, given in found:
         expanded.append((name, given))
-        if given and Path(given).is_dir():
+        if given and (name == "--set" or name.startswith("sets.")) and Path(given).is_dir():
             expanded += [(name, inner) for inner in _files_in(Path(given))]
     return expanded
 

@@ -293,11 +293,13 @@ def run(args: argparse.Namespace) -> int:
         return _run_sequential(args, golden, store, gated, settings)
     # Only a table on a terminal shows progress: other runs never import rich for it.
     status = console(args, stderr=True) if not args.quiet and args.format == "table" else None
+    from retrievalkit.streams import forked_by_plugin, plugin_ground
+
     try:
         if status is not None and status.is_terminal:
             from rich.progress import Progress
 
-            with Progress(console=status, transient=True) as bar:
+            with Progress(console=status, transient=True) as bar, plugin_ground():
                 task = bar.add_task(
                     f"{args.retriever} on {golden.name}", total=len(golden.questions)
                 )
@@ -309,7 +311,8 @@ def run(args: argparse.Namespace) -> int:
                     **settings,
                 )
         else:
-            result = evaluate(golden, args.retriever, git_commit=git_commit(), **settings)
+            with plugin_ground():
+                result = evaluate(golden, args.retriever, git_commit=git_commit(), **settings)
     except RunFailed as failure:
         errored, total = failure.run.errored, len(golden.questions)
         emit_report(
@@ -329,12 +332,13 @@ def run(args: argparse.Namespace) -> int:
         )
         raise
     record = result.record
-    verdict = gate(result, store, gated, baseline=args.baseline)
+    with plugin_ground():  # a store plugin is plugin code too
+        verdict = gate(result, store, gated, baseline=args.baseline)
     saved_to = None
-    if not args.no_save:
+    if not args.no_save and not forked_by_plugin():
         from retrievalkit.interrupts import exit_code_for, interrupts_deferred
 
-        with interrupts_deferred() as deferred:
+        with interrupts_deferred() as deferred, plugin_ground():
             store.save(record)
         saved_to = store.url
         if deferred.received:
@@ -400,16 +404,18 @@ def _run_sequential(
     from retrievalkit.record import git_commit
     from retrievalkit.render.summary import EvalReport
     from retrievalkit.sequential import PASS, evaluate_sequentially
+    from retrievalkit.streams import plugin_ground
 
-    run, verdict, result = evaluate_sequentially(
-        golden,
-        args.retriever,
-        store,
-        gated,
-        baseline=args.baseline,
-        git_commit=git_commit(),
-        **settings,
-    )
+    with plugin_ground():
+        run, verdict, result = evaluate_sequentially(
+            golden,
+            args.retriever,
+            store,
+            gated,
+            baseline=args.baseline,
+            git_commit=git_commit(),
+            **settings,
+        )
     saved_to = None
     reason = "--no-save"
     if result.asked < result.total:
@@ -418,7 +424,8 @@ def _run_sequential(
             "does not become a baseline"
         )
     elif not args.no_save:
-        store.save(run.record)
+        with plugin_ground():
+            store.save(run.record)
         saved_to = store.url
     report = EvalReport(
         run.record,
