@@ -585,6 +585,10 @@ def gate(
             require_significant=thresholds.require_significant,
             note=choice.note,
         )
+    from retrievalkit.stores.consistency import check_run
+
+    # The gate compares the baseline's columns and reports its summary: both must agree.
+    check_run(choice.record, ("hit@1", "hit@3", *thresholds.metrics), store.url)
     manifest = record.manifest
     return compare_runs(
         record.outcomes,

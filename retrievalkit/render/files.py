@@ -84,7 +84,10 @@ def check_outputs(
                     hint="write the output somewhere else: it must not be a file the run "
                     "reads or writes",
                 )
-        claimed.append((field, target, mine))
+        # Against later outputs, an output is its own name: a symlink there is replaced
+        # (two outputs may be links to one outside file), a hard link is the file.
+        own = os.path.join(os.path.realpath(target.parent), target.name)
+        claimed.append((field, target, (own, None if target.is_symlink() else mine[1])))
 
 
 def output_error(error: OSError, path: Path | str, field: str, what: str) -> Exception:
