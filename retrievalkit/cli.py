@@ -9,6 +9,7 @@ it is run, and heavy libraries (numpy, scipy, rich) only inside commands, so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import functools
 import importlib
@@ -206,6 +207,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from retrievalkit.streams import guard
 
     scrub_logs_and_warnings()
+    for stream in (sys.stdout, sys.stderr):
+        # PYTHONIOENCODING=ascii (or a C locale): a character the encoding lacks is shown
+        # as an escape, never a crash after the run was saved.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = guard(stdout), guard(stderr)
     try:

@@ -296,7 +296,9 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.streams import forked_by_plugin, plugin_ground
 
     try:
-        if status is not None and status.is_terminal:
+        from retrievalkit.render.terminal import watched
+
+        if status is not None and watched(sys.stderr):
             from rich.progress import Progress
 
             with Progress(console=status, transient=True) as bar, plugin_ground():

@@ -23,10 +23,13 @@ SHOWN_FAILURES = 20
 @contextmanager
 def progress_bar(args: argparse.Namespace, total: int, label: str) -> Iterator[Progress]:
     """A progress callback: a bar on a terminal's stderr, nothing otherwise."""
+    import sys
+
     from retrievalkit.commands.options import console
+    from retrievalkit.render.terminal import watched
 
     status = console(args, stderr=True)
-    if not status.is_terminal or total == 0:
+    if not watched(sys.stderr) or total == 0:
         yield lambda _: None
         return
     from rich.progress import Progress as Bar
