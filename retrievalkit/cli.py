@@ -288,7 +288,12 @@ def _failed(error: BaseException, verbose: bool) -> int:
     with ``-v`` the traceback follows the line.
     """
     from retrievalkit.errors import EXIT_EVALUATION_FAILED
-    from retrievalkit.interrupts import Interrupted, exit_code_for, signal_received
+    from retrievalkit.interrupts import (
+        Interrupted,
+        exit_code_for,
+        signal_received,
+        watching_interrupts,
+    )
 
     def say(message: str) -> None:
         print(f"retrievalkit: {one_line(scrub_known(message))}", file=sys.stderr)
@@ -297,7 +302,9 @@ def _failed(error: BaseException, verbose: bool) -> int:
         say(f"error: {error}")
         return error.exit_code
     if isinstance(error, KeyboardInterrupt) and (
-        isinstance(error, Interrupted) or signal_received() is not None
+        isinstance(error, Interrupted)
+        or signal_received() is not None
+        or not watching_interrupts()  # someone else's Ctrl-C handler: take it as real
     ):
         signum = error.signum if isinstance(error, Interrupted) else signal_received()
         print("retrievalkit: interrupted; nothing was saved", file=sys.stderr)

@@ -46,6 +46,14 @@ def signal_received() -> int | None:
     return _received[0] if _received else None
 
 
+def watching_interrupts() -> bool:
+    """Whether SIGINT raises through this module now, so that a ``KeyboardInterrupt``
+    without `signal_received` can only have been raised by code, not by Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    return signal.getsignal(signal.SIGINT) is _raise
+
+
 def exit_code_for(signum: int) -> int:
     """What a shell reports for a process ended by ``signum``: 128 + its number."""
     return 128 + int(signum)
