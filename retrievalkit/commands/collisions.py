@@ -26,6 +26,13 @@ _FOLDER_FILES = 1000
 Named = tuple[str, "str | Path | None"]
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name no file system takes: loading it names the place
+        return False
+
+
 def _files_in(folder: Path) -> Iterator[Path]:
     count = 0
     for root, _folders, names in os.walk(folder):
@@ -74,7 +81,7 @@ def read_files(config: Config | None, *named: Named) -> list[Named]:
     expanded: list[Named] = []
     for name, given in found:
         expanded.append((name, given))
-        if given and (name == "--set" or name.startswith("sets.")) and Path(given).is_dir():
+        if given and (name == "--set" or name.startswith("sets.")) and _is_dir(Path(given)):
             expanded += [(name, inner) for inner in _files_in(Path(given))]
     return expanded
 

@@ -176,6 +176,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name no file system takes: loading the set names it
+        return False
+
+
 def check_not_overwriting(
     outputs: Sequence[Path],
     store: object,
@@ -274,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
     # loaded and the store open (check_before_running).
     early = read_files(
         config,
-        ("--set", args.set if given.exists() else None),
+        ("--set", args.set if _exists(given) else None),
         *(("--extra-labels", path) for path in args.extra_labels),
     )
     check_store_url(store_url(args, config), early, store_place(args, config))

@@ -38,8 +38,9 @@ def store_files(store: object) -> list[Path]:
 
 def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
     """The real path (every symlink followed) and, if the file exists, its device and inode."""
-    real = os.path.realpath(path)
+    real = os.path.abspath(path)
     try:
+        real = os.path.realpath(path)
         status = os.stat(real)
     except OSError:
         return real, None
@@ -87,7 +88,14 @@ def check_outputs(
         # Against later outputs, an output is its own name: a symlink there is replaced
         # (two outputs may be links to one outside file), a hard link is the file.
         own = os.path.join(os.path.realpath(target.parent), target.name)
-        claimed.append((field, target, (own, None if target.is_symlink() else mine[1])))
+        claimed.append((field, target, (own, None if _is_symlink(target) else mine[1])))
+
+
+def _is_symlink(path: Path) -> bool:
+    try:
+        return path.is_symlink()
+    except OSError:  # a name no file system takes: checked, and named, where it is used
+        return False
 
 
 def output_error(error: OSError, path: Path | str, field: str, what: str) -> Exception:
