@@ -27,7 +27,7 @@ import numpy.typing as npt
 from harness import goal, table
 from populations import population
 
-from retrievalkit.intervals import _draw_counts, clopper_pearson, sample_intervals
+from retrievalkit.stats.intervals import _draw_counts, clopper_pearson, sample_intervals
 
 SIZES = (10, 30, 48, 75, 150, 300, 1000)
 RATES = (0.05, 0.3, 0.5, 0.85, 0.95, 0.99)

@@ -152,7 +152,7 @@ def write_query_set(folder: Path) -> Path:
 
 def load_set(folder: Path) -> tuple[list[str], list[str], list[dict[str, int]]]:
     """(ids, texts, judgments) in the set's order, as retrievalkit reads them."""
-    from retrievalkit.golden_files import load_beir
+    from retrievalkit.formats.golden_sets import load_beir
 
     golden = load_beir(folder)
     questions = golden.questions
@@ -167,7 +167,7 @@ def index_everywhere(urls: Sequence[str], index: str) -> None:
     """The corpus into ``index`` on each node, with the plugin's own settings and mappings."""
     from retrievalkit_elasticsearch.indexing import DEFAULT_B, DEFAULT_K1, index_body
 
-    from retrievalkit.corpus import read_corpus
+    from retrievalkit.formats.corpus import read_corpus
 
     corpus = shared_data() / "scifact" / "corpus.jsonl"
     body = index_body(k1=DEFAULT_K1, b=DEFAULT_B, analyzer="standard", corpus=str(corpus))
@@ -265,8 +265,8 @@ def worker(case: str, url: str, index: str, folder: Path) -> None:
     else:
         from retrievalkit_elasticsearch.retriever import create_elasticsearch_bm25
 
-        from retrievalkit.evaluator import evaluate_questions
-        from retrievalkit.golden_files import load_beir
+        from retrievalkit.formats.golden_sets import load_beir
+        from retrievalkit.pipeline.evaluator import evaluate_questions
 
         questions = load_beir(folder).questions
         retriever: Any = create_elasticsearch_bm25(

@@ -52,7 +52,7 @@ GOAL_SECONDS = 1.0
 
 def inputs() -> tuple[Any, Any]:
     """(questions, 10) metric values and (7, questions) group masks: overall + 6 slices."""
-    from retrievalkit.metrics import compute_metrics, judge_rankings
+    from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
 
     _, rankings, judgments = synthetic_run(QUESTIONS, 100)
     table = compute_metrics(judge_rankings(rankings, judgments, 100), (1, 3, 10, 100))
@@ -103,7 +103,7 @@ def worker(tool: str) -> None:
         cold, cpu = time.perf_counter() - began, time.process_time() - spent
         emit({"cold": cold, "cpu": cpu, "warm": None, **answer})
         return
-    from retrievalkit.intervals import bootstrap_means
+    from retrievalkit.stats.intervals import bootstrap_means
 
     groups = masks if tool == "retrievalkit-all" else masks[:1]
 

@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 from harness import goal, seconds, table
 
-from retrievalkit.convert import structure, to_json
-from retrievalkit.metrics import DEFAULT_KS, compute_metrics, judge_rankings
-from retrievalkit.outcomes import Judgments, Outcomes, Rankings
+from retrievalkit.formats.convert import structure, to_json
+from retrievalkit.metrics.definitions import DEFAULT_KS, compute_metrics, judge_rankings
+from retrievalkit.model.outcomes import Judgments, Outcomes, Rankings
 
 CORPUS = 1_000_000
 GOAL_BYTES = 8_000_000

@@ -41,7 +41,7 @@ GOAL_MEGABYTES = 1024.0
 def prepare(folder: Path, questions: int) -> dict[str, float]:
     """Write the set, the rankings, the plugin's dist-info and the config; return the means
     that the report must show."""
-    from retrievalkit.metrics import DEFAULT_KS, compute_metrics, judge_rankings
+    from retrievalkit.metrics.definitions import DEFAULT_KS, compute_metrics, judge_rankings
 
     docs, relevant, counts, grades = synthetic_indices(questions, DEPTH, seed=17)
     np.save(folder / "rankings.npy", docs.astype(np.int32))

@@ -35,7 +35,7 @@ GOAL_RATIO = 5.0
 
 def worker(record_file: str, url: str) -> None:
     """Save the pickled record to ``url``, read its key back; report both times."""
-    from retrievalkit.convert import to_json
+    from retrievalkit.formats.convert import to_json
     from retrievalkit.stores import open_store
 
     record = pickle.loads(Path(record_file).read_bytes())

@@ -65,7 +65,7 @@ def worker(tool: str, questions: int, out: Path) -> None:
     qids, rankings, judgments = synthetic_run(questions, DEPTH)
     began = time.perf_counter()
     if tool == "retrievalkit":
-        from retrievalkit.metrics import compute_metrics, judge_rankings
+        from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
 
         imported = time.perf_counter() - began
 

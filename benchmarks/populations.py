@@ -29,8 +29,8 @@ def data_dir() -> Path:
 @functools.cache
 def population(collection: str) -> dict[str, npt.NDArray[np.float64]]:
     """metric -> the defined per-question values of BM25 on ``collection``'s test queries."""
-    from retrievalkit.golden_files import load_beir
-    from retrievalkit.metrics import compute_metrics, judge_rankings
+    from retrievalkit.formats.golden_sets import load_beir
+    from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
     from retrievalkit.retrievers.bm25 import BM25Retriever
 
     directory = data_dir() / collection

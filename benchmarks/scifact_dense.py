@@ -45,14 +45,14 @@ def main() -> int:
     from retrievalkit_elasticsearch.vectors import create_elasticsearch_knn
 
     from retrievalkit.embedders import create_embedder
-    from retrievalkit.evaluator import evaluate_questions
-    from retrievalkit.fidelity import measure_fidelity
-    from retrievalkit.golden_files import load_set_file
-    from retrievalkit.resolve import ResolvedRetriever
+    from retrievalkit.formats.golden_sets import load_set_file
+    from retrievalkit.metrics.scoring import ScoringOptions, score_run
+    from retrievalkit.pipeline.evaluator import evaluate_questions
+    from retrievalkit.pipeline.fidelity import measure_fidelity
+    from retrievalkit.plugins.resolution import ResolvedRetriever
     from retrievalkit.retrievers.bm25 import BM25Retriever
     from retrievalkit.retrievers.dense import DenseRetriever, embed_corpus
     from retrievalkit.retrievers.hybrid import build_hybrid
-    from retrievalkit.scoring import ScoringOptions, score_run
 
     corpus = args.data / "corpus.jsonl"
     golden = load_set_file(args.data)

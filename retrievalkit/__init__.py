@@ -32,9 +32,8 @@ if TYPE_CHECKING:
         load_set,
         open_store,
     )
-    from retrievalkit.comparison import Comparison
-    from retrievalkit.metrics import Metric, parse_metric
-    from retrievalkit.model import (
+    from retrievalkit.metrics.definitions import Metric, parse_metric
+    from retrievalkit.model.values import (
         GoldenQuestion,
         GoldenQuestionSet,
         MetricValue,
@@ -42,7 +41,8 @@ if TYPE_CHECKING:
         QuestionOutcome,
         ResultRecord,
     )
-    from retrievalkit.regression import Verdict
+    from retrievalkit.pipeline.comparison import Comparison
+    from retrievalkit.pipeline.gate import Verdict
 
 _EXPORTS = {
     "Run": "retrievalkit.api",
@@ -55,16 +55,16 @@ _EXPORTS = {
     "load_config": "retrievalkit.api",
     "load_set": "retrievalkit.api",
     "open_store": "retrievalkit.api",
-    "Comparison": "retrievalkit.comparison",
-    "Metric": "retrievalkit.metrics",
-    "parse_metric": "retrievalkit.metrics",
-    "GoldenQuestion": "retrievalkit.model",
-    "GoldenQuestionSet": "retrievalkit.model",
-    "MetricValue": "retrievalkit.model",
-    "QuestionForm": "retrievalkit.model",
-    "QuestionOutcome": "retrievalkit.model",
-    "ResultRecord": "retrievalkit.model",
-    "Verdict": "retrievalkit.regression",
+    "Comparison": "retrievalkit.pipeline.comparison",
+    "Metric": "retrievalkit.metrics.definitions",
+    "parse_metric": "retrievalkit.metrics.definitions",
+    "GoldenQuestion": "retrievalkit.model.values",
+    "GoldenQuestionSet": "retrievalkit.model.values",
+    "MetricValue": "retrievalkit.model.values",
+    "QuestionForm": "retrievalkit.model.values",
+    "QuestionOutcome": "retrievalkit.model.values",
+    "ResultRecord": "retrievalkit.model.values",
+    "Verdict": "retrievalkit.pipeline.gate",
 }
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Run the command line as ``python -m retrievalkit``."""
 
-from retrievalkit.cli import main
+from retrievalkit.cli.main import main
 
 raise SystemExit(main())

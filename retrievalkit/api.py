@@ -31,22 +31,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from retrievalkit.comparison import DEFAULT_CHANGED_BY
 from retrievalkit.errors import EvaluationError, InputError
-from retrievalkit.evaluator import DEFAULT_OVERFETCH
-from retrievalkit.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
-from retrievalkit.metrics import DEFAULT_KS
-from retrievalkit.model import GoldenQuestionSet, MetricValue, ResultRecord
-from retrievalkit.outcomes import Outcomes
+from retrievalkit.metrics.definitions import DEFAULT_KS
+from retrievalkit.model.outcomes import Outcomes
+from retrievalkit.model.values import GoldenQuestionSet, MetricValue, ResultRecord
+from retrievalkit.pipeline.comparison import DEFAULT_CHANGED_BY
+from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
+from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
-    from retrievalkit.comparison import Comparison
-    from retrievalkit.config import Config
-    from retrievalkit.evaluator import Retrieval
-    from retrievalkit.fidelity import FidelityReport
-    from retrievalkit.model import GoldenQuestion
-    from retrievalkit.regression import Verdict
-    from retrievalkit.scoring import RunScorer, ScoringOptions
+    from retrievalkit.formats.config import Config
+    from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
+    from retrievalkit.model.values import GoldenQuestion
+    from retrievalkit.pipeline.comparison import Comparison
+    from retrievalkit.pipeline.evaluator import Retrieval
+    from retrievalkit.pipeline.fidelity import FidelityReport
+    from retrievalkit.pipeline.gate import Verdict
     from retrievalkit.stores import ResultStore
 
 
@@ -57,13 +57,13 @@ OBJECT_PLUGIN = "python-object"
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """The configuration `path` names, else `retrievalkit.toml` or `pyproject.toml`'s
     `[tool.retrievalkit]` in the working directory, else an empty one."""
-    from retrievalkit.config import find_config
+    from retrievalkit.formats.config import find_config
 
     return find_config(None if path is None else os.fspath(path))
 
 
 def _config(config: Config | str | os.PathLike[str] | None) -> Config:
-    from retrievalkit.config import Config
+    from retrievalkit.formats.config import Config
 
     return config if isinstance(config, Config) else load_config(config)
 
@@ -77,7 +77,7 @@ def load_set(
     Raises `InputError` (with the file, line and field) for a malformed set, and
     `PluginError` when the plugin that offers it fails.
     """
-    from retrievalkit.resolve import resolve_set
+    from retrievalkit.plugins.resolution import resolve_set
 
     return resolve_set(os.fspath(set), _config(config))
 
@@ -113,7 +113,7 @@ class Thresholds:
     def from_config(cls, config: Config, **overrides: float) -> Thresholds:
         """The configuration's `[regression]` thresholds over the defaults; `overrides`
         (metric name to drop) win over both."""
-        from retrievalkit.regression import DEFAULT_THRESHOLDS
+        from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS
 
         metrics = {**DEFAULT_THRESHOLDS, **config.regression.thresholds, **overrides}
         return cls(metrics, config.regression.slices, config.regression.require_significant)
@@ -269,8 +269,8 @@ def _resolve(
     from retrievalkit.redaction import secret_values
 
     if isinstance(retriever, str):
-        from retrievalkit.config import RetrieverConfig
-        from retrievalkit.resolve import resolve_retriever
+        from retrievalkit.formats.config import RetrieverConfig
+        from retrievalkit.plugins.resolution import resolve_retriever
 
         if options is not None:
             # Options given here configure the plugin of that name for this call.
@@ -283,7 +283,7 @@ def _resolve(
                 },
             )
             retriever = instance
-        from retrievalkit.plugins import RETRIEVERS, find_one
+        from retrievalkit.plugins.registry import RETRIEVERS, find_one
 
         resolved = resolve_retriever(retriever, config)
         found, plugin, used = resolved.retriever, resolved.plugin, resolved.options
@@ -314,7 +314,7 @@ def _resolve(
 
 
 def _check_slices(golden: GoldenQuestionSet, slices: Sequence[str]) -> None:
-    from retrievalkit.scoring import STANDARD_SLICES
+    from retrievalkit.metrics.scoring import STANDARD_SLICES
 
     fields = sorted({key for question in golden.questions for key in question.meta})
     for field in slices:
@@ -373,9 +373,9 @@ def evaluate(
 
     Returns a [`Run`][retrievalkit.api.Run]; nothing is saved (`store.save(run.record)`).
     """
-    from retrievalkit.evaluator import STREAM_BATCH, ask_in_batches
-    from retrievalkit.metrics import normalise_ks
-    from retrievalkit.scoring import RunScorer, ScoringOptions
+    from retrievalkit.metrics.definitions import normalise_ks
+    from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
+    from retrievalkit.pipeline.evaluator import STREAM_BATCH, ask_in_batches
 
     if not 0.0 < confidence < 1.0:
         raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
@@ -386,7 +386,7 @@ def evaluate(
     if isinstance(set, GoldenQuestionSet):
         golden = set
     else:
-        from retrievalkit.resolve import resolve_set_and_provider
+        from retrievalkit.plugins.resolution import resolve_set_and_provider
 
         golden, provider = resolve_set_and_provider(os.fspath(set), settings)
     wanted_slices = tuple(dict.fromkeys(slices))
@@ -443,8 +443,8 @@ def _scored_run(
 ) -> Run:
     """Score the retrievals of ``questions`` (the set's, or those a sequential run asked)
     into a run of ``golden``; raise `RunFailed` past ``max_error_rate``."""
-    from retrievalkit.evaluator import STREAM_BATCH
-    from retrievalkit.scoring import RunScorer
+    from retrievalkit.metrics.scoring import RunScorer
+    from retrievalkit.pipeline.evaluator import STREAM_BATCH
 
     scorer = RunScorer(questions, scoring)
     for low in range(0, len(questions), STREAM_BATCH):
@@ -477,8 +477,8 @@ def _finished_run(
     """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
     sequential run asked); raise `RunFailed` past ``max_error_rate``."""
     from retrievalkit.embedders import embedding_of
-    from retrievalkit.record import build_record
-    from retrievalkit.record import git_commit as commit_of_working_directory
+    from retrievalkit.pipeline.record import build_record
+    from retrievalkit.pipeline.record import git_commit as commit_of_working_directory
     from retrievalkit.redaction import scrub
 
     scoring = scorer.options
@@ -556,8 +556,8 @@ def gate(
     interval of the difference. With no baseline yet, `baseline_run_id` is None,
     `regressed` is False and `note` says why.
     """
-    from retrievalkit.baselines import choose_baseline
-    from retrievalkit.regression import Verdict, check_slices, compare_runs
+    from retrievalkit.pipeline.baselines import choose_baseline
+    from retrievalkit.pipeline.gate import Verdict, check_slices, compare_runs
 
     if not isinstance(thresholds, Thresholds):
         thresholds = Thresholds() if thresholds is None else Thresholds(dict(thresholds))
@@ -628,7 +628,7 @@ def compare(
     compares the question ids they share. Question texts come from the runs' sets
     (or `question_texts`).
     """
-    from retrievalkit.comparison import Side, compare_records
+    from retrievalkit.pipeline.comparison import Side, compare_records
 
     if labels is not None and len(labels) != len(runs):
         raise InputError(f"{len(labels)} labels for {len(runs)} runs", field="labels")
@@ -677,8 +677,8 @@ def fidelity(
 
     Both retrievers are given as in [`evaluate`][retrievalkit.api.evaluate].
     """
-    from retrievalkit.evaluator import evaluate_questions
-    from retrievalkit.fidelity import measure_fidelity
+    from retrievalkit.pipeline.evaluator import evaluate_questions
+    from retrievalkit.pipeline.fidelity import measure_fidelity
 
     if not 0.0 < persistence < 1.0:
         raise InputError("must be between 0 and 1 (exclusive), e.g. 0.9", field="--persistence")

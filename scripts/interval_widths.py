@@ -9,13 +9,13 @@ It runs the built-in ``bm25-demo`` retriever on the bundled 75-question ``demo``
 keeps each question's hit@1 and hit@3 outcome, and then, for each set size n, draws
 ``--draws`` sets of n questions with replacement from those 75 outcomes (a set of n
 questions that behaves like the demo). Each drawn set gets the interval ``retrievalkit
-eval`` would report: :func:`retrievalkit.intervals.bootstrap_means` with its defaults
+eval`` would report: :func:`retrievalkit.stats.intervals.bootstrap_means` with its defaults
 (2000 resamples, 95 %, the fixed seed). The table shows the median width (high - low)
 and the 10th to 90th percentile of the widths over the draws.
 
 The paired table does the same for the difference between two retrievers (BM25 with
 and without stemming, over the demo corpus), with
-:func:`retrievalkit.paired.paired_test`, the interval a regression verdict
+:func:`retrievalkit.stats.paired.paired_test`, the interval a regression verdict
 shows.
 """
 
@@ -26,12 +26,12 @@ import argparse
 import numpy as np
 
 from retrievalkit.demo import DEMO_CORPUS, DemoSetProvider
-from retrievalkit.evaluator import evaluate_questions
-from retrievalkit.intervals import bootstrap_means
-from retrievalkit.metrics import DEFAULT_KS
-from retrievalkit.paired import paired_test
+from retrievalkit.metrics.definitions import DEFAULT_KS
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.pipeline.evaluator import evaluate_questions
 from retrievalkit.retrievers.bm25 import BM25Retriever, create_bm25_demo
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.stats.intervals import bootstrap_means
+from retrievalkit.stats.paired import paired_test
 
 SIZES = (30, 75, 100, 300)
 METRICS = ("hit@1", "hit@3")

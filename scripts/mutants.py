@@ -54,7 +54,7 @@ class Target:
 
 TARGETS: dict[str, Target] = {
     "metrics": Target(
-        ("retrievalkit/metrics.py",),
+        ("retrievalkit/metrics/definitions.py",),
         (
             "tests/test_metrics_parity.py",
             "tests/test_metric_registry.py",
@@ -64,13 +64,13 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "intervals": Target(
-        ("retrievalkit/intervals.py",),
+        ("retrievalkit/stats/intervals.py",),
         # The coverage simulations (tests/test_coverage.py) are left out: each costs a
         # survivor tens of seconds, and the definition tests pin the same code exactly.
         ("tests/test_intervals.py", "tests/test_statistics_power.py", "tests/test_paired.py"),
     ),
     "scoring": Target(
-        ("retrievalkit/scoring.py",),
+        ("retrievalkit/metrics/scoring.py",),
         (
             "tests/test_scoring_protocol.py",
             "tests/test_metrics_parity.py",
@@ -79,11 +79,11 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "comparison": Target(
-        ("retrievalkit/comparison.py",),
+        ("retrievalkit/pipeline/comparison.py",),
         ("tests/test_compare_records.py", "tests/test_compare.py"),
     ),
     "regression": Target(
-        ("retrievalkit/regression.py",),
+        ("retrievalkit/pipeline/gate.py",),
         (
             "tests/test_regression_gate.py",
             "tests/test_baselines.py",
@@ -95,13 +95,13 @@ TARGETS: dict[str, Target] = {
     ),
     # Only the mapping of [regression] settings onto thresholds, not all of config.py.
     "config-thresholds": Target(
-        ("retrievalkit/config.py",),
+        ("retrievalkit/formats/config.py",),
         ("tests/test_thresholds.py", "tests/test_baselines.py"),
         functions=(
-            "retrievalkit.config.x__parse_regression__mutmut_*",
-            "retrievalkit.config.x__parse_slices__mutmut_*",
-            "retrievalkit.config.x__fraction__mutmut_*",
-            "retrievalkit.config.x__check_metric_name__mutmut_*",
+            "retrievalkit.formats.config.x__parse_regression__mutmut_*",
+            "retrievalkit.formats.config.x__parse_slices__mutmut_*",
+            "retrievalkit.formats.config.x__fraction__mutmut_*",
+            "retrievalkit.formats.config.x__check_metric_name__mutmut_*",
         ),
     ),
     "redaction": Target(
@@ -133,7 +133,7 @@ TARGETS: dict[str, Target] = {
     ),
     # The stored form of a run's per-question values: columns, their codes and compression.
     "outcomes": Target(
-        ("retrievalkit/outcomes.py",),
+        ("retrievalkit/model/outcomes.py",),
         (
             "tests/test_outcomes.py",
             "tests/test_store_columns.py",

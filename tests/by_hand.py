@@ -9,10 +9,10 @@ question is a hit only when nothing came back, and judged@k is undefined for it.
 
 from __future__ import annotations
 
-from retrievalkit.config import Config
 from retrievalkit.demo import DemoSetProvider
-from retrievalkit.model import GoldenQuestion
-from retrievalkit.resolve import resolve_retriever
+from retrievalkit.formats.config import Config
+from retrievalkit.model.values import GoldenQuestion
+from retrievalkit.plugins.resolution import resolve_retriever
 
 #: What eval asks a retriever for by default: the deepest k (10) times the overfetch (3).
 DEPTH = 30

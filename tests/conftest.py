@@ -40,8 +40,8 @@ def bm25_populations(data_dir: Path) -> dict[str, Any]:
     """
     import numpy as np
 
-    from retrievalkit.golden_files import load_beir
-    from retrievalkit.metrics import compute_metrics, judge_rankings
+    from retrievalkit.formats.golden_sets import load_beir
+    from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
     from retrievalkit.retrievers.bm25 import BM25Retriever
 
     golden = load_beir(data_dir / "scifact")
@@ -81,7 +81,7 @@ py-modules = ["rk_testplugin", "rk_testplugin_broken"]
 PLUGIN_MODULE = '''\
 """A tiny third-party retrievalkit plugin: a set, two retrievers and a store."""
 
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
 from retrievalkit.stores import check_parent, path_from_url
 from retrievalkit.stores.jsonl import JSONLStore
 
@@ -161,7 +161,7 @@ py-modules = ["rk_testplugin_dupe"]
 DUPLICATE_MODULE = '''\
 """A second provider that also offers a set called 'tiny'."""
 
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 
 
 class OtherTinySets:

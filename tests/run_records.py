@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from retrievalkit.model import Manifest, MetricValue, QuestionOutcome, ResultRecord
+from retrievalkit.model.values import Manifest, MetricValue, QuestionOutcome, ResultRecord
 
 
 def run_record(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrievalkit.convert import to_json
+from retrievalkit.formats.convert import to_json
 from retrievalkit.stores import open_store
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import retrievalkit as rk
-from retrievalkit.convert import to_json
 from retrievalkit.errors import InputError
+from retrievalkit.formats.convert import to_json
 from retrievalkit.stores.jsonl import JSONLStore
 
 if TYPE_CHECKING:

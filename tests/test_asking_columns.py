@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from retrievalkit.evaluator import (
+from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
+from retrievalkit.model.values import GoldenQuestion, Retrieval
+from retrievalkit.pipeline.evaluator import (
     Retrievals,
     ask_in_batches,
     distinct_ranking,
     evaluate_questions,
 )
-from retrievalkit.model import GoldenQuestion, Retrieval
-from retrievalkit.scoring import RunScorer, ScoringOptions
 
 DEPTH, OVERFETCH = 4, 3
 LIMIT = DEPTH * OVERFETCH

@@ -21,17 +21,17 @@ import by_hand
 import pytest
 from conftest import REPO, RunCli
 
-from retrievalkit.baselines import NEWEST, PINNED, choose_baseline
-from retrievalkit.config import find_config
 from retrievalkit.demo import DEMO_CORPUS
 from retrievalkit.errors import InputError, StoreError
-from retrievalkit.evaluator import Retrieval
-from retrievalkit.golden_files import load_jsonl
-from retrievalkit.history import build_history, manifest_changes, runs_to_prune
-from retrievalkit.model import GRADER, ResultRecord
-from retrievalkit.record import build_record
-from retrievalkit.regression import compare_runs
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.formats.config import find_config
+from retrievalkit.formats.golden_sets import load_jsonl
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GRADER, ResultRecord
+from retrievalkit.pipeline.baselines import NEWEST, PINNED, choose_baseline
+from retrievalkit.pipeline.evaluator import Retrieval
+from retrievalkit.pipeline.gate import compare_runs
+from retrievalkit.pipeline.history import build_history, manifest_changes, runs_to_prune
+from retrievalkit.pipeline.record import build_record
 from retrievalkit.stores import (
     DeletingStore,
     PinningStore,

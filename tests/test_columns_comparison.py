@@ -11,13 +11,13 @@ import pytest
 from test_streaming import random_case
 
 import retrievalkit as rk
-from retrievalkit.intervals import DEFAULT_SEED
-from retrievalkit.model import QuestionOutcome, ResultRecord
-from retrievalkit.outcomes import Outcomes
-from retrievalkit.paired import paired_test
-from retrievalkit.record import build_record
-from retrievalkit.regression import compare_runs
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.outcomes import Outcomes
+from retrievalkit.model.values import QuestionOutcome, ResultRecord
+from retrievalkit.pipeline.gate import compare_runs
+from retrievalkit.pipeline.record import build_record
+from retrievalkit.stats.intervals import DEFAULT_SEED
+from retrievalkit.stats.paired import paired_test
 
 KS = (1, 3, 5, 10)
 SCORING = ScoringOptions(ks=KS, resamples=60)

@@ -17,8 +17,8 @@ import pytest
 
 from retrievalkit.demo import DEMO_CORPUS, DEMO_SET
 from retrievalkit.errors import InputError
-from retrievalkit.evaluator import evaluate_questions
-from retrievalkit.golden_files import load_jsonl
+from retrievalkit.formats.golden_sets import load_jsonl
+from retrievalkit.pipeline.evaluator import evaluate_questions
 from retrievalkit.retrievers.bm25 import BM25Retriever
 from retrievalkit.retrievers.command import ChildError, CommandRetriever, create_command
 

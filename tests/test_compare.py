@@ -18,13 +18,13 @@ import by_hand
 import pytest
 from conftest import REPO, RunCli
 
-from retrievalkit.comparison import Side, compare_records, first_relevant_rank, holm
 from retrievalkit.demo import DEMO_CORPUS, DemoSetProvider
 from retrievalkit.errors import InputError
-from retrievalkit.evaluator import Retrieval
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
-from retrievalkit.record import build_record
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
+from retrievalkit.pipeline.comparison import Side, compare_records, first_relevant_rank, holm
+from retrievalkit.pipeline.evaluator import Retrieval
+from retrievalkit.pipeline.record import build_record
 
 STATS: dict[str, Any] = {"resamples": 1000, "confidence": 0.95, "seed": 11}
 

@@ -16,12 +16,12 @@ import attrs
 import numpy as np
 import pytest
 
-from retrievalkit.comparison import MetricDelta, PairComparison, Side, compare_records
 from retrievalkit.errors import InputError
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, ResultRecord, Retrieval
-from retrievalkit.paired import paired_test
-from retrievalkit.record import build_record
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, ResultRecord, Retrieval
+from retrievalkit.pipeline.comparison import MetricDelta, PairComparison, Side, compare_records
+from retrievalkit.pipeline.record import build_record
+from retrievalkit.stats.paired import paired_test
 
 COUNT = 30
 GOLDEN = GoldenQuestionSet(
@@ -311,7 +311,7 @@ def _values(record: ResultRecord, metric: str) -> list[float]:
 def test_a_move_of_exactly_the_tie_tolerance_is_a_tie() -> None:
     # paired.TIE (1e-12): differences no larger are ties, as sums of a few floats may
     # differ in their last bits; twice that is a move.
-    from retrievalkit.paired import TIE
+    from retrievalkit.stats.paired import TIE
 
     def with_rr(record: ResultRecord, values: dict[str, float]) -> ResultRecord:
         outcomes = [

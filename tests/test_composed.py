@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from retrievalkit.errors import InputError
-from retrievalkit.fidelity import overlap_at, rank_biased_overlap
-from retrievalkit.resolve import ResolvedRetriever
+from retrievalkit.pipeline.fidelity import overlap_at, rank_biased_overlap
+from retrievalkit.plugins.resolution import ResolvedRetriever
 from retrievalkit.retrievers.fusion import FusionRetriever, create_fusion
 from retrievalkit.retrievers.rerank import RerankRetriever
 

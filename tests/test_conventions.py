@@ -129,8 +129,8 @@ def test_verbose_logs_to_stderr_and_quiet_keeps_it_short(tmp_path: Path) -> None
     quiet = piped(*EVAL, "--quiet", env=env, cwd=tmp_path)
     assert "INFO" not in plain.stderr
     assert (
-        "retrievalkit: INFO: retrievalkit.plugins: loaded plugin retrievalkit-eval[bm25-demo]"
-        in (verbose.stderr)
+        "retrievalkit: INFO: retrievalkit.plugins.registry: "
+        "loaded plugin retrievalkit-eval[bm25-demo]" in verbose.stderr
     )
     assert "retrievalkit: INFO: retrievalkit.stores: opened store memory:" in verbose.stderr
     assert "INFO" not in verbose.stdout, "logs never mix into the report"
@@ -139,7 +139,7 @@ def test_verbose_logs_to_stderr_and_quiet_keeps_it_short(tmp_path: Path) -> None
 
 
 def test_verbose_is_offered_by_every_built_in_command(tmp_path: Path) -> None:
-    from retrievalkit.cli import build_parser
+    from retrievalkit.cli.main import build_parser
 
     def leaves(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
         """The parsers that run something: commands, and the actions of grouped commands."""
@@ -204,13 +204,13 @@ def test_the_wheel_ships_py_typed_the_demo_and_the_entry_points(tmp_path: Path) 
     assert {
         "retrievalkit/py.typed",
         "retrievalkit/__main__.py",
-        "retrievalkit/testing.py",
-        "retrievalkit/trec.py",
+        "retrievalkit/testing/__init__.py",
+        "retrievalkit/formats/trec.py",
         "retrievalkit/demo/corpus.jsonl",
         "retrievalkit/demo/golden.jsonl",
     } <= names
     assert "run = retrievalkit.retrievers.run:create_run" in registered
-    assert "retrievalkit = retrievalkit.cli:main" in registered
+    assert "retrievalkit = retrievalkit.cli.main:main" in registered
     assert "Classifier: Typing :: Typed" in classifiers
     # `retrievalkit` on PyPI is another project: the distribution is published by this name.
     assert "\nName: retrievalkit-eval\n" in classifiers

@@ -1,7 +1,7 @@
 """Coverage of the intervals, proven by seeded simulation rather than assumed.
 
 Thousands of samples are drawn from a known population and intervalled in one call
-(:func:`retrievalkit.intervals.sample_intervals`, the same method choice and interval
+(:func:`retrievalkit.stats.intervals.sample_intervals`, the same method choice and interval
 code as a run's); the share that covers the population's mean is the coverage. The
 acceptance windows are tight enough that the same intervals at 92.5 % fail them (each
 test checks that on its own harness), so a quietly narrower interval cannot pass.
@@ -14,8 +14,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from retrievalkit.intervals import BCA, CLOPPER_PEARSON, bootstrap_means, sample_intervals
-from retrievalkit.paired import paired_test
+from retrievalkit.stats.intervals import BCA, CLOPPER_PEARSON, bootstrap_means, sample_intervals
+from retrievalkit.stats.paired import paired_test
 
 #: Samples per cell: the standard error of a coverage near 0.95 is about 0.0015 / 0.0028.
 BINARY_SAMPLES = 20_000

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from conftest import RunCli
 
-from retrievalkit.corpus import read_corpus
 from retrievalkit.demo import DEMO_CORPUS
 from retrievalkit.embedders import create_embedder
 from retrievalkit.errors import InputError, PluginError
-from retrievalkit.resolve import ResolvedRetriever
+from retrievalkit.formats.corpus import read_corpus
+from retrievalkit.plugins.resolution import ResolvedRetriever
 from retrievalkit.retrievers.bm25 import BM25Retriever
 from retrievalkit.retrievers.dense import DenseRetriever, create_dense
 from retrievalkit.retrievers.hybrid import build_hybrid, create_hybrid
@@ -297,7 +297,7 @@ def test_the_manifest_names_the_embedding_model_or_none(cli: RunCli) -> None:
 def test_history_shows_an_embedding_model_change() -> None:
     import datetime as dt
 
-    from retrievalkit.history import build_history
+    from retrievalkit.pipeline.history import build_history
     from retrievalkit.render.history import history_rows
     from retrievalkit.testing import _sample_record
 
@@ -330,8 +330,8 @@ def test_history_shows_an_embedding_model_change() -> None:
 def test_records_without_embedding_fields_still_load() -> None:
     import datetime as dt
 
-    from retrievalkit.convert import structure, unstructure
-    from retrievalkit.model import ResultRecord
+    from retrievalkit.formats.convert import structure, unstructure
+    from retrievalkit.model.values import ResultRecord
     from retrievalkit.testing import _sample_record
 
     record = _sample_record("s", "m", dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))

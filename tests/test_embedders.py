@@ -111,7 +111,7 @@ def test_embeddings_are_bit_identical_across_processes() -> None:
     code = textwrap.dedent(
         """
         import hashlib, json
-        from retrievalkit.corpus import read_corpus
+        from retrievalkit.formats.corpus import read_corpus
         from retrievalkit.demo import DEMO_CORPUS
         from retrievalkit.embedders import create_embedder
 
@@ -158,7 +158,7 @@ def test_start_up_imports_no_model_code() -> None:
     code = textwrap.dedent(
         """
         import contextlib, io, sys
-        from retrievalkit.cli import main
+        from retrievalkit.cli.main import main
 
         with contextlib.redirect_stdout(io.StringIO()):
             code = main(["list"])

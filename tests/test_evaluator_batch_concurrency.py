@@ -12,8 +12,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from retrievalkit.evaluator import _BATCH, evaluate_questions
-from retrievalkit.model import GoldenQuestion
+from retrievalkit.model.values import GoldenQuestion
+from retrievalkit.pipeline.evaluator import _BATCH, evaluate_questions
 
 #: Only a guard against a hang if batches were (wrongly) asked one after another.
 BARRIER_WAIT = 30.0

@@ -12,11 +12,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from retrievalkit.evaluator import evaluate_questions
-from retrievalkit.model import GRADER, Manifest, QuestionOutcome, ResultRecord
-from retrievalkit.regression import DEFAULT_THRESHOLDS, compare_runs
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GRADER, Manifest, QuestionOutcome, ResultRecord
+from retrievalkit.pipeline.evaluator import evaluate_questions
+from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS, compare_runs
 from retrievalkit.retrievers.bm25 import create_bm25_demo
-from retrievalkit.scoring import ScoringOptions, score_run
 
 METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")
 

@@ -14,15 +14,15 @@ import pytest
 from chat_stand_in import Received, Reply, chat_stand_in
 from conftest import RunCli, shared_data
 
-from retrievalkit.chat import ChatClient, ChatError
-from retrievalkit.cli import main
-from retrievalkit.corpora import Chunk, FolderCorpus
+from retrievalkit.cli.main import main
+from retrievalkit.corpora.providers import Chunk, FolderCorpus
 from retrievalkit.errors import InputError
-from retrievalkit.generation import GenerationCache, lexical_overlap, overlap_band
+from retrievalkit.formats.golden_sets import load_jsonl
+from retrievalkit.generators.chat import ChatClient, ChatError
 from retrievalkit.generators.offline import OfflineGenerator
 from retrievalkit.generators.openai_compatible import parse_question_reply
-from retrievalkit.golden_files import load_jsonl
-from retrievalkit.model import QuestionForm
+from retrievalkit.model.values import QuestionForm
+from retrievalkit.pipeline.generation import GenerationCache, lexical_overlap, overlap_band
 
 SCIFACT = shared_data() / "scifact"
 SECRET = "sk-test-DO-NOT-LEAK-4f1c"

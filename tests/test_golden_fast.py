@@ -14,12 +14,12 @@ from typing import Any
 import attrs
 import pytest
 
-from retrievalkit import golden_files
-from retrievalkit.convert import converter
 from retrievalkit.errors import InputError
-from retrievalkit.golden_files import load_jsonl
-from retrievalkit.limits import MAX_GRADE
-from retrievalkit.model import (
+from retrievalkit.formats import golden_sets as golden_files
+from retrievalkit.formats.convert import converter
+from retrievalkit.formats.golden_sets import load_jsonl
+from retrievalkit.formats.limits import MAX_GRADE
+from retrievalkit.model.values import (
     QUESTION_FIELDS,
     FrozenDict,
     GoldenQuestion,
@@ -340,7 +340,7 @@ def test_the_content_hash_of_odd_values_built_in_code_is_the_canonical_json_one(
         GoldenQuestion("class", "q", hard_class=5),  # type: ignore[arg-type]
         GoldenQuestion("expected", "q", expected=(1,)),  # type: ignore[arg-type]
     ]
-    from retrievalkit.model import _canonical_texts
+    from retrievalkit.model.values import _canonical_texts
 
     assert _canonical_texts(usual + unusual_values) is not None
     for question in unusual_fields:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from retrievalkit.errors import InputError
-from retrievalkit.golden_files import load_beir, load_jsonl, load_set_file, load_toml
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm
+from retrievalkit.formats.golden_sets import load_beir, load_jsonl, load_set_file, load_toml
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
 
 
 @pytest.fixture(scope="session")

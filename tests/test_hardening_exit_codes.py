@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hostile import lay_out
 
-from retrievalkit.cli import main
+from retrievalkit.cli.main import main
 
 SECRET = "sekrit-value-4711"
 KINDS = (
@@ -157,7 +157,7 @@ def test_an_uncaught_os_error_names_the_file_and_is_exit_3(
 ) -> None:
     import errno
 
-    from retrievalkit import cli
+    from retrievalkit.cli import main as cli
 
     def full(_args: object) -> int:
         raise OSError(errno.ENOSPC, "No space left on device", "out/report.md")

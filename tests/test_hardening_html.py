@@ -25,13 +25,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_report import ERROR_TRAP, browse, console_messages
 
-from retrievalkit.evaluator import Retrieval
-from retrievalkit.golden_files import load_set_file
-from retrievalkit.model import ResultRecord
-from retrievalkit.record import build_record
+from retrievalkit.formats.golden_sets import load_set_file
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import ResultRecord
+from retrievalkit.pipeline.evaluator import Retrieval
+from retrievalkit.pipeline.record import build_record
 from retrievalkit.render.html_report import render_html_report
-from retrievalkit.run_report import build_run_report
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.render.run_report import build_run_report
 
 EXAMPLES = int(os.environ.get("RETRIEVALKIT_FUZZ_EXAMPLES", "0")) or 8
 

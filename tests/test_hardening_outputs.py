@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from retrievalkit.cli import main
+from retrievalkit.cli.main import main
 
 GOLDEN = (
     '{"id": "q1", "question": "apple pie", "expected": ["d1"]}\n'

@@ -24,7 +24,7 @@ import attrs
 import pytest
 
 from retrievalkit.errors import StoreError
-from retrievalkit.model import ResultRecord
+from retrievalkit.model.values import ResultRecord
 from retrievalkit.stores.sqlite import SQLiteStore
 
 EVAL = ["eval", "--set", "demo", "--retriever", "bm25-demo", "-q"]

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from retrievalkit.errors import InputError
-from retrievalkit.golden_files import load_jsonl
-from retrievalkit.model import Manifest, MetricValue, QuestionOutcome, ResultRecord
-from retrievalkit.regression import MetricComparison, Verdict
+from retrievalkit.formats.golden_sets import load_jsonl
+from retrievalkit.model.values import Manifest, MetricValue, QuestionOutcome, ResultRecord
+from retrievalkit.pipeline.gate import MetricComparison, Verdict
 from retrievalkit.render.markdown import render_markdown
 from retrievalkit.render.summary import EvalReport
 from retrievalkit.render.table import eval_renderable

@@ -18,8 +18,8 @@ from search_service import SearchService
 
 from retrievalkit.demo import DEMO_CORPUS, DEMO_SET
 from retrievalkit.errors import InputError
-from retrievalkit.evaluator import evaluate_questions
-from retrievalkit.golden_files import load_jsonl
+from retrievalkit.formats.golden_sets import load_jsonl
+from retrievalkit.pipeline.evaluator import evaluate_questions
 from retrievalkit.retrievers.bm25 import BM25Retriever
 from retrievalkit.retrievers.http_service import HttpRetriever, ServiceError, create_http
 
@@ -349,7 +349,7 @@ def test_httpx_is_imported_only_when_an_http_retriever_is_made() -> None:
     import sys
 
     code = (
-        "import sys, retrievalkit.retrievers.http_service, retrievalkit.cli; "
+        "import sys, retrievalkit.retrievers.http_service, retrievalkit.cli.main; "
         "print('httpx' in sys.modules)"
     )
     completed = subprocess.run(
@@ -359,8 +359,8 @@ def test_httpx_is_imported_only_when_an_http_retriever_is_made() -> None:
 
 
 def test_score_fusion_can_use_the_services_scores(service: SearchService) -> None:
-    from retrievalkit.config import Config, RetrieverConfig
-    from retrievalkit.resolve import resolve_retriever
+    from retrievalkit.formats.config import Config, RetrieverConfig
+    from retrievalkit.plugins.resolution import resolve_retriever
 
     url = f"{service.url}/search?q={{question}}&size={{limit}}"
     scored = {"url": url, **HITS, "doc_id_separator": "#"}

@@ -12,10 +12,16 @@ from conftest import RunCli
 
 from retrievalkit.demo import DEMO_SET
 from retrievalkit.errors import InputError
-from retrievalkit.model import ResultRecord
+from retrievalkit.formats.trec import (
+    format_qrels,
+    format_run,
+    rankings_from_run,
+    read_qrels,
+    read_run,
+)
+from retrievalkit.model.values import ResultRecord
 from retrievalkit.retrievers.run import create_run
 from retrievalkit.stores import open_store
-from retrievalkit.trec import format_qrels, format_run, rankings_from_run, read_qrels, read_run
 
 #: retrievalkit metric -> trec_eval measure (pytrec_eval's key).
 TREC_EVAL = {

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from retrievalkit import intervals
-from retrievalkit.intervals import Estimate, bootstrap_means
+from retrievalkit.stats import intervals
+from retrievalkit.stats.intervals import Estimate, bootstrap_means
 
 
 def _values(seed: int, count: int = 2000) -> np.ndarray:

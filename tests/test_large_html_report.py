@@ -12,9 +12,9 @@ import re
 import pytest
 from run_records import run_record
 
-from retrievalkit.model import QuestionOutcome, ResultRecord
+from retrievalkit.model.values import QuestionOutcome, ResultRecord
 from retrievalkit.render import html_report
-from retrievalkit.run_report import build_run_report
+from retrievalkit.render.run_report import build_run_report
 
 COUNT = 60
 SCORES = ("hit@1", "hit@3", "rr")

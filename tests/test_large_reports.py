@@ -14,10 +14,10 @@ import pytest
 from rich.console import Console
 from run_records import run_record
 
-from retrievalkit.ci_output import STEP_SUMMARY_QUESTIONS, write_step_summary
-from retrievalkit.commands.output import emit_report
-from retrievalkit.model import QuestionOutcome, ResultRecord
-from retrievalkit.regression import MetricComparison, Verdict
+from retrievalkit.cli.commands.output import emit_report
+from retrievalkit.model.values import QuestionOutcome, ResultRecord
+from retrievalkit.pipeline.gate import MetricComparison, Verdict
+from retrievalkit.render.ci_output import STEP_SUMMARY_QUESTIONS, write_step_summary
 from retrievalkit.render.summary import EvalReport
 from retrievalkit.render.table import PLAIN_LISTING, _question_list, question_listing
 

@@ -1,6 +1,6 @@
 """Intervals of large runs: the analytic ABC limit of BCa, and small cells resampled alone.
 
-The claims of `retrievalkit.large_samples` are measured here, on real per-query
+The claims of `retrievalkit.stats.large_samples` are measured here, on real per-query
 BM25 values (SciFact), by simulations that could fail: ABC agrees with BCa run with
 many resamples far within the Monte Carlo error of the default 2,000; it covers the
 true mean at the nominal rate; a small slice of a large run, resampled on its own
@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-import retrievalkit.intervals as intervals
-from retrievalkit.intervals import (
+import retrievalkit.stats.intervals as intervals
+from retrievalkit.stats.intervals import (
     ABC,
     BCA,
     CLOPPER_PEARSON,
@@ -22,8 +22,8 @@ from retrievalkit.intervals import (
     bootstrap_means,
     sample_intervals,
 )
-from retrievalkit.large_samples import LARGE_SAMPLE, cell_resampled_means, centred_sums
-from retrievalkit.paired import paired_test
+from retrievalkit.stats.large_samples import LARGE_SAMPLE, cell_resampled_means, centred_sums
+from retrievalkit.stats.paired import paired_test
 
 
 def whole_run_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,8 +242,8 @@ def test_a_large_runs_cells_are_summed_as_a_smaller_runs_are(
 def test_the_edgeworth_tail_matches_full_enumeration(target: float) -> None:
     from scipy.special import ndtri
 
-    from retrievalkit.large_samples import sign_flip_tail
-    from retrievalkit.paired import EXACT_LIMIT, _exact_p_value
+    from retrievalkit.stats.large_samples import sign_flip_tail
+    from retrievalkit.stats.paired import EXACT_LIMIT, _exact_p_value
 
     # Mostly one size of difference, a few of two others: the exact distribution can
     # still be enumerated, and the sum moves in steps, the hardest case for a smooth
@@ -257,7 +257,7 @@ def test_the_edgeworth_tail_matches_full_enumeration(target: float) -> None:
 
 
 def test_a_large_paired_test_gives_the_edgeworth_p_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    import retrievalkit.paired as paired
+    import retrievalkit.stats.paired as paired
 
     rng = np.random.default_rng(23)
     baseline = rng.beta(0.6, 1.2, LARGE_SAMPLE)

@@ -7,7 +7,7 @@ import random
 import pytest
 
 import retrievalkit as rk
-from retrievalkit.metrics import HEADLINE, METRICS, metric_names, metric_order
+from retrievalkit.metrics.definitions import HEADLINE, METRICS, metric_names, metric_order
 
 
 @pytest.mark.parametrize(
@@ -62,8 +62,8 @@ def test_report_order_and_headline_come_from_the_registry() -> None:
 def test_the_configuration_refuses_what_the_parser_refuses(tmp_path: object) -> None:
     from pathlib import Path
 
-    from retrievalkit.config import parse_config
     from retrievalkit.errors import InputError
+    from retrievalkit.formats.config import parse_config
 
     path = Path(str(tmp_path)) / "retrievalkit.toml"
     path.write_text('[regression.metrics]\n"ndgc@10" = 0.1\n', encoding="utf-8")
@@ -74,7 +74,7 @@ def test_the_configuration_refuses_what_the_parser_refuses(tmp_path: object) -> 
 
 
 def test_names_are_read_case_blind_and_trimmed_and_k_is_bounded() -> None:
-    from retrievalkit.limits import MAX_K
+    from retrievalkit.formats.limits import MAX_K
 
     assert rk.parse_metric(" NDCG@10 ").name == "ndcg@10"
     assert rk.parse_metric("RR").name == "rr"
@@ -86,7 +86,7 @@ def test_names_are_read_case_blind_and_trimmed_and_k_is_bounded() -> None:
 
 
 def test_the_cut_offs_always_hold_one_and_three_sorted_once() -> None:
-    from retrievalkit.metrics import normalise_ks
+    from retrievalkit.metrics.definitions import normalise_ks
 
     assert normalise_ks((10, 5, 5)) == (1, 3, 5, 10)
     assert normalise_ks(()) == (1, 3)
@@ -94,7 +94,7 @@ def test_the_cut_offs_always_hold_one_and_three_sorted_once() -> None:
 
 
 def test_headline_keeps_the_report_order_of_the_names_present() -> None:
-    from retrievalkit.metrics import headline
+    from retrievalkit.metrics.definitions import headline
 
     assert headline(["rr", "recall@3", "ndcg@10", "hit@1"]) == ["hit@1", "rr", "ndcg@10"]
     assert headline(iter(["hit@3", "hit@3"])) == ["hit@3"]

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from retrievalkit.golden_files import load_beir
-from retrievalkit.metrics import compute_metrics, judge_rankings
+from retrievalkit.formats.golden_sets import load_beir
+from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
 from retrievalkit.retrievers.bm25 import BM25Retriever
 
 KS = (1, 3, 5, 10)

@@ -8,8 +8,14 @@ from typing import Any
 
 import pytest
 
-from retrievalkit.convert import structure, to_json, unstructure
-from retrievalkit.model import FrozenDict, GoldenQuestion, QuestionForm, ResultRecord, Retrieval
+from retrievalkit.formats.convert import structure, to_json, unstructure
+from retrievalkit.model.values import (
+    FrozenDict,
+    GoldenQuestion,
+    QuestionForm,
+    ResultRecord,
+    Retrieval,
+)
 
 
 def question(**changes: Any) -> GoldenQuestion:
@@ -102,6 +108,6 @@ def test_retrieval_is_a_value_type_with_the_others() -> None:
     retrieval = Retrieval(["d1", "d2"], 1.5)
     assert retrieval.ranking == ("d1", "d2") and retrieval.error is None
     assert hash(retrieval) == hash(Retrieval(("d1", "d2"), 1.5))
-    from retrievalkit import evaluator
+    from retrievalkit.pipeline import evaluator
 
     assert evaluator.Retrieval is Retrieval

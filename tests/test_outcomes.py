@@ -13,11 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrievalkit.convert import structure, to_json, unstructure
 from retrievalkit.errors import StoreError
-from retrievalkit.metrics import DEFAULT_KS, compute_metrics, judge_rankings, metric_names
-from retrievalkit.model import QuestionForm, QuestionOutcome
-from retrievalkit.outcomes import (
+from retrievalkit.formats.convert import structure, to_json, unstructure
+from retrievalkit.metrics.definitions import (
+    DEFAULT_KS,
+    compute_metrics,
+    judge_rankings,
+    metric_names,
+)
+from retrievalkit.model.outcomes import (
     DOCUMENTS,
     ERRORS,
     JUDGMENTS,
@@ -29,6 +33,7 @@ from retrievalkit.outcomes import (
     Rankings,
     column_name,
 )
+from retrievalkit.model.values import QuestionForm, QuestionOutcome
 
 METRICS = ("hit@1", "hit@3", "ndcg@3", "rr")
 
@@ -464,7 +469,7 @@ def reference_document_columns(outcomes: Outcomes) -> dict[str, bytes]:
     describes them, written out plainly: the ids used, each once, sorted by their UTF-8
     bytes, each as the prefix it shares with the one before (none when any id is longer
     than 128 bytes) and the rest; codes into that list."""
-    from retrievalkit.outcomes import _narrowest, _pack, _pack_bytes
+    from retrievalkit.model.outcomes import _narrowest, _pack, _pack_bytes
 
     ranked, labels, documents = outcomes.rankings, outcomes.judgments, outcomes.documents
     used_codes = [*ranked.codes.tolist(), *labels.codes.tolist()]
@@ -573,7 +578,7 @@ def test_ids_sort_as_python_sorts_bytes_by_one_sort_or_word_by_word(
     """Short ids sort by one sort of packed integers; long random ones, whose words take
     too many distinct values for that, by a sort per word: both in Python's order of
     the bytes, equal ids in the order given."""
-    from retrievalkit.outcomes import _byte_order, _packed_order, _word_keys
+    from retrievalkit.model.outcomes import _byte_order, _packed_order, _word_keys
 
     rng = np.random.default_rng(longest)
     names = [
@@ -602,7 +607,7 @@ def test_ids_laid_out_from_their_joined_text_code_as_each_encoded_on_its_own(
 ) -> None:
     """Front coding from the ids' text joined at once (short ids, ids over the front
     coding width, empty ids, non-ASCII) gives what coding each id's bytes gives."""
-    from retrievalkit.outcomes import _encoded, _front_code, _front_code_strings
+    from retrievalkit.model.outcomes import _encoded, _front_code, _front_code_strings
 
     fast = _front_code_strings(names)
     slow = _front_code(_encoded(names))
@@ -618,7 +623,7 @@ def test_ids_laid_out_from_their_joined_text_code_as_each_encoded_on_its_own(
 def test_a_long_column_codes_its_values_as_a_whole_sort_would(kind: str) -> None:
     """Long columns look for their distinct values in a sample first; the values the
     sample misses (rare ones, or too many) still get their codes."""
-    from retrievalkit.outcomes import _distinct_codes
+    from retrievalkit.model.outcomes import _distinct_codes
 
     rng = np.random.default_rng(len(kind))
     count = 70_001

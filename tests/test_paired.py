@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from retrievalkit import paired
-from retrievalkit.paired import (
+from retrievalkit.stats import paired
+from retrievalkit.stats.paired import (
     EXACT,
     MONTE_CARLO,
     NOT_SIGNIFICANT,

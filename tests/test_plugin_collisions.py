@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from retrievalkit import plugins
 from retrievalkit.errors import PluginError
+from retrievalkit.plugins import registry as plugins
 
 if TYPE_CHECKING:
     from conftest import RunCli
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 SHADOW = '''\
 """Registers names the core already uses."""
 
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 
 
 class Nothing:

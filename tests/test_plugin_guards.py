@@ -38,7 +38,7 @@ py-modules = ["rk_guarded"]
 """
 
 MODULE = '''\
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 
 
 class Sets:
@@ -208,7 +208,7 @@ def test_a_misspelled_flag_or_command_gets_a_suggestion(cli: RunCli) -> None:
 
 
 def test_the_kit_reports_every_broken_rule_of_a_provider() -> None:
-    from retrievalkit.model import GoldenQuestion, GoldenQuestionSet
+    from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 
     class Sloppy:
         def set_names(self) -> list[str]:
@@ -272,7 +272,7 @@ def test_the_store_kit_checks_pins_and_deletion() -> None:
     ],
 )
 def test_what_counts_as_a_chunk_id(returned: str, expected: str, chunk: bool) -> None:
-    from retrievalkit.diagnostics import chunk_like
+    from retrievalkit.pipeline.diagnostics import chunk_like
 
     assert chunk_like(returned, expected) is chunk
 

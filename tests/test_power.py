@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import RunCli
 
-from retrievalkit.paired import sign_flip_p_value
-from retrievalkit.power import (
+from retrievalkit.stats.paired import sign_flip_p_value
+from retrievalkit.stats.power import (
     Spread,
     detectable_drop,
     min_discordant,
@@ -207,7 +207,7 @@ def _binomial_grid() -> list[tuple[np.ndarray, np.ndarray, float]]:
 def test_the_binomial_without_scipy_stats_is_scipy_stats_to_the_last_bit() -> None:
     """Power calls scipy.special's binomial ufuncs directly (scipy.stats takes a second to
     import); every value must be the bits scipy.stats.binom gives."""
-    from retrievalkit.power import _binomial, _stats_binomial
+    from retrievalkit.stats.power import _binomial, _stats_binomial
 
     direct, stats = _binomial(), _stats_binomial()
     assert direct is not stats
@@ -274,7 +274,7 @@ def test_a_power_asked_at_the_exact_power_is_reached_and_one_float_more_is_not(
 ) -> None:
     """Probes far from the power asked are settled from a narrow window, those within
     1e-5 from a wider one, and a tie to the last bit by the exact power itself."""
-    from retrievalkit.power import _reaches
+    from retrievalkit.stats.power import _reaches
 
     spread = Spread(True, discordance, 0.0, "test")
     detectable = detectable_drop(n, spread, 0.05)

@@ -19,11 +19,11 @@ import pytest
 from conftest import REPO
 
 from retrievalkit import redaction
-from retrievalkit.evaluator import Retrieval
-from retrievalkit.golden_files import load_jsonl
-from retrievalkit.record import build_record
+from retrievalkit.formats.golden_sets import load_jsonl
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.pipeline.evaluator import Retrieval
+from retrievalkit.pipeline.record import build_record
 from retrievalkit.redaction import REDACTED, is_secret_option, redact_options, secret_values
-from retrievalkit.scoring import ScoringOptions, score_run
 from retrievalkit.stores.serialization import dump_record
 
 if sys.version_info >= (3, 11):

@@ -15,20 +15,20 @@ import numpy as np
 import pytest
 
 from retrievalkit.errors import InputError
-from retrievalkit.evaluator import Retrieval
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
-from retrievalkit.paired import paired_test
-from retrievalkit.power import power_row, spread_of_pair, undetectable_warning
-from retrievalkit.record import build_record
-from retrievalkit.regression import (
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
+from retrievalkit.pipeline.evaluator import Retrieval
+from retrievalkit.pipeline.gate import (
     Verdict,
     check_slices,
     compare_runs,
     settle_sequentially,
     split_slice,
 )
-from retrievalkit.scoring import ScoringOptions, score_run
-from retrievalkit.sequential import FAIL, PASS, UNDECIDED, GateSequence, SequentialResult
+from retrievalkit.pipeline.record import build_record
+from retrievalkit.stats.paired import paired_test
+from retrievalkit.stats.power import power_row, spread_of_pair, undetectable_warning
+from retrievalkit.stats.sequential import FAIL, PASS, UNDECIDED, GateSequence, SequentialResult
 
 QUESTIONS = tuple(
     GoldenQuestion(

@@ -21,10 +21,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from retrievalkit.evaluator import Retrieval
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, ResultRecord
-from retrievalkit.record import build_record
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, ResultRecord
+from retrievalkit.pipeline.evaluator import Retrieval
+from retrievalkit.pipeline.record import build_record
 from retrievalkit.stores.jsonl import JSONLStore
 from retrievalkit.stores.serialization import dump_record
 from retrievalkit.stores.sqlite import SQLiteStore

@@ -241,7 +241,7 @@ def test_ctrl_c_during_eval_saves_nothing_and_says_so(
 
 
 def test_interrupts_are_held_back_while_saving() -> None:
-    from retrievalkit.interrupts import interrupts_deferred
+    from retrievalkit.cli.interrupts import interrupts_deferred
 
     before = signal.getsignal(signal.SIGINT)
     # The command line runs with Python's default handler; install it for this test.

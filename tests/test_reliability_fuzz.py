@@ -28,10 +28,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from retrievalkit.config import find_config
 from retrievalkit.errors import InputError
-from retrievalkit.evaluator import Retrieval, distinct_ranking
-from retrievalkit.golden_files import (
+from retrievalkit.formats.config import find_config
+from retrievalkit.formats.golden_sets import (
     MAX_QUESTION_CHARS,
     load_beir,
     load_jsonl,
@@ -40,9 +39,10 @@ from retrievalkit.golden_files import (
     unsafe_character,
     write_jsonl,
 )
-from retrievalkit.metrics import compute_metrics, judge_rankings
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
+from retrievalkit.pipeline.evaluator import Retrieval, distinct_ranking
 
 EXAMPLES = int(os.environ.get("RETRIEVALKIT_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(

@@ -18,7 +18,7 @@ import pytest
 from conftest import RunCli
 
 from retrievalkit.errors import StoreError
-from retrievalkit.model import SCHEMA_VERSION, QuestionForm
+from retrievalkit.model.values import SCHEMA_VERSION, QuestionForm
 from retrievalkit.stores import serialization
 from retrievalkit.stores.jsonl import JSONLStore
 from retrievalkit.stores.serialization import load_record

@@ -27,10 +27,10 @@ import by_hand
 import pytest
 
 from retrievalkit.demo import DEMO_CORPUS
-from retrievalkit.evaluator import Retrieval
-from retrievalkit.golden_files import load_set_file
-from retrievalkit.record import build_record
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.formats.golden_sets import load_set_file
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.pipeline.evaluator import Retrieval
+from retrievalkit.pipeline.record import build_record
 from retrievalkit.stores import open_store
 
 DEMO_QUESTIONS = 75
@@ -283,7 +283,7 @@ BLOCK_MATPLOTLIB = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Block())
-    from retrievalkit.cli import main
+    from retrievalkit.cli.main import main
     raise SystemExit(main(sys.argv[1:]))
     """
 )
@@ -325,7 +325,7 @@ def test_without_matplotlib_report_exits_2_and_names_the_extra(runs: Runs) -> No
 
 def test_the_command_line_starts_without_importing_matplotlib() -> None:
     probe = (
-        "import sys; from retrievalkit.cli import build_parser; build_parser(); "
+        "import sys; from retrievalkit.cli.main import build_parser; build_parser(); "
         "print(sorted(m for m in sys.modules if m.partition('.')[0] == 'matplotlib'))"
     )
     result = subprocess.run(

@@ -9,13 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from retrievalkit.convert import to_json
-from retrievalkit.evaluator import Retrieval, evaluate_questions
-from retrievalkit.model import GRADER, GoldenQuestion, GoldenQuestionSet, MetricValue, QuestionForm
-from retrievalkit.outcomes import Outcomes
-from retrievalkit.record import build_record
-from retrievalkit.retrievers.contract import document_id_of
-from retrievalkit.scoring import (
+from retrievalkit.formats.convert import to_json
+from retrievalkit.metrics.scoring import (
     Scores,
     ScoringOptions,
     metric_column,
@@ -24,6 +19,17 @@ from retrievalkit.scoring import (
     positions_of,
     score_run,
 )
+from retrievalkit.model.outcomes import Outcomes
+from retrievalkit.model.values import (
+    GRADER,
+    GoldenQuestion,
+    GoldenQuestionSet,
+    MetricValue,
+    QuestionForm,
+)
+from retrievalkit.pipeline.evaluator import Retrieval, evaluate_questions
+from retrievalkit.pipeline.record import build_record
+from retrievalkit.retrievers.contract import document_id_of
 
 KS = (1, 3, 5, 10)
 OPTIONS = ScoringOptions(ks=KS, resamples=500)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import RunCli
 
-from retrievalkit.sequential import (
+from retrievalkit.stats.sequential import (
     FAIL,
     PASS,
     UNDECIDED,

@@ -38,8 +38,8 @@ FORBIDDEN = (
     "cattrs",
     "rich",
     "importlib.metadata",
-    "retrievalkit.model",
-    "retrievalkit.config",
+    "retrievalkit.model.values",
+    "retrievalkit.formats.config",
     "retrievalkit.stores",
 )
 
@@ -85,7 +85,7 @@ class Sets:
 #: the file named by RK_MODULES_OUT. Nothing is imported before main() but sys.
 PROBE = """\
 import sys
-from retrievalkit.cli import main
+from retrievalkit.cli.main import main
 try:
     code = main(sys.argv[1:])
 finally:  # --help and --version end in SystemExit
@@ -156,9 +156,9 @@ def forbidden(modules: set[str]) -> list[str]:
 
 def commands_imported(modules: set[str]) -> list[str]:
     """The built-in command modules among ``modules`` (not their shared helpers)."""
-    from retrievalkit.commands import BUILTIN
+    from retrievalkit.cli.commands import BUILTIN
 
-    return sorted(name for name in BUILTIN if f"retrievalkit.commands.{name}" in modules)
+    return sorted(name for name in BUILTIN if f"retrievalkit.cli.commands.{name}" in modules)
 
 
 @pytest.mark.parametrize(
@@ -177,7 +177,7 @@ def test_listing_and_help_import_no_plugin_and_no_heavy_library(
 ) -> None:
     completed, modules = run(tmp_path, sites, *args)
     assert completed.returncode == 0, completed.stderr
-    assert "retrievalkit.cli" in modules, "the probe saw the command line run"
+    assert "retrievalkit.cli.main" in modules, "the probe saw the command line run"
     assert forbidden(modules) == []
     assert commands_imported(modules) == ([command] if command else [])
 
@@ -240,8 +240,8 @@ def test_check_imports_every_plugin_and_flags_a_stale_declaration(
 def test_the_listing_still_shows_what_a_configuration_file_adds(
     tmp_path: Path, sites: list[Path], where: str
 ) -> None:
-    from retrievalkit.commands.listing import CONFIG_FILES
-    from retrievalkit.config import CONFIG_FILE
+    from retrievalkit.cli.commands.listing import CONFIG_FILES
+    from retrievalkit.formats.config import CONFIG_FILE
 
     assert CONFIG_FILES == (CONFIG_FILE, "pyproject.toml")
     body = '[sets.mine]\npath = "mine.jsonl"\n\n[retrievers.kb]\nplugin = "bm25-demo"\n'
@@ -264,7 +264,9 @@ def test_the_listing_still_shows_what_a_configuration_file_adds(
     retrievers = {entry["name"]: entry["provider"] for entry in listing["retrievers"]}
     assert sets["mine"] == f"config: {config.parent / 'mine.jsonl'}"
     assert retrievers["kb"] == "config: plugin bm25-demo"
-    assert "retrievalkit.config" in modules, "a configuration file is read when there is one"
+    assert "retrievalkit.formats.config" in modules, (
+        "a configuration file is read when there is one"
+    )
 
 
 def test_eval_and_its_regression_gate_never_import_scipy_stats(tmp_path: Path) -> None:
@@ -277,13 +279,13 @@ def test_eval_and_its_regression_gate_never_import_scipy_stats(tmp_path: Path) -
     first, modules = run(tmp_path, [], *args)
     assert first.returncode == 0, first.stderr
     assert commands_imported(modules) == ["evaluate"], "no other command is imported"
-    assert "retrievalkit.scoring" in modules and "scipy.special" in modules
+    assert "retrievalkit.metrics.scoring" in modules and "scipy.special" in modules
     assert not [module for module in modules if module.startswith("scipy.stats")]
     gated, modules = run(tmp_path, [], *args)
     assert gated.returncode == 0, gated.stderr
     warnings = json.loads(gated.stdout)["regression"]["warnings"]
     assert any("below what this set can detect" in warning for warning in warnings), warnings
-    assert "retrievalkit.power" in modules
+    assert "retrievalkit.stats.power" in modules
     assert not [module for module in modules if module.startswith("scipy.stats")]
     assert not [module for module in modules if module.split(".")[0] == "rich"]
     assert commands_imported(modules) == ["evaluate"]

@@ -14,8 +14,8 @@ import itertools
 import numpy as np
 import pytest
 
-from retrievalkit.intervals import bootstrap_means
-from retrievalkit.paired import paired_test as paired_difference
+from retrievalkit.stats.intervals import bootstrap_means
+from retrievalkit.stats.paired import paired_test as paired_difference
 
 #: The permutation p-value is estimated from 10,000 sign flips: its standard error is at
 #: most 0.005, so 0.02 is four of them.

@@ -25,20 +25,20 @@ import numpy as np
 import pytest
 from immutable_files import immutable
 
-from retrievalkit.baselines import RunBrief, baseline_status, choose_baseline
-from retrievalkit.cli import main
-from retrievalkit.config import Config
-from retrievalkit.convert import to_json
+from retrievalkit.cli.main import main
 from retrievalkit.demo import DemoSetProvider
 from retrievalkit.errors import StoreBusyError, StoreError
-from retrievalkit.evaluator import evaluate_questions
-from retrievalkit.history import build_history
-from retrievalkit.metrics import DEFAULT_KS
-from retrievalkit.model import SCHEMA_VERSION, ResultRecord
-from retrievalkit.outcomes import Outcomes
-from retrievalkit.record import build_record
-from retrievalkit.resolve import resolve_retriever
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.formats.config import Config
+from retrievalkit.formats.convert import to_json
+from retrievalkit.metrics.definitions import DEFAULT_KS
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.outcomes import Outcomes
+from retrievalkit.model.values import SCHEMA_VERSION, ResultRecord
+from retrievalkit.pipeline.baselines import RunBrief, baseline_status, choose_baseline
+from retrievalkit.pipeline.evaluator import evaluate_questions
+from retrievalkit.pipeline.history import build_history
+from retrievalkit.pipeline.record import build_record
+from retrievalkit.plugins.resolution import resolve_retriever
 from retrievalkit.stores import ResultStore, open_store, serialization
 from retrievalkit.stores.jsonl import JSONLStore
 from retrievalkit.stores.serialization import load_record

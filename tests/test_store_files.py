@@ -28,14 +28,14 @@ import attrs
 import pytest
 from immutable_files import immutable
 
-from retrievalkit.config import Config
 from retrievalkit.demo import DemoSetProvider
 from retrievalkit.errors import InputError, StoreBusyError, StoreError
-from retrievalkit.evaluator import evaluate_questions
-from retrievalkit.model import ResultRecord
-from retrievalkit.record import build_record
-from retrievalkit.resolve import resolve_retriever
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.formats.config import Config
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import ResultRecord
+from retrievalkit.pipeline.evaluator import evaluate_questions
+from retrievalkit.pipeline.record import build_record
+from retrievalkit.plugins.resolution import resolve_retriever
 from retrievalkit.stores import (
     check_parent,
     jsonl,

@@ -12,15 +12,15 @@ from pathlib import Path
 import attrs
 import pytest
 
-from retrievalkit.config import Config
-from retrievalkit.convert import to_json
 from retrievalkit.demo import DemoSetProvider
 from retrievalkit.errors import InputError, StoreError
-from retrievalkit.evaluator import evaluate_questions
-from retrievalkit.model import GRADER, SCHEMA_VERSION, ResultRecord
-from retrievalkit.record import build_record
-from retrievalkit.resolve import resolve_retriever
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.formats.config import Config
+from retrievalkit.formats.convert import to_json
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GRADER, SCHEMA_VERSION, ResultRecord
+from retrievalkit.pipeline.evaluator import evaluate_questions
+from retrievalkit.pipeline.record import build_record
+from retrievalkit.plugins.resolution import resolve_retriever
 from retrievalkit.stores import DEFAULT_STORE_URL, ResultStore, open_store
 from retrievalkit.stores.jsonl import JSONLStore
 from retrievalkit.stores.sqlite import SQLiteStore

@@ -11,19 +11,23 @@ import numpy as np
 import pytest
 
 import retrievalkit as rk
-from retrievalkit.diagnostics import chunk_id_warning, chunk_like, short_of_documents_warning
-from retrievalkit.evaluator import STREAM_BATCH, ask_in_batches, evaluate_questions
-from retrievalkit.intervals import DEFAULT_SEED, bootstrap_means, slice_masks
-from retrievalkit.metrics import compute_metrics, judge_codes, judge_rankings
-from retrievalkit.model import (
+from retrievalkit.metrics.definitions import compute_metrics, judge_codes, judge_rankings
+from retrievalkit.metrics.scoring import RunScorer, ScoringOptions, score_run, slice_label
+from retrievalkit.model.outcomes import Outcomes
+from retrievalkit.model.values import (
     GoldenQuestion,
     GoldenQuestionSet,
     QuestionForm,
     QuestionOutcome,
     Retrieval,
 )
-from retrievalkit.outcomes import Outcomes
-from retrievalkit.scoring import RunScorer, ScoringOptions, score_run, slice_label
+from retrievalkit.pipeline.diagnostics import (
+    chunk_id_warning,
+    chunk_like,
+    short_of_documents_warning,
+)
+from retrievalkit.pipeline.evaluator import STREAM_BATCH, ask_in_batches, evaluate_questions
+from retrievalkit.stats.intervals import DEFAULT_SEED, bootstrap_means, slice_masks
 
 KS = (1, 3, 5, 10)
 
@@ -327,7 +331,7 @@ def test_ids_that_may_be_chunks_are_found_in_one_search_as_id_by_id(newline: boo
     """The chunk-id warning searches one by one only the ids a search of all of them
     picks: the ids it ends with are those the pattern finds in each id alone (ends of
     ids, case, a long s that matches s, unicode digits, empty ids, newlines)."""
-    from retrievalkit.diagnostics import _MAYBE_CHUNK, maybe_chunks
+    from retrievalkit.pipeline.diagnostics import _MAYBE_CHUNK, maybe_chunks
 
     rng = np.random.default_rng(int(newline))
     pieces = ["doc", "#", "-", "_", ".", "chunk", "CHUNK", "p", "c", "3", "١٢", "é", ":", "x", ""]
@@ -351,8 +355,8 @@ def test_the_content_hash_is_the_sha256_of_the_sorted_json_of_every_question() -
     import hashlib
     import json
 
-    from retrievalkit.convert import converter
-    from retrievalkit.model import HASHED_FIELDS
+    from retrievalkit.formats.convert import converter
+    from retrievalkit.model.values import HASHED_FIELDS
 
     rng = np.random.default_rng(4)
     questions = []

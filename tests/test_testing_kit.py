@@ -12,7 +12,7 @@ import pytest
 
 from retrievalkit.demo import DEMO_CORPUS, DEMO_SET, DemoSetProvider
 from retrievalkit.errors import StoreError
-from retrievalkit.model import GRADER, GoldenQuestion, GoldenQuestionSet, ResultRecord
+from retrievalkit.model.values import GRADER, GoldenQuestion, GoldenQuestionSet, ResultRecord
 from retrievalkit.retrievers.bm25 import create_bm25
 from retrievalkit.retrievers.run import create_run
 from retrievalkit.testing import (

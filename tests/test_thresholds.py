@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from conftest import RunCli
 
-from retrievalkit.config import RegressionConfig, find_config
 from retrievalkit.errors import InputError
+from retrievalkit.formats.config import RegressionConfig, find_config
 
 QUESTIONS = 20
 #: Candidate: questions 1-4 find their document at rank 2 (a top-1 miss, a top-3 hit),

@@ -6,12 +6,12 @@ drift from the code (change an option's help and the next ``nox -s docs`` shows 
 
 * ``cli.md``, ``<!-- cli-reference -->``: one section per built-in command (and per
   sub-action, such as ``baseline pin``), read from
-  :func:`retrievalkit.cli.build_parser`: usage line, description, every argument with
+  :func:`retrievalkit.cli.main.build_parser`: usage line, description, every argument with
   its help. Commands that plugins add through the ``retrievalkit.commands``
   entry-point group are left out (``build_parser`` returns them separately), so the
   page does not depend on what happens to be installed where the site is built.
 * ``metrics.md``, ``<!-- metric-table -->``: the summary table of
-  :data:`retrievalkit.metrics.METRICS`.
+  :data:`retrievalkit.metrics.definitions.METRICS`.
 * ``configuration.md``, ``<!-- retriever-options -->``: the retriever plugins the core
   distribution registers, with their factories' options and docstrings.
 """
@@ -60,7 +60,7 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
 
 
 def render_metrics() -> str:
-    from retrievalkit.metrics import METRICS
+    from retrievalkit.metrics.definitions import METRICS
 
     lines = [
         "| metric | definition | no-answer question | trec_eval | ir_measures |",
@@ -137,7 +137,7 @@ def _literal_block(doc: str) -> str:
 
 
 def render_cli() -> str:
-    from retrievalkit.cli import EXIT_CODES, build_parser
+    from retrievalkit.cli.main import EXIT_CODES, build_parser
 
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH

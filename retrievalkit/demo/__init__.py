@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from retrievalkit.model import GoldenQuestionSet
+    from retrievalkit.model.values import GoldenQuestionSet
 
 DEMO_DIRECTORY = Path(__file__).parent
 DEMO_CORPUS = DEMO_DIRECTORY / "corpus.jsonl"
@@ -20,8 +20,8 @@ class DemoSetProvider:
         return ["demo"]
 
     def load(self, name: str) -> GoldenQuestionSet:
-        from retrievalkit.golden_files import load_jsonl
-        from retrievalkit.model import GoldenQuestionSet
+        from retrievalkit.formats.golden_sets import load_jsonl
+        from retrievalkit.model.values import GoldenQuestionSet
 
         if name != "demo":
             raise KeyError(name)

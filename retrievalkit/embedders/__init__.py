@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from retrievalkit.errors import InputError, PluginError
-from retrievalkit.plugins import EMBEDDERS
+from retrievalkit.plugins.registry import EMBEDDERS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,7 +87,7 @@ def create_embedder(
     Errors say which plugin and which option; ``field`` is the option of the caller that
     named the embedder (``embedder``, ``--embedder``), for the message.
     """
-    from retrievalkit import plugins
+    from retrievalkit.plugins import registry as plugins
 
     if not isinstance(name, str) or not name:
         raise InputError(

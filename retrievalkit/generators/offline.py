@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from retrievalkit.corpora import Chunk
-from retrievalkit.generation import STOPWORDS, GenerationFailed
-from retrievalkit.model import QuestionForm
+from retrievalkit.corpora.providers import Chunk
+from retrievalkit.model.values import QuestionForm
+from retrievalkit.pipeline.generation import STOPWORDS, GenerationFailed
 
 PROMPT_VERSION = "offline-key-sentence-v1"
 #: How many of the key sentence's content words the question names.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
-from retrievalkit.chat import ChatClient, configured_client
-from retrievalkit.corpora import Chunk
-from retrievalkit.generation import GenerationFailed
-from retrievalkit.model import QuestionForm
+from retrievalkit.corpora.providers import Chunk
+from retrievalkit.generators.chat import ChatClient, configured_client
+from retrievalkit.model.values import QuestionForm
+from retrievalkit.pipeline.generation import GenerationFailed
 
 PROMPT_VERSION = "generate-v1"
 

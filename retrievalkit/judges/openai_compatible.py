@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from retrievalkit.chat import ChatClient, configured_client
-from retrievalkit.corpus import CorpusDocument
-from retrievalkit.judging import JudgeFailed
+from retrievalkit.formats.corpus import CorpusDocument
+from retrievalkit.generators.chat import ChatClient, configured_client
+from retrievalkit.pipeline.judging import JudgeFailed
 
 PROMPT_VERSION = "judge-v1"
 

@@ -1,11 +1,11 @@
-"""Renderers of a `retrievalkit.baselines.BaselineStatus`: JSON and plain lines."""
+"""Renderers of a `retrievalkit.pipeline.baselines.BaselineStatus`: JSON and plain lines."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from retrievalkit.baselines import NEWEST, BaselineStatus, RunBrief
-from retrievalkit.convert import unstructure
+from retrievalkit.formats.convert import unstructure
+from retrievalkit.pipeline.baselines import NEWEST, BaselineStatus, RunBrief
 from retrievalkit.render.text import number
 
 

@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.model import MetricValue
+from retrievalkit.model.values import MetricValue
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from retrievalkit.run_report import HistoryPoint
+    from retrievalkit.render.run_report import HistoryPoint
 
 #: This run, the baseline it is compared with, and improvements and losses (Okabe-Ito,
 #: readable with the common colour-vision deficiencies).

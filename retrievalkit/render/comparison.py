@@ -1,12 +1,12 @@
-"""Renderers of a `retrievalkit.comparison.Comparison`: JSON, Markdown and rich tables."""
+"""Renderers of a `retrievalkit.pipeline.comparison.Comparison`: JSON, Markdown and rich tables."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.comparison import Comparison, MetricDelta, PairComparison, QuestionChange
-from retrievalkit.convert import unstructure
-from retrievalkit.metrics import metric_order, parse_metric
+from retrievalkit.formats.convert import unstructure
+from retrievalkit.metrics.definitions import metric_order, parse_metric
+from retrievalkit.pipeline.comparison import Comparison, MetricDelta, PairComparison, QuestionChange
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import NONE, number, percent
 from retrievalkit.render.text import p_text as p_text

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.convert import unstructure
-from retrievalkit.labels import LabelEffect
+from retrievalkit.formats.convert import unstructure
+from retrievalkit.formats.labels import LabelEffect
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import number
 

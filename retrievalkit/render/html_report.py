@@ -1,4 +1,4 @@
-"""Render a `retrievalkit.run_report.RunReport` as one self-contained HTML page.
+"""Render a `retrievalkit.render.run_report.RunReport` as one self-contained HTML page.
 
 Everything the page needs is inside it: CSS and a few lines of JavaScript inline, the
 charts as inline SVG (`retrievalkit.render.charts`). Nothing is fetched when it is
@@ -16,9 +16,9 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from retrievalkit import __version__
-from retrievalkit.comparison import Comparison, MetricDelta
-from retrievalkit.metrics import TREND, headline, metric_order
-from retrievalkit.model import MetricValue, ResultRecord
+from retrievalkit.metrics.definitions import TREND, headline, metric_order
+from retrievalkit.model.values import MetricValue, ResultRecord
+from retrievalkit.pipeline.comparison import Comparison, MetricDelta
 from retrievalkit.render import charts
 from retrievalkit.render.comparison import (
     ci_text,
@@ -30,9 +30,9 @@ from retrievalkit.render.comparison import (
     system_columns,
     system_rows,
 )
+from retrievalkit.render.run_report import QuestionResult, QuestionRow, RunReport
 from retrievalkit.render.summary import latency_summary, record_latencies
 from retrievalkit.render.text import NONE, number
-from retrievalkit.run_report import QuestionResult, QuestionRow, RunReport
 
 #: The hit columns of the question table.
 HIT_COLUMNS = ("hit@1", "hit@3")

@@ -1,4 +1,4 @@
-"""Renderers of a `retrievalkit.power.PowerReport`: a rich table and Markdown."""
+"""Renderers of a `retrievalkit.stats.power.PowerReport`: a rich table and Markdown."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from retrievalkit.render.text import NONE, number
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from retrievalkit.power import PowerReport, PowerRow
+    from retrievalkit.stats.power import PowerReport, PowerRow
 
 COLUMNS = ("metric", "slice", "questions", "spread", "allowed drop", "detectable drop")
 

@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from retrievalkit.convert import unstructure
-from retrievalkit.model import GoldenQuestion, MetricValue, ResultRecord
+from retrievalkit.formats.convert import unstructure
+from retrievalkit.model.values import GoldenQuestion, MetricValue, ResultRecord
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
     # Types only: the regression module brings numpy, which `list` and `show` never need.
-    from retrievalkit.labels import LabelEffect
-    from retrievalkit.regression import Verdict
+    from retrievalkit.formats.labels import LabelEffect
+    from retrievalkit.pipeline.gate import Verdict
 
 
 @attrs.frozen
@@ -44,8 +44,8 @@ class EvalReport:
     @property
     def warnings(self) -> tuple[str, ...]:
         """What the reader must know before trusting the numbers (e.g. pooling bias)."""
-        from retrievalkit.diagnostics import chunk_id_warning
-        from retrievalkit.judged_share import judged_shares, judged_warning
+        from retrievalkit.metrics.judged_share import judged_shares, judged_warning
+        from retrievalkit.pipeline.diagnostics import chunk_id_warning
 
         pooling = judged_warning(self.record.model, judged_shares(self.record.metrics))
         chunks = chunk_id_warning(self.record.outcomes)
@@ -67,7 +67,7 @@ def metric_map(metrics: Mapping[str, MetricValue]) -> dict[str, Any]:
 def errored_questions(record: ResultRecord) -> list[tuple[str, str]]:
     """(question id, error) of each errored question, in the set's order, read from the
     outcomes' columns (no other question's outcome is built)."""
-    from retrievalkit.scoring import as_columns
+    from retrievalkit.metrics.scoring import as_columns
 
     columns = as_columns(record.outcomes)
     errors = columns.errors
@@ -79,7 +79,7 @@ def errored_questions(record: ResultRecord) -> list[tuple[str, str]]:
 
 def record_latencies(record: ResultRecord) -> npt.NDArray[np.float64]:
     """Each question's latency in milliseconds, from the outcomes' latency column."""
-    from retrievalkit.scoring import as_columns
+    from retrievalkit.metrics.scoring import as_columns
 
     return as_columns(record.outcomes).latency_ms
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Group
     from rich.text import Text
 
-    from retrievalkit.model import QuestionOutcome, ResultRecord
+    from retrievalkit.model.values import QuestionOutcome, ResultRecord
 
 #: What the question table spends on borders and padding (7 columns).
 _TABLE_FRAME = 22

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from retrievalkit.metrics import headline
-from retrievalkit.model import MetricValue, ResultRecord
-from retrievalkit.regression import MetricComparison, Verdict
+from retrievalkit.metrics.definitions import headline
+from retrievalkit.model.values import MetricValue, ResultRecord
+from retrievalkit.pipeline.gate import MetricComparison, Verdict
 from retrievalkit.render.summary import EvalReport
 
 #: Columns of the breakdown tables: the record's two rates and two rank-aware metrics.

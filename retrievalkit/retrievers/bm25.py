@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from retrievalkit.corpus import read_corpus
 from retrievalkit.errors import InputError
+from retrievalkit.formats.corpus import read_corpus
 from retrievalkit.retrievers.contract import document_id_of
 
 

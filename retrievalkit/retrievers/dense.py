@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from retrievalkit.corpus import CorpusDocument, read_corpus
 from retrievalkit.embedders import Embedder, create_embedder, describe_embedder, embed_queries
 from retrievalkit.errors import InputError
+from retrievalkit.formats.corpus import CorpusDocument, read_corpus
 from retrievalkit.retrievers.contract import document_id_of
 
 if TYPE_CHECKING:

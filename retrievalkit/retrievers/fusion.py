@@ -38,7 +38,7 @@ class FusionRetriever:
 
     def describe(self) -> dict[str, str]:
         """What the manifest records: the method and each part with its options hash."""
-        from retrievalkit.record import options_hash
+        from retrievalkit.pipeline.record import options_hash
 
         parts = ", ".join(
             f"{part.name} (plugin {part.plugin}, options {options_hash(part.options)})"
@@ -113,7 +113,7 @@ def create_fusion(
     at least two), ``method`` (rrf, combsum, combmnz), ``k`` (the RRF constant, 60),
     ``depth`` (how many results to ask each part for), ``weights`` (one per part).
     """
-    from retrievalkit.resolve import active_config, resolve_retriever
+    from retrievalkit.plugins.resolution import active_config, resolve_retriever
 
     if not retrievers or isinstance(retrievers, str) or len(retrievers) < 2:
         raise InputError(

@@ -94,7 +94,7 @@ def create_hybrid(
     (``rrf`` or ``weighted``), ``k`` (the RRF constant, 60), ``alpha`` (the dense leg's
     weight in ``weighted``, 0.5) and ``depth`` (results asked of each leg, 100).
     """
-    from retrievalkit.resolve import ResolvedRetriever, active_config, resolve_retriever
+    from retrievalkit.plugins.resolution import ResolvedRetriever, active_config, resolve_retriever
     from retrievalkit.retrievers.bm25 import BM25Retriever
     from retrievalkit.retrievers.dense import DEFAULT_CACHE_DIR, create_dense
 
@@ -136,7 +136,7 @@ def create_hybrid(
 
 def create_hybrid_demo() -> HybridRetriever:
     """Factory of the ``hybrid-demo`` plugin: RRF of ``bm25-demo`` and ``dense-demo``."""
-    from retrievalkit.resolve import ResolvedRetriever
+    from retrievalkit.plugins.resolution import ResolvedRetriever
     from retrievalkit.retrievers.bm25 import create_bm25_demo
     from retrievalkit.retrievers.dense import create_dense_demo
 

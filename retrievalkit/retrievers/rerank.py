@@ -31,7 +31,7 @@ class RerankRetriever:
         self._candidates = candidates
 
     def describe(self) -> dict[str, str]:
-        from retrievalkit.record import options_hash
+        from retrievalkit.pipeline.record import options_hash
 
         return {
             "rerank.first_stage": f"{self._first.name} (plugin {self._first.plugin}, options "
@@ -72,8 +72,8 @@ def create_rerank(
     (a ``retrievalkit.rerankers`` plugin name such as ``tfidf-cosine``), ``candidates``
     (how many first-stage results to rerank, 50) and ``reranker_options`` (a table).
     """
-    from retrievalkit import plugins
-    from retrievalkit.resolve import active_config, resolve_retriever
+    from retrievalkit.plugins import registry as plugins
+    from retrievalkit.plugins.resolution import active_config, resolve_retriever
 
     if not first_stage or not reranker:
         raise InputError(

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrievalkit.errors import InputError
+from retrievalkit.formats.trec import rankings_from_run, read_run, run_tags
 from retrievalkit.retrievers.contract import document_id_of
-from retrievalkit.trec import rankings_from_run, read_run, run_tags
 
 if TYPE_CHECKING:
-    from retrievalkit.model import GoldenQuestionSet
+    from retrievalkit.model.values import GoldenQuestionSet
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +132,8 @@ def question_ids_from(queries: str) -> dict[str, str]:
 
 
 def _load_set(queries: str) -> GoldenQuestionSet:
-    from retrievalkit.config import find_config
-    from retrievalkit.resolve import resolve_set
+    from retrievalkit.formats.config import find_config
+    from retrievalkit.plugins.resolution import resolve_set
 
     # The working directory's config, so a [sets.NAME] can be named here as with --set.
     return resolve_set(queries, find_config(None))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from retrievalkit.errors import InputError, PluginError, StoreError
-from retrievalkit.model import GRADER, ResultRecord
+from retrievalkit.model.values import GRADER, ResultRecord
 
 DEFAULT_STORE_URL = "sqlite:///.retrievalkit/results.sqlite3"
 #: How long a store write waits for another process's lock before giving up (exit code 3).
@@ -149,7 +149,7 @@ def pinned_run_id(
 
 def path_from_url(url: str, scheme: str) -> Path:
     """``scheme:///rel/path`` -> ``rel/path``; ``scheme:////abs/path`` -> ``/abs/path``."""
-    from retrievalkit.limits import check_path
+    from retrievalkit.formats.limits import check_path
 
     prefix = f"{scheme}:///"
     if not url.startswith(prefix) or len(url) == len(prefix):
@@ -199,7 +199,7 @@ def read_only_reason(path: Path) -> str | None:
 
 def open_store(url: str) -> ResultStore:
     """Open the store a URL names, through the ``retrievalkit.stores`` plugin of its scheme."""
-    from retrievalkit import plugins
+    from retrievalkit.plugins import registry as plugins
 
     scheme, colon, _ = url.partition(":")
     if "\x00" in url:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 
 from retrievalkit.errors import EXIT_EVALUATION_FAILED, StoreError
-from retrievalkit.model import ResultRecord
+from retrievalkit.model.values import ResultRecord
 
 
 class UntrustedRun(StoreError):

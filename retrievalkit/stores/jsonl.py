@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from retrievalkit.errors import StoreBusyError, StoreError
-from retrievalkit.model import GRADER, ResultRecord
+from retrievalkit.model.values import GRADER, ResultRecord
 from retrievalkit.stores import (
     check_parent,
     lock_timeout,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import attrs
 
 from retrievalkit.errors import StoreError
-from retrievalkit.model import GRADER, ResultRecord
+from retrievalkit.model.values import GRADER, ResultRecord
 from retrievalkit.stores.serialization import dump_columns, dump_summary, load_summary
 
 

@@ -4,7 +4,7 @@ Two stored forms:
 
 - **summary + columns** (schema 3, what the stores of retrievalkit write): `dump_summary`
   gives the record without its per-question outcomes, as one JSON text holding the
-  outcomes' header (`retrievalkit.outcomes.Outcomes.header`) under ``outcomes``, and
+  outcomes' header (`retrievalkit.model.outcomes.Outcomes.header`) under ``outcomes``, and
   `dump_columns` the outcome columns as ``name -> bytes``. `load_summary` reads a
   summary back with outcomes that load each column from the store only when first
   used, so listing, history and baseline choice read summaries only;
@@ -12,7 +12,7 @@ Two stored forms:
   and items inline, as the JSON export shows it, for stores that keep one document
   a run. It reads records of every schema.
 
-A record older than `retrievalkit.model.SCHEMA_VERSION` is upgraded step by step
+A record older than `retrievalkit.model.values.SCHEMA_VERSION` is upgraded step by step
 through `MIGRATIONS` before it is built; a newer one is refused with a message
 that says to upgrade retrievalkit, never misread. A store holding records of schema 2
 or older (one JSON document each) migrates them by `load_record` and then writing
@@ -27,16 +27,16 @@ from typing import Any
 
 import attrs
 
-from retrievalkit.convert import (
+from retrievalkit.errors import StoreError
+from retrievalkit.formats.convert import (
     converter,
     describe_structure_error,
     structure,
     to_json,
     unstructure_summary,
 )
-from retrievalkit.errors import StoreError
-from retrievalkit.model import SCHEMA_VERSION, LazySlices, MetricValue, ResultRecord
-from retrievalkit.outcomes import Outcomes
+from retrievalkit.model.outcomes import Outcomes
+from retrievalkit.model.values import SCHEMA_VERSION, LazySlices, MetricValue, ResultRecord
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 _SLICES = Mapping[str, Mapping[str, Mapping[str, MetricValue]]]

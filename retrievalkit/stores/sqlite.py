@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from retrievalkit.errors import StoreBusyError, StoreError
-from retrievalkit.model import GRADER, ResultRecord
+from retrievalkit.model.values import GRADER, ResultRecord
 from retrievalkit.stores import (
     DEFAULT_STORE_URL,
     check_parent,

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from retrievalkit.corpus import read_corpus
 from retrievalkit.errors import EvaluationError, InputError
+from retrievalkit.formats.corpus import read_corpus
 from retrievalkit_elasticsearch import __version__
 from retrievalkit_elasticsearch.connection import (
     Target,

@@ -41,7 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.errors import RetrievalkitError, StoreError
-from retrievalkit.model import GRADER, ResultRecord
+from retrievalkit.model.values import GRADER, ResultRecord
 from retrievalkit.stores.serialization import dump_columns, dump_summary, load_record, load_summary
 from retrievalkit_elasticsearch.connection import (
     Target,

@@ -572,7 +572,7 @@ def create_elasticsearch_hybrid(
     (``dfs_query_then_fetch``: BM25 statistics over every shard) applies to the BM25 leg,
     and to Elasticsearch's fused search as a whole.
     """
-    from retrievalkit.resolve import ResolvedRetriever
+    from retrievalkit.plugins.resolution import ResolvedRetriever
     from retrievalkit.retrievers.hybrid import build_hybrid
     from retrievalkit_elasticsearch.query import parse_multi_match
     from retrievalkit_elasticsearch.retriever import create_elasticsearch_bm25

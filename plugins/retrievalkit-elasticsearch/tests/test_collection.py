@@ -9,7 +9,7 @@ import pytest
 from retrievalkit_elasticsearch.retriever import create_elasticsearch_bm25
 from support import assert_matches_trec_eval, evaluate, index_corpus, shared_data, write_config
 
-from retrievalkit.golden_files import load_beir
+from retrievalkit.formats.golden_sets import load_beir
 
 
 @pytest.fixture(scope="module")

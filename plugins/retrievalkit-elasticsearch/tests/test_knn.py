@@ -16,9 +16,9 @@ from retrievalkit_elasticsearch.vectors import (
 )
 from support import DEMO_CORPUS, cli, index_corpus, write_config
 
-from retrievalkit.corpus import read_corpus
 from retrievalkit.embedders import create_embedder
 from retrievalkit.errors import InputError
+from retrievalkit.formats.corpus import read_corpus
 from retrievalkit.retrievers.dense import DenseRetriever
 from retrievalkit.testing import check_retriever
 

@@ -36,8 +36,8 @@ from typing import Any
 import pytest
 from support import cli, evaluate, shared_data, write_config
 
-from retrievalkit.corpus import read_corpus
-from retrievalkit.golden_files import load_beir
+from retrievalkit.formats.corpus import read_corpus
+from retrievalkit.formats.golden_sets import load_beir
 
 K = 10
 DEFAULT_URL = "http://127.0.0.1:9201"

@@ -13,11 +13,11 @@ from retrievalkit_elasticsearch import store as store_module
 from retrievalkit_elasticsearch.store import ElasticsearchStore
 from support import cli, write_config
 
-from retrievalkit.convert import to_json
 from retrievalkit.errors import InputError, StoreError
-from retrievalkit.history import build_history
-from retrievalkit.model import ResultRecord
-from retrievalkit.outcomes import Outcomes
+from retrievalkit.formats.convert import to_json
+from retrievalkit.model.outcomes import Outcomes
+from retrievalkit.model.values import ResultRecord
+from retrievalkit.pipeline.history import build_history
 from retrievalkit.stores import open_store
 from retrievalkit.stores.serialization import load_record
 from retrievalkit.testing import check_store

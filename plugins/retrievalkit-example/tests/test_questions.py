@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from retrievalkit.errors import InputError
-from retrievalkit.model import QuestionForm
+from retrievalkit.model.values import QuestionForm
 
 from retrievalkit_example.questions import CsvQuestionSets, load_csv
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from retrievalkit.corpus import CorpusDocument
 from retrievalkit.errors import InputError
+from retrievalkit.formats.corpus import CorpusDocument
 
 from retrievalkit_example.tfidf import TfidfRetriever, create_tfidf, tokenize
 

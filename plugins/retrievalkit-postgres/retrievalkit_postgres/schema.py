@@ -20,7 +20,7 @@ Layout (current version):
   interval's method (NULL for runs of record schema 1, which the record loading names
   ``percentile``). The whole-set figures have ``slice_field = ''``.
 - ``run_columns``: one row per (run, outcome column): the column's bytes
-  (`retrievalkit.outcomes`), read only when a record's outcomes are.
+  (`retrievalkit.model.outcomes`), read only when a record's outcomes are.
 - ``pins``: the pinned baseline of a key; a foreign key on ``runs`` makes a pin that
   points at a deleted run impossible, whatever two processes do at once.
 

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.errors import EXIT_EVALUATION_FAILED, InputError, RetrievalkitError, StoreError
-from retrievalkit.model import GRADER, ResultRecord
+from retrievalkit.model.values import GRADER, ResultRecord
 from retrievalkit.stores.serialization import dump_columns, dump_summary, load_summary
 from retrievalkit_postgres.connection import (
     Target,

@@ -138,7 +138,7 @@ def build_table(
     import psycopg
     from psycopg import sql
 
-    from retrievalkit.corpus import read_corpus
+    from retrievalkit.formats.corpus import read_corpus
     from retrievalkit.retrievers.dense import corpus_hash, document_text
 
     similarity = SIMILARITIES.get(embedder.similarity)

@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 
-from retrievalkit.evaluator import Retrieval
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
-from retrievalkit.record import build_record, new_run_id
-from retrievalkit.scoring import ScoringOptions, score_run
+from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm, ResultRecord
+from retrievalkit.pipeline.evaluator import Retrieval
+from retrievalkit.pipeline.record import build_record, new_run_id
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "postgres.py"

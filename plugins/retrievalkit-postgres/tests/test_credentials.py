@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from support import cli
 
-from retrievalkit.convert import to_json
+from retrievalkit.formats.convert import to_json
 from retrievalkit.stores import open_store
 
 

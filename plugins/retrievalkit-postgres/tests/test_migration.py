@@ -13,8 +13,8 @@ import psycopg
 from retrievalkit_postgres.schema import LATEST, MIGRATIONS
 from support import copy_of, scalar, scored_run
 
-from retrievalkit.convert import to_json
-from retrievalkit.model import SCHEMA_VERSION
+from retrievalkit.formats.convert import to_json
+from retrievalkit.model.values import SCHEMA_VERSION
 from retrievalkit.stores import open_store
 from retrievalkit.stores.serialization import load_record
 

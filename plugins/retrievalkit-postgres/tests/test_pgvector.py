@@ -113,7 +113,7 @@ def test_the_table_records_its_model_and_index_and_holds_the_embedders_vectors(
     assert recorded["model_id"] == "wordllama/l2_supercat_256"
     assert (recorded["m"], recorded["ef_construction"], recorded["documents"]) == (16, 64, 5183)
     assert "vector_cosine_ops" in index and "m='16'" in index and "ef_construction='64'" in index
-    from retrievalkit.corpus import CorpusDocument
+    from retrievalkit.formats.corpus import CorpusDocument
 
     embedder = create_embedder("wordllama")
     texts = [document_text(CorpusDocument(id=row[0], title=row[1], text=row[2])) for row in rows]

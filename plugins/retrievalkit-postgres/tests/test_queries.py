@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 from support import REPO, copy_of, scored_run
 
-from retrievalkit.model import ResultRecord
+from retrievalkit.model.values import ResultRecord
 from retrievalkit.stores import open_store
 
 DOCS = REPO / "docs" / "postgres.md"

@@ -13,11 +13,11 @@ from retrievalkit_postgres.schema import LATEST
 from retrievalkit_postgres.store import PostgresStore
 from support import cli, copy_of, scalar, scored_run
 
-from retrievalkit.baselines import choose_baseline
-from retrievalkit.convert import to_json
 from retrievalkit.errors import InputError, StoreError
-from retrievalkit.history import build_history
-from retrievalkit.outcomes import Outcomes
+from retrievalkit.formats.convert import to_json
+from retrievalkit.model.outcomes import Outcomes
+from retrievalkit.pipeline.baselines import choose_baseline
+from retrievalkit.pipeline.history import build_history
 from retrievalkit.stores import open_store
 from retrievalkit.testing import check_store
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from retrievalkit.errors import InputError
-from retrievalkit.golden_files import parse_question
-from retrievalkit.model import GoldenQuestion, GoldenQuestionSet
+from retrievalkit.formats.golden_sets import parse_question
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 
 from retrievalkit_example import DATA
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retrievalkit.errors import StoreError
-from retrievalkit.model import GRADER, ResultRecord
+from retrievalkit.model.values import GRADER, ResultRecord
 from retrievalkit.stores import check_parent, path_from_url
 from retrievalkit.stores.serialization import dump_record, load_record
 

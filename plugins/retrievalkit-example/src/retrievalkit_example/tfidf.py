@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from retrievalkit.corpus import CorpusDocument, read_corpus
 from retrievalkit.errors import InputError
+from retrievalkit.formats.corpus import CorpusDocument, read_corpus
 from retrievalkit.retrievers import document_id_of
 from scipy import sparse
 

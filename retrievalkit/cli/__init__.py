@@ -1,0 +1,1 @@
+"""The ``retrievalkit`` command line: parsing, streams, interrupts and the commands."""

@@ -1,0 +1,229 @@
+"""``retrievalkit compare``: run or load two or more systems and compare them per question."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from retrievalkit.cli.commands import SUMMARIES
+from retrievalkit.cli.commands.options import (
+    add_common,
+    at_most,
+    console,
+    evaluation_settings,
+    fraction,
+    k_list,
+    load_config,
+    open_configured_store,
+)
+from retrievalkit.errors import EXIT_OK, InputError
+from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES
+
+if TYPE_CHECKING:
+    from retrievalkit.model.values import ResultRecord
+
+NAME, HELP = SUMMARIES["compare"]
+
+
+def _retriever(text: str) -> tuple[str, str]:
+    return ("retriever", text)
+
+
+def _run(text: str) -> tuple[str, str]:
+    return ("run", text)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        metavar="NAME_OR_FILE",
+        help="the golden set to run the retrievers on (needed with --retriever; with --run only, "
+        "it supplies question texts and the runs must have been made on it)",
+    )
+    parser.add_argument(
+        "--retriever",
+        dest="systems",
+        action="append",
+        type=_retriever,
+        metavar="NAME",
+        help="a retriever to run on --set (repeatable); the first system given is the baseline",
+    )
+    parser.add_argument(
+        "--run",
+        dest="systems",
+        action="append",
+        type=_run,
+        metavar="RUN_ID",
+        help="a stored run (repeatable, mixable with --retriever in any order)",
+    )
+    parser.add_argument(
+        "--allow-different-sets",
+        action="store_true",
+        help="compare runs made on different versions of a set, on the question ids they share",
+    )
+    parser.add_argument(
+        "--changed-by",
+        metavar="METRIC",
+        help="order 'the questions that changed most' by this metric (default rr)",
+    )
+    parser.add_argument(
+        "--changed",
+        type=int,
+        default=10,
+        metavar="N",
+        help="how many of the questions that changed most to list per pair (default 10)",
+    )
+    parser.add_argument(
+        "--k",
+        type=k_list,
+        metavar="K,K,...",
+        help="cut-offs for the retrievers run now (default 1,3,5,10)",
+    )
+    parser.add_argument(
+        "--overfetch", type=at_most(MAX_OVERFETCH), metavar="N", help="overfetch factor (default 3)"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=at_most(MAX_CONCURRENCY),
+        metavar="N",
+        help="questions asked at once (default 1)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=at_most(MAX_RESAMPLES),
+        metavar="N",
+        help="bootstrap resamples for the intervals of the differences (default 2000)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=fraction,
+        metavar="X",
+        help="confidence level of the intervals; 1 - X is the significance level (default 0.95)",
+    )
+    parser.add_argument(
+        "--max-error-rate",
+        type=fraction,
+        metavar="X",
+        help="largest share of questions a retriever may fail on; above it compare stops with "
+        "code 3 (default 0)",
+    )
+    parser.add_argument(
+        "--no-save", action="store_true", help="do not save the runs of the retrievers run now"
+    )
+    parser.add_argument(
+        "--extra-labels",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also show each system's judged share and metrics with these labels merged in "
+        "(e.g. from retrievalkit judge; repeatable)",
+    )
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrievalkit.api import Run, compare, evaluate, load_set
+    from retrievalkit.cli.commands.evaluate import check_can_save
+    from retrievalkit.formats.labels import label_effect, read_label_files
+    from retrievalkit.pipeline.comparison import DEFAULT_CHANGED_BY
+    from retrievalkit.pipeline.record import git_commit
+    from retrievalkit.render.comparison import (
+        comparison_document,
+        comparison_renderable,
+        render_comparison_markdown,
+    )
+    from retrievalkit.render.extra_labels import (
+        effects_document,
+        effects_markdown,
+        effects_renderable,
+    )
+    from retrievalkit.render.summary import to_json_text
+
+    config = load_config(args)
+    systems: list[tuple[str, str]] = args.systems or []
+    if len(systems) < 2:
+        raise InputError(
+            f"compare needs at least two systems, got {len(systems)}",
+            field="--retriever/--run",
+            hint="e.g. --set demo --retriever bm25-demo --retriever my-bm25, or --run ID --run ID",
+        )
+    if args.changed < 0:
+        raise InputError(f"must be 0 or more, got {args.changed}", field="--changed")
+    if any(kind == "retriever" for kind, _ in systems) and not args.set:
+        raise InputError(
+            "the retrievers need a set to run on",
+            field="--set",
+            hint="add --set NAME_OR_FILE, or compare stored runs with --run RUN_ID",
+        )
+    # The retrievers run now are evaluated exactly as `eval` would, so their records are
+    # the ones eval stores (and can serve as its baselines).
+    settings = evaluation_settings(args, config)
+    store = open_configured_store(args, config)
+    extra_labels = read_label_files(args.extra_labels)
+    golden = load_set(args.set, config=config) if args.set else None
+    commit = git_commit() if any(kind == "retriever" for kind, _ in systems) else None
+    if any(kind == "retriever" for kind, _ in systems) and not args.no_save:
+        # Refused before any retriever runs, as eval does, not after all of them.
+        check_can_save(args, store, config)
+    runs: list[Run | ResultRecord] = []
+    labels: list[str] = []
+    fresh: list[ResultRecord] = []
+    used: set[str] = set()
+    from retrievalkit.cli.streams import plugin_ground
+
+    for index, (kind, name) in enumerate(systems, start=1):
+        if kind == "run":
+            record = store.get(name)
+            if record is None:
+                raise InputError(
+                    f"no run {name} in {store.url}",
+                    field="--run",
+                    hint="retrievalkit history --set S --retriever R lists the stored runs",
+                )
+            runs.append(record)
+            label = record.model if record.model not in used else f"{record.model}@{name}"
+        else:
+            assert golden is not None
+            with plugin_ground():
+                result = evaluate(golden, name, git_commit=commit, **settings)
+            runs.append(result)
+            fresh.append(result.record)
+            label = name if name not in used else f"{name} #{index}"
+        used.add(label)
+        labels.append(label)
+
+    comparison = compare(
+        runs,
+        labels=labels,
+        allow_different_sets=args.allow_different_sets,
+        resamples=settings["resamples"],
+        confidence=settings["confidence"],
+        changed_by=args.changed_by or DEFAULT_CHANGED_BY,
+        changed=args.changed,
+        question_texts=({} if golden is None else {q.id: q.question for q in golden.questions}),
+        saved_to=[None if kind == "run" or args.no_save else store.url for kind, _ in systems],
+    )
+    if not args.no_save:
+        for record in fresh:
+            store.save(record)
+    records = [run.record if isinstance(run, Run) else run for run in runs]
+    effects = {
+        label: label_effect(
+            record.outcomes, record.manifest.ks, extra_labels, sources=args.extra_labels
+        )
+        for label, record in zip(labels, records, strict=True)
+        if args.extra_labels
+    }
+    if args.format == "json":
+        document = comparison_document(comparison)
+        if effects:
+            document["extra_labels"] = effects_document(effects)
+        sys.stdout.write(to_json_text(document) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(render_comparison_markdown(comparison) + effects_markdown(effects))
+    else:
+        output = console(args)
+        output.print(comparison_renderable(comparison))
+        output.print(effects_renderable(effects))
+    return EXIT_OK

@@ -1,0 +1,458 @@
+"""``retrievalkit eval``: evaluate a retriever on a set, save the run, gate on regressions."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from retrievalkit.cli.commands import SUMMARIES
+from retrievalkit.cli.commands.options import (
+    add_common,
+    at_most,
+    console,
+    evaluation_settings,
+    fraction,
+    k_list,
+    load_config,
+    open_configured_store,
+    seconds,
+    store_place,
+    store_url,
+    thresholds,
+)
+from retrievalkit.cli.commands.output import emit_report
+from retrievalkit.errors import (
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EvaluationError,
+    InputError,
+    RetrievalkitError,
+)
+from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES, check_path
+
+if TYPE_CHECKING:
+    from retrievalkit.api import Thresholds
+    from retrievalkit.formats.config import Config
+    from retrievalkit.model.values import GoldenQuestionSet
+    from retrievalkit.stores import ResultStore
+
+NAME, HELP = SUMMARIES["evaluate"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        required=True,
+        metavar="NAME_OR_FILE",
+        help="a golden set file (.jsonl, .toml, a BEIR directory), a [sets.NAME] of the config, "
+        "or a set offered by a plugin (retrievalkit list shows them)",
+    )
+    parser.add_argument(
+        "--retriever",
+        required=True,
+        metavar="NAME",
+        help="a [retrievers.NAME] of the config, or a retriever plugin that needs no options",
+    )
+    parser.add_argument(
+        "--k",
+        type=k_list,
+        metavar="K,K,...",
+        help="cut-offs for the per-k metrics (default 1,3,5,10; 1 and 3 are always added)",
+    )
+    parser.add_argument(
+        "--overfetch",
+        type=at_most(MAX_OVERFETCH),
+        metavar="N",
+        help="ask for max(k) * N ids, so that max(k) distinct documents remain after chunk ids "
+        "collapse (default 3)",
+    )
+    parser.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit with code 1 when a metric dropped past its threshold",
+    )
+    parser.add_argument(
+        "--max-top1-drop",
+        type=fraction,
+        metavar="X",
+        help="largest allowed absolute drop of hit@1 (default 0, or [regression] in the config)",
+    )
+    parser.add_argument(
+        "--max-top3-drop",
+        type=fraction,
+        metavar="X",
+        help="largest allowed absolute drop of hit@3 (default 0, or [regression] in the config)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="RUN_ID",
+        help="compare with this stored run instead of the pinned baseline (retrievalkit "
+        "baseline pin) or, without one, the newest earlier run of the same set and retriever",
+    )
+    parser.add_argument(
+        "--require-significant",
+        action="store_true",
+        help="a drop past its threshold is a regression only when it is also significant "
+        "(paired sign-flip p-value below 1 - confidence; also: [regression] "
+        "require_significant = true)",
+    )
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="ask the questions in a seeded random order and stop as soon as anytime-valid "
+        "confidence sequences settle every threshold (pass) or one (regression); undecided "
+        "when the set runs out, which fails the gate. Needs a baseline; a run that stopped "
+        "early is not saved",
+    )
+    parser.add_argument(
+        "--max-error-rate",
+        type=fraction,
+        metavar="X",
+        help="largest share of questions whose retrieval may fail; above it the run stops with "
+        "code 3 and is not saved (default 0: any error)",
+    )
+    parser.add_argument("--no-save", action="store_true", help="do not save the run")
+    parser.add_argument(
+        "--concurrency",
+        type=at_most(MAX_CONCURRENCY),
+        metavar="N",
+        help="ask N questions at once from threads, or N batches for a retriever that batches "
+        "(only for thread-safe retrievers; default 1)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="record a question as a timeout error when the retriever has not answered within "
+        "SECONDS (default: wait; also [eval] timeout in the config)",
+    )
+    parser.add_argument(
+        "--slice",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="also break results down by this meta field (repeatable); form and hard_class "
+        "are always reported",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=at_most(MAX_RESAMPLES),
+        metavar="N",
+        help="bootstrap resamples for the confidence intervals (default 2000)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=fraction,
+        metavar="X",
+        help="confidence level of the intervals (default 0.95)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="also write summary.json, per_question.jsonl and report.md into DIR",
+    )
+    parser.add_argument(
+        "--junit-xml",
+        metavar="PATH",
+        help="also write the gate as JUnit XML (one test case per gated metric and slice; a "
+        "regression is a failed test) for GitLab, Jenkins or GitHub test reports",
+    )
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="no per-question table and no progress bar"
+    )
+    parser.add_argument(
+        "--extra-labels",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also score the run with these labels merged in (e.g. from retrievalkit judge; "
+        "repeatable) and report the judged share and metrics both ways; the saved run keeps "
+        "the set's own labels",
+    )
+    add_common(parser)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name no file system takes: loading the set names it
+        return False
+
+
+def check_not_overwriting(
+    outputs: Sequence[Path],
+    store: object,
+    inputs: Sequence[tuple[str, str | None]],
+    *,
+    field: str,
+    config: Config | None = None,
+) -> None:
+    """Refuse outputs that would overwrite the store (or the files kept beside it), an
+    input file or each other; ``field`` names the option that chose the outputs."""
+    from retrievalkit.cli.commands.collisions import check_run_outputs, read_files
+
+    check_run_outputs([(field, output) for output in outputs], store, read_files(config, *inputs))
+
+
+def check_before_running(
+    args: argparse.Namespace,
+    store: object,
+    config: Config | None = None,
+    inputs: Sequence[tuple[str, str | None]] = (),
+) -> None:
+    """Refuse now what would only fail after the whole evaluation: --output-dir, the store.
+
+    ``inputs`` are (option, file) pairs read for this run (the set, the configuration,
+    extra labels), which --output-dir must not overwrite either.
+    """
+    from retrievalkit.cli.commands.collisions import (
+        check_run_outputs,
+        check_store_is_no_input,
+        outputs_of,
+        read_files,
+    )
+
+    if args.output_dir:
+        check_path(args.output_dir, field="--output-dir")
+    read = read_files(config, *inputs)
+    check_store_is_no_input(store, read, store_place(args, config) if config is not None else None)
+    check_run_outputs(outputs_of(args), store, read)
+    if args.output_dir:
+        directory = Path(args.output_dir)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise InputError(
+                "exists and is not a folder", source=str(directory), field="--output-dir"
+            ) from None
+        except OSError as error:
+            raise InputError(
+                f"cannot create the folder: {error.strerror}",
+                source=str(directory),
+                field="--output-dir",
+            ) from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise InputError("the folder is read-only", source=str(directory), field="--output-dir")
+    if not args.no_save:
+        check_can_save(args, store, config)
+
+
+def check_can_save(args: argparse.Namespace, store: object, config: Config | None) -> None:
+    """Refuse now a store the run could not be saved to: read-only (exit 2), or locked
+    by another process (exit 3), rather than after the whole evaluation."""
+    from retrievalkit.stores import read_only_reason
+
+    path = getattr(store, "path", None)
+    reason = read_only_reason(path) if isinstance(path, Path) else None
+    if reason is not None:
+        raise InputError(
+            f"cannot save to {getattr(store, 'url', path)}: {reason}",
+            hint="choose another --store, or run with --no-save",
+            **(store_place(args, config) if config is not None else {"field": "--store"}),
+        )
+    probe = getattr(store, "check_can_write", None)
+    if callable(probe):
+        probe()
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrievalkit.api import RunFailed, evaluate, gate, load_set
+    from retrievalkit.cli.commands.collisions import (
+        check_run_outputs,
+        check_store_url,
+        outputs_of,
+        read_files,
+        store_at,
+    )
+    from retrievalkit.formats.labels import label_effect, read_label_files
+    from retrievalkit.pipeline.gate import check_slices
+    from retrievalkit.pipeline.record import git_commit
+    from retrievalkit.render.summary import EvalReport
+
+    config = load_config(args)
+    settings = evaluation_settings(args, config)
+    gated = thresholds(args, config)
+    given = Path(args.set)
+    # Before the store is opened (SQLite may write beside it), and again once the set is
+    # loaded and the store open (check_before_running).
+    early = read_files(
+        config,
+        ("--set", args.set if _exists(given) else None),
+        *(("--extra-labels", path) for path in args.extra_labels),
+    )
+    check_store_url(store_url(args, config), early, store_place(args, config))
+    check_run_outputs(outputs_of(args), store_at(store_url(args, config)), early)
+    store = open_configured_store(args, config)
+    extra_labels = read_label_files(args.extra_labels)
+    golden = load_set(args.set, config=config)
+    check_slices(gated.slices, golden.questions, source=config.source, set_name=golden.name)
+    inputs = [
+        ("--set", golden.source),
+        ("--config", None if config.source is None else str(config.source)),
+        *(("--extra-labels", path) for path in args.extra_labels),
+    ]
+    check_before_running(args, store, config, inputs)
+    if args.sequential:
+        return _run_sequential(args, golden, store, gated, settings)
+    # Only a table on a terminal shows progress: other runs never import rich for it.
+    status = console(args, stderr=True) if not args.quiet and args.format == "table" else None
+    from retrievalkit.cli.streams import forked_by_plugin, plugin_ground
+
+    try:
+        from retrievalkit.render.terminal import watched
+
+        if status is not None and watched(sys.stderr):
+            from rich.progress import Progress
+
+            with Progress(console=status, transient=True) as bar, plugin_ground():
+                task = bar.add_task(
+                    f"{args.retriever} on {golden.name}", total=len(golden.questions)
+                )
+                result = evaluate(
+                    golden,
+                    args.retriever,
+                    git_commit=git_commit(),
+                    progress=lambda done: bar.advance(task, done),
+                    **settings,
+                )
+        else:
+            with plugin_ground():
+                result = evaluate(golden, args.retriever, git_commit=git_commit(), **settings)
+    except RunFailed as failure:
+        errored, total = failure.run.errored, len(golden.questions)
+        emit_report(
+            EvalReport(
+                failure.run.record,
+                golden.questions,
+                None,
+                None,
+                baseline_note="not compared: the run failed",
+                not_saved_reason=f"{errored} of {total} questions errored, over the "
+                f"allowed error rate {settings['max_error_rate']:g}",
+                diagnostics=failure.run.warnings,
+            ),
+            args,
+            ci=True,
+            failed=str(failure),
+        )
+        raise
+    record = result.record
+    with plugin_ground():  # a store plugin is plugin code too
+        verdict = gate(result, store, gated, baseline=args.baseline)
+    saved_to = None
+    if not args.no_save and not forked_by_plugin():
+        from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred
+
+        with interrupts_deferred() as deferred, plugin_ground():
+            store.save(record)
+        saved_to = store.url
+        if deferred.received:
+            print(
+                f"retrievalkit: interrupted while saving; run {record.run_id} was saved whole "
+                f"to {store.url}",
+                file=sys.stderr,
+            )
+            return exit_code_for(deferred.signum)
+    # The outcome is decided here, before anything is printed: whether a reader is still
+    # there for the report (a closed pipe) or the output folder can be written changes
+    # what the user sees, never the exit code of the run itself.
+    regressed = verdict.regressed
+    exit_code = EXIT_REGRESSION if regressed and args.fail_on_regression else EXIT_OK
+    report = EvalReport(
+        record,
+        golden.questions,
+        verdict if verdict.baseline_run_id is not None else None,
+        saved_to,
+        baseline_note=verdict.note,
+        not_saved_reason=None if saved_to else "--no-save",
+        extra_labels=(
+            label_effect(
+                record.outcomes, record.manifest.ks, extra_labels, sources=args.extra_labels
+            )
+            if args.extra_labels
+            else None
+        ),
+        diagnostics=result.warnings,
+    )
+    try:
+        emit_report(report, args, ci=True)
+    except RetrievalkitError as error:
+        if saved_to is None:
+            raise
+        if not isinstance(error, InputError):
+            raise EvaluationError(
+                f"{error}; the run {record.run_id} WAS saved to {saved_to} (only the report "
+                "files are missing: retrievalkit show RUN_ID prints them again)"
+            ) from None
+        raise InputError(
+            f"{error.detail}; the run {record.run_id} WAS saved to {saved_to}",
+            source=error.source,
+            field=error.field,
+            hint="only the report files are missing: retrievalkit show RUN_ID prints them again",
+        ) from None
+    if regressed and not args.fail_on_regression:
+        print(
+            "retrievalkit: regression found (exit code 0 without --fail-on-regression)",
+            file=sys.stderr,
+        )
+    return exit_code
+
+
+def _run_sequential(
+    args: argparse.Namespace,
+    golden: GoldenQuestionSet,
+    store: ResultStore,
+    gated: Thresholds,
+    settings: dict[str, Any],
+) -> int:
+    """``eval --sequential``: ask until the confidence sequences settle the gate."""
+    from retrievalkit.cli.streams import plugin_ground
+    from retrievalkit.pipeline.record import git_commit
+    from retrievalkit.render.summary import EvalReport
+    from retrievalkit.stats.sequential import PASS, evaluate_sequentially
+
+    with plugin_ground():
+        run, verdict, result = evaluate_sequentially(
+            golden,
+            args.retriever,
+            store,
+            gated,
+            baseline=args.baseline,
+            git_commit=git_commit(),
+            **settings,
+        )
+    saved_to = None
+    reason = "--no-save"
+    if result.asked < result.total:
+        reason = (
+            f"a sequential run that stopped after {result.asked} of {result.total} questions "
+            "does not become a baseline"
+        )
+    elif not args.no_save:
+        with plugin_ground():
+            store.save(run.record)
+        saved_to = store.url
+    report = EvalReport(
+        run.record,
+        tuple(golden.questions[index] for index in range(len(golden.questions))
+              if golden.questions[index].id in {o.question_id for o in run.record.outcomes}),
+        verdict,
+        saved_to,
+        baseline_note=verdict.note,
+        not_saved_reason=None if saved_to else reason,
+    )  # fmt: skip
+    # Decided before anything is printed: a closed stdout changes what is seen, not the code.
+    failed = result.decision != PASS
+    exit_code = EXIT_REGRESSION if failed and args.fail_on_regression else EXIT_OK
+    emit_report(report, args, ci=True)
+    if failed and not args.fail_on_regression:
+        print(
+            f"retrievalkit: sequential gate {result.decision} (exit code 0 without "
+            "--fail-on-regression)",
+            file=sys.stderr,
+        )
+    return exit_code

@@ -1,0 +1,100 @@
+"""``retrievalkit history``: the runs of a set and retriever, what changed between them, pruning."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from retrievalkit.cli.commands import SUMMARIES
+from retrievalkit.cli.commands.options import (
+    add_common,
+    console,
+    load_config,
+    open_configured_store,
+    positive,
+)
+from retrievalkit.errors import EXIT_OK, InputError
+
+NAME, HELP = SUMMARIES["history"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", required=True, metavar="NAME", help="the set name")
+    parser.add_argument("--retriever", required=True, metavar="NAME", help="the retriever name")
+    parser.add_argument(
+        "--limit", type=positive, default=20, metavar="N", help="show at most N runs (default 20)"
+    )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete the runs of this set and retriever past the newest --keep N; the pinned "
+        "baseline is never deleted",
+    )
+    parser.add_argument(
+        "--keep", type=positive, metavar="N", help="with --prune: how many newest runs to keep"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --prune: list what would be deleted, delete nothing",
+    )
+    add_common(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrievalkit.model.values import GRADER
+    from retrievalkit.pipeline.history import build_history, runs_to_prune
+    from retrievalkit.render.history import (
+        history_renderable,
+        history_rows,
+        prune_line,
+        render_history_markdown,
+    )
+    from retrievalkit.render.summary import to_json_text
+    from retrievalkit.stores import deleting, pinned_run_id
+
+    if args.prune and args.keep is None:
+        raise InputError(
+            "--prune needs to know how many runs to keep",
+            field="--keep",
+            hint="e.g. --prune --keep 10",
+        )
+    if not args.prune and (args.keep is not None or args.dry_run):
+        option = "--keep" if args.keep is not None else "--dry-run"
+        raise InputError("only means something with --prune", field=option, hint="add --prune")
+    config = load_config(args)
+    store = open_configured_store(args, config)
+    runs = store.runs(args.set, args.retriever, GRADER)
+    pinned = pinned_run_id(store, args.set, args.retriever, GRADER)
+    pruned: list[str] = []
+    if args.prune:
+        pruned = runs_to_prune(runs, keep=args.keep, pinned=pinned)
+        if not args.dry_run:
+            if pruned:
+                deleting(store, "prune runs").delete(pruned)
+            runs = [record for record in runs if record.run_id not in set(pruned)]
+    history = build_history(
+        runs,
+        set_name=args.set,
+        retriever=args.retriever,
+        store=store.url,
+        pinned=pinned,
+        limit=args.limit,
+        pruned=pruned,
+        pruning=args.prune,
+        dry_run=args.dry_run,
+    )
+    note = prune_line(history)
+    if note is not None:
+        print(f"retrievalkit: {note}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(to_json_text(history_rows(history)) + "\n")
+        return EXIT_OK
+    if not history.entries:
+        print(f"no runs of {args.set} × {args.retriever} in {store.url}", file=sys.stderr)
+        return EXIT_OK
+    if args.format == "markdown":
+        sys.stdout.write(render_history_markdown(history))
+        return EXIT_OK
+    console(args).print(history_renderable(history))
+    return EXIT_OK

@@ -1,0 +1,248 @@
+"""Option types and helpers shared by the built-in commands."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from retrievalkit.formats.limits import MAX_K, MAX_TIMEOUT
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from retrievalkit.api import Thresholds
+    from retrievalkit.formats.config import Config
+    from retrievalkit.model.values import ResultRecord
+    from retrievalkit.stores import ResultStore
+
+FORMATS = ("table", "json", "markdown")
+
+
+def k_list(text: str) -> tuple[int, ...]:
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not all(part.lstrip("-").isascii() and part.lstrip("-").isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated whole numbers such as 1,3,5,10, got {text!r}"
+        )
+    try:
+        values = tuple(int(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated whole numbers such as 1,3,5,10, got {text!r}"
+        ) from None
+    if not values or any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"every k must be a whole number >= 1, got {text!r}")
+    if any(value > MAX_K for value in values):
+        raise argparse.ArgumentTypeError(f"every k must be at most {MAX_K}, got {text!r}")
+    return values
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text) if text.strip().isascii() else 0
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def at_most(limit: int) -> Callable[[str], int]:
+    """A whole number from 1 to ``limit``, for an option whose huge values are mistakes."""
+
+    def whole_number(text: str) -> int:
+        value = positive(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"expected at most {limit}, got {text!r}")
+        return value
+
+    return whole_number
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds, such as 2 or 0.5."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    if value > MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"expected at most {MAX_TIMEOUT:g} seconds (a week), got {text!r}"
+        )
+    return value
+
+
+def add_common(sub: argparse.ArgumentParser, *, store: bool = True, fmt: bool = True) -> None:
+    """--config, --store, --format, --no-color and -v, shared by the commands that read them."""
+    sub.add_argument(
+        "--config",
+        metavar="FILE",
+        help="configuration file (default: ./retrievalkit.toml, else [tool.retrievalkit] "
+        "in ./pyproject.toml)",
+    )
+    if store:
+        sub.add_argument(
+            "--store",
+            metavar="URL",
+            help="result store: sqlite:///PATH (default sqlite:///.retrievalkit/"
+            "results.sqlite3), jsonl:///PATH, memory: or a plugin's scheme; three slashes "
+            "start a relative path, four an absolute one",
+        )
+    if fmt:
+        sub.add_argument(
+            "--format",
+            choices=FORMATS,
+            default="table",
+            help="output: a terminal table, JSON (sorted keys, nothing else on stdout) "
+            "or Markdown (default: table)",
+        )
+    sub.add_argument("--no-color", action="store_true", help="no colours (also: NO_COLOR=1)")
+    sub.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log what happens (plugins loaded, stores opened) to stderr",
+    )
+
+
+def console(args: argparse.Namespace, *, stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    # no-color.org: NO_COLOR set to any non-empty value turns colour off. Rich itself
+    # turns colour (and the progress bar's redrawing) off when the output is not a terminal.
+    from retrievalkit.render.terminal import width_from_environment
+
+    no_color = bool(getattr(args, "no_color", False)) or bool(os.environ.get("NO_COLOR"))
+    return Console(
+        stderr=stderr,
+        no_color=no_color,
+        highlight=False,
+        soft_wrap=False,
+        width=width_from_environment(os.environ),
+    )
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    from retrievalkit.formats.config import find_config
+
+    return find_config(getattr(args, "config", None))
+
+
+def store_url(args: argparse.Namespace, config: Config) -> str:
+    from retrievalkit.stores import DEFAULT_STORE_URL
+
+    return getattr(args, "store", None) or config.store_url or DEFAULT_STORE_URL
+
+
+def store_place(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    """Where the store URL was given, for messages: the flag, or the config file's key."""
+    if getattr(args, "store", None) or not config.store_url or config.source is None:
+        return {"field": "--store"}
+    from retrievalkit.formats.config import key_line
+
+    dotted = "store.url"
+    if str(config.source).endswith("pyproject.toml"):
+        dotted = "tool.retrievalkit.store.url"
+    return {
+        "source": str(config.source),
+        "line": key_line(config.source, dotted),
+        "field": dotted,
+    }
+
+
+def open_configured_store(args: argparse.Namespace, config: Config) -> ResultStore:
+    """The store of --store, the config file or the default; a bad URL names where it was set."""
+    from retrievalkit.errors import InputError
+    from retrievalkit.stores import open_store
+
+    try:
+        return open_store(store_url(args, config))
+    except InputError as error:
+        place = store_place(args, config)
+        if error.field != "--store" or place["field"] == "--store":
+            raise
+        raise InputError(error.detail, hint=error.hint, **place) from None
+
+
+def stored_run(args: argparse.Namespace, config: Config) -> tuple[ResultStore, ResultRecord]:
+    """The store the options name, and the run ``args.run_id`` in it (exit 2 if absent)."""
+    from retrievalkit.errors import InputError
+
+    store = open_configured_store(args, config)
+    record = store.get(args.run_id)
+    if record is None:
+        raise InputError(
+            f"no run {args.run_id} in {store.url}",
+            field="RUN_ID",
+            hint="retrievalkit history --set S --retriever R lists the stored runs",
+        )
+    return store, record
+
+
+def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
+    """The gate's thresholds: the configuration's, with --max-top1/3-drop over them."""
+    from retrievalkit.api import Thresholds
+
+    overrides = {
+        metric: value
+        for metric, value in (
+            ("hit@1", getattr(args, "max_top1_drop", None)),
+            ("hit@3", getattr(args, "max_top3_drop", None)),
+        )
+        if value is not None
+    }
+    gate = Thresholds.from_config(config, **overrides)
+    if getattr(args, "require_significant", False):
+        gate = Thresholds(gate.metrics, gate.slices, require_significant=True)
+    return gate
+
+
+def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, Any]:
+    """The keyword arguments of `retrievalkit.evaluate` from the options and the
+    configuration, the same for every command that evaluates, so that ``eval`` and
+    ``compare`` store the same record for the same retriever."""
+    from retrievalkit.metrics.definitions import DEFAULT_KS, parse_metric
+    from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
+    from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+
+    settings = config.eval
+    ks = set(getattr(args, "k", None) or settings.k or DEFAULT_KS)
+    # A gated metric at a cut-off not asked for is computed anyway, so the gate can check it.
+    for name in thresholds(args, config).metric_names():
+        metric = parse_metric(name)
+        if metric.k is not None:
+            ks.add(metric.k)
+    confidence = getattr(args, "confidence", None)
+    max_error_rate = getattr(args, "max_error_rate", None)
+    return {
+        "k": tuple(sorted(ks)),
+        "overfetch": getattr(args, "overfetch", None) or settings.overfetch or DEFAULT_OVERFETCH,
+        "resamples": getattr(args, "resamples", None) or settings.resamples or DEFAULT_RESAMPLES,
+        "confidence": (
+            confidence if confidence is not None else settings.confidence or DEFAULT_CONFIDENCE
+        ),
+        "slices": tuple(dict.fromkeys((*settings.slices, *getattr(args, "slice", ())))),
+        "concurrency": getattr(args, "concurrency", None) or settings.concurrency or 1,
+        "timeout": getattr(args, "timeout", None) or settings.timeout,
+        "max_error_rate": (
+            max_error_rate
+            if max_error_rate is not None
+            else config.regression.max_error_rate or 0.0
+        ),
+        "config": config,
+    }

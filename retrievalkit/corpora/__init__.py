@@ -1,0 +1,1 @@
+"""Corpus providers: read a corpus as documents and as the chunks questions are written from."""

@@ -1,0 +1,1 @@
+"""The edges: text files, configuration, golden sets, corpora, TREC files and labels."""

@@ -1,0 +1,424 @@
+"""Read the configuration: ``retrievalkit.toml``, ``[tool.retrievalkit]`` or ``--config FILE``.
+
+Every key is checked; an unknown or mistyped one is an error that names the file and
+the key, because a silently ignored threshold is a CI gate that never closes.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from retrievalkit.errors import InputError
+from retrievalkit.formats.limits import (
+    MAX_CONCURRENCY,
+    MAX_K,
+    MAX_OVERFETCH,
+    MAX_RESAMPLES,
+    MAX_TIMEOUT,
+    check_path,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+CONFIG_FILE = "retrievalkit.toml"
+
+
+@attrs.frozen
+class RetrieverConfig:
+    """A named, configured instance of a retriever plugin."""
+
+    name: str
+    plugin: str
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class RegressionConfig:
+    """Largest allowed drops (absolute) per metric, e.g. ``{"hit@1": 0.05}``.
+
+    ``slices`` holds the same per slice, keyed ``FIELD=LABEL``:
+    ``{"hard_class=near-duplicate": {"hit@3": 0.1}}``.
+    """
+
+    thresholds: dict[str, float] = attrs.field(factory=dict)
+    max_error_rate: float | None = None
+    require_significant: bool = False
+    slices: dict[str, dict[str, float]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class EvalConfig:
+    k: tuple[int, ...] | None = None
+    overfetch: int | None = None
+    resamples: int | None = None
+    confidence: float | None = None
+    concurrency: int | None = None
+    slices: tuple[str, ...] = ()
+    timeout: float | None = None
+    """Seconds one question may take before it is recorded as a timeout error."""
+
+
+@attrs.frozen
+class PluginInstance:
+    """A named, configured instance of a question generator or judge (``[generators.NAME]``)."""
+
+    name: str
+    plugin: str
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Config:
+    source: str | None = None
+    sets: dict[str, Path] = attrs.field(factory=dict)
+    retrievers: dict[str, RetrieverConfig] = attrs.field(factory=dict)
+    store_url: str | None = None
+    regression: RegressionConfig = attrs.field(factory=RegressionConfig)
+    eval: EvalConfig = attrs.field(factory=EvalConfig)
+    generators: dict[str, PluginInstance] = attrs.field(factory=dict)
+    judges: dict[str, PluginInstance] = attrs.field(factory=dict)
+
+
+def find_config(explicit: str | None, directory: Path | None = None) -> Config:
+    """The explicit file, else ``retrievalkit.toml``, else ``pyproject.toml``'s table, else none."""
+    directory = directory or Path.cwd()
+    if explicit is not None:
+        check_path(explicit, field="--config")
+        path = Path(explicit)
+        if not path.exists():
+            raise InputError("config file not found", source=explicit, field="--config")
+        table = _read_toml(path)
+        if path.name == "pyproject.toml":
+            table = table.get("tool", {}).get("retrievalkit", {})
+            return parse_config(table, path, prefix="tool.retrievalkit.")
+        return parse_config(table, path)
+    candidate = directory / CONFIG_FILE
+    if candidate.is_file():
+        return parse_config(_read_toml(candidate), candidate)
+    pyproject = directory / "pyproject.toml"
+    if pyproject.is_file():
+        table = _read_toml(pyproject).get("tool", {}).get("retrievalkit")
+        if isinstance(table, dict):
+            return parse_config(table, pyproject, prefix="tool.retrievalkit.")
+    return Config()
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    from retrievalkit.formats.golden_sets import read_text, toml_error_line
+
+    text = read_text(path)
+    try:
+        document: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise InputError(
+            f"malformed TOML: {error}", source=str(path), line=toml_error_line(error, text)
+        ) from None
+    except RecursionError:
+        raise InputError(
+            "TOML nested too deeply", source=str(path), hint="a configuration is a few tables"
+        ) from None
+    _refuse_nul(document, path, "")
+    return document
+
+
+def _refuse_nul(value: Any, path: Path, key: str) -> None:
+    """No string of a configuration may hold a NUL byte: no URL, path or name can."""
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            _refuse_nul(name, path, key)
+            _refuse_nul(item, path, f"{key}.{name}" if key else str(name))
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_nul(item, path, key)
+    elif isinstance(value, str) and "\x00" in value:
+        raise InputError(
+            "holds a NUL byte (\\u0000)",
+            source=str(path),
+            line=key_line(str(path), key) if key else None,
+            field=key or None,
+        )
+
+
+_TOML_HEADER = re.compile(r"^\s*\[\[?(?P<name>[^\]]+)\]\]?\s*(#.*)?$")
+_TOML_KEY = re.compile(
+    r"""^\s*(?P<key>("[^"]*"|'[^']*'|[\w\-@]+)(\s*\.\s*("[^"]*"|'[^']*'|[\w\-@]+))*)\s*="""
+)
+_KEY_PART = re.compile(r"""\s*("(?P<double>[^"]*)"|'(?P<single>[^']*)'|(?P<bare>[^.\s]+))\s*""")
+
+
+def _key_parts(dotted: str) -> list[str]:
+    return [
+        match["double"] if match["double"] is not None else match["single"] or match["bare"] or ""
+        for match in _KEY_PART.finditer(dotted)
+    ]
+
+
+def key_line(path: Path | str, dotted: str) -> int | None:
+    """Best effort: the line of a TOML file that sets ``dotted`` (e.g. ``eval.k``).
+
+    When the key itself is missing, the line of the nearest enclosing table or key that
+    is there (``[retrievers.x]`` for a missing ``retrievers.x.plugin``); None when the
+    file cannot be read or nothing matches. tomllib keeps no positions, hence this scan.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
+    except OSError:
+        return None
+    target = _key_parts(dotted)
+    table: list[str] = []
+    best, best_line = 0, None
+    for number, raw in enumerate(text.split("\n"), start=1):
+        header = _TOML_HEADER.match(raw)
+        if header:
+            table = _key_parts(header["name"])
+            found = table
+        else:
+            key = _TOML_KEY.match(raw)
+            if key is None:
+                continue
+            found = table + _key_parts(key["key"])
+        if found == target:
+            return number
+        if len(found) > best and target[: len(found)] == found:
+            best, best_line = len(found), number
+    return best_line
+
+
+def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> Config:
+    source = str(path)
+
+    def fail(key: str, message: str, hint: str | None = None) -> InputError:
+        line = key_line(path, prefix + key)
+        return InputError(message, source=source, line=line, field=prefix + key, hint=hint)
+
+    known = {"sets", "retrievers", "store", "regression", "eval", "generators", "judges"}
+    for key in table:
+        if key not in known:
+            raise fail(key, "unknown section", hint="known: " + ", ".join(sorted(known)))
+
+    sets: dict[str, Path] = {}
+    for name, entry in _table(table, "sets", fail).items():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("path"), str):
+            raise fail(f"sets.{name}", 'needs path = "FILE"')
+        extra = set(entry) - {"path"}
+        if extra:
+            raise fail(f"sets.{name}.{sorted(extra)[0]}", "unknown key (a set has only path)")
+        set_path = Path(entry["path"])
+        sets[name] = set_path if set_path.is_absolute() else path.parent / set_path
+
+    retrievers: dict[str, RetrieverConfig] = {}
+    for name, entry in _table(table, "retrievers", fail).items():
+        if not isinstance(entry, Mapping):
+            raise fail(f"retrievers.{name}", "must be a table")
+        plugin = entry.get("plugin")
+        if not isinstance(plugin, str) or not plugin:
+            raise fail(
+                f"retrievers.{name}.plugin",
+                "missing or not a string",
+                hint='name the retriever plugin this instance configures, e.g. plugin = "bm25"',
+            )
+        options = {key: value for key, value in entry.items() if key != "plugin"}
+        retrievers[name] = RetrieverConfig(name, plugin, options)
+
+    store = _table(table, "store", fail)
+    store_url = store.get("url")
+    if store_url is not None and not isinstance(store_url, str):
+        raise fail("store.url", "must be a string such as sqlite:///.retrievalkit/results.sqlite3")
+    if set(store) - {"url"}:
+        raise fail(f"store.{sorted(set(store) - {'url'})[0]}", "unknown key (the store has url)")
+
+    from retrievalkit.redaction import remember, secret_values
+
+    remember(value for entry in retrievers.values() for value in secret_values(entry.options))
+    regression = _parse_regression(_table(table, "regression", fail), fail)
+    evaluation = _parse_eval(_table(table, "eval", fail), fail)
+    return Config(
+        source,
+        sets,
+        retrievers,
+        store_url,
+        regression,
+        evaluation,
+        generators=_plugin_instances(table, "generators", fail),
+        judges=_plugin_instances(table, "judges", fail),
+    )
+
+
+def _plugin_instances(
+    table: Mapping[str, Any], section: str, fail: Any
+) -> dict[str, PluginInstance]:
+    """``[generators.NAME]`` / ``[judges.NAME]``: a ``plugin`` name and that plugin's options."""
+    instances: dict[str, PluginInstance] = {}
+    for name, entry in _table(table, section, fail).items():
+        if not isinstance(entry, Mapping):
+            raise fail(f"{section}.{name}", "must be a table")
+        plugin = entry.get("plugin")
+        if not isinstance(plugin, str) or not plugin:
+            raise fail(
+                f"{section}.{name}.plugin",
+                "missing or not a string",
+                hint='name the plugin this instance configures, e.g. plugin = "openai-compatible"',
+            )
+        options = {key: value for key, value in entry.items() if key != "plugin"}
+        instances[name] = PluginInstance(name, plugin, options)
+    return instances
+
+
+def _table(table: Mapping[str, Any], key: str, fail: Any) -> Mapping[str, Any]:
+    value = table.get(key, {})
+    if not isinstance(value, Mapping):
+        raise fail(key, "must be a table")
+    return value
+
+
+def _fraction(value: Any, key: str, fail: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise fail(key, f"must be a number from 0 to 1, got {value!r}")
+    return float(value)
+
+
+def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig:
+    thresholds: dict[str, float] = {}
+    max_error_rate = None
+    require_significant = False
+    slices: dict[str, dict[str, float]] = {}
+    for key, value in section.items():
+        if key in ("max_top1_drop", "max_top3_drop"):
+            name = _metric_name(
+                "hit@1" if key == "max_top1_drop" else "hit@3",
+                f"regression.{key}",
+                fail,
+                seen=thresholds,
+            )
+            thresholds[name] = _fraction(value, f"regression.{key}", fail)
+        elif key == "max_error_rate":
+            max_error_rate = _fraction(value, "regression.max_error_rate", fail)
+        elif key == "metrics":
+            if not isinstance(value, Mapping):
+                raise fail(
+                    "regression.metrics",
+                    'must be a table of metric = largest drop, e.g. "ndcg@10" = 0.02',
+                )
+            for metric, drop in value.items():
+                key = f"regression.metrics.{metric}"
+                name = _metric_name(metric, key, fail, seen=thresholds)
+                thresholds[name] = _fraction(drop, key, fail)
+        elif key == "require_significant":
+            if not isinstance(value, bool):
+                raise fail(
+                    "regression.require_significant", f"must be true or false, got {value!r}"
+                )
+            require_significant = value
+        elif key == "slices":
+            slices = _parse_slices(value, fail)
+        else:
+            raise fail(
+                f"regression.{key}",
+                "unknown key",
+                hint="known: max_top1_drop, max_top3_drop, max_error_rate, require_significant, "
+                "[regression.metrics], [regression.slices]",
+            )
+    return RegressionConfig(thresholds, max_error_rate, require_significant, slices)
+
+
+def _parse_slices(value: Any, fail: Any) -> dict[str, dict[str, float]]:
+    """``[regression.slices."FIELD=LABEL"]`` tables of metric = largest allowed drop."""
+    example = '[regression.slices."hard_class=near-duplicate"] with "hit@3" = 0.1'
+    if not isinstance(value, Mapping):
+        raise fail("regression.slices", "must be a table of slices", hint=f"e.g. {example}")
+    slices: dict[str, dict[str, float]] = {}
+    for name, metrics in value.items():
+        key = f'regression.slices."{name}"'
+        field, equals, label = name.partition("=")
+        if not equals or not field.strip() or not label.strip():
+            raise fail(
+                key,
+                "a slice is named FIELD=VALUE, where FIELD is form, hard_class or a meta key",
+                hint=f"e.g. {example}",
+            )
+        if not isinstance(metrics, Mapping) or not metrics:
+            raise fail(key, "must be a table of metric = largest allowed drop", hint=example)
+        canonical = f"{field.strip()}={label.strip()}"
+        slices[canonical] = {}
+        for metric, drop in metrics.items():
+            name = _metric_name(metric, f"{key}.{metric}", fail, seen=slices[canonical])
+            slices[canonical][name] = _fraction(drop, f"{key}.{metric}", fail)
+    return slices
+
+
+def _metric_name(name: str, key: str, fail: Any, *, seen: Mapping[str, float]) -> str:
+    """The canonical name of a gated metric (``"NDCG@10 "`` -> ``"ndcg@10"``), so that a
+    threshold is keyed by the name the computed metric has and is always checked; a
+    metric given twice (in two spellings, or also as max_top1/3_drop) is refused."""
+    from retrievalkit.metrics.definitions import parse_metric
+
+    try:
+        canonical = parse_metric(name).name
+    except ValueError as error:
+        raise fail(key, str(error), hint="e.g. hit@3, ndcg@10, recall@5, rr") from None
+    if canonical in seen:
+        raise fail(key, f"{canonical} is given a threshold twice", hint="keep one of them")
+    return canonical
+
+
+def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
+    values: dict[str, Any] = {}
+    for key, value in section.items():
+        if key == "k":
+            if not isinstance(value, list) or not value:
+                raise fail("eval.k", "must be a list of positive integers, e.g. [1, 3, 5, 10]")
+            values["k"] = tuple(_positive(item, "eval.k", fail, MAX_K) for item in value)
+        elif key in _EVAL_LIMITS:
+            values[key] = _positive(value, f"eval.{key}", fail, _EVAL_LIMITS[key])
+        elif key == "confidence":
+            confidence = _fraction(value, "eval.confidence", fail)
+            if not 0 < confidence < 1:
+                raise fail("eval.confidence", "must be between 0 and 1, e.g. 0.95")
+            values[key] = confidence
+        elif key == "timeout":
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (0 < value <= MAX_TIMEOUT)
+            ):
+                raise fail(
+                    "eval.timeout",
+                    f"must be a number of seconds > 0 and at most {MAX_TIMEOUT:g} (a week), "
+                    f"got {value!r}",
+                )
+            values[key] = float(value)
+        elif key == "slices":
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise fail("eval.slices", "must be a list of field names")
+            values[key] = tuple(value)
+        else:
+            raise fail(
+                f"eval.{key}",
+                "unknown key",
+                hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout",
+            )
+    return EvalConfig(**values)
+
+
+_EVAL_LIMITS = {
+    "overfetch": MAX_OVERFETCH,
+    "resamples": MAX_RESAMPLES,
+    "concurrency": MAX_CONCURRENCY,
+}
+
+
+def _positive(value: Any, key: str, fail: Any, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise fail(key, f"must be a whole number >= 1, got {value!r}")
+    if value > maximum:
+        raise fail(key, f"must be at most {maximum}, got {value!r}")
+    return value

@@ -1,0 +1,504 @@
+"""The metric table: each metric defined once, computed for all questions at once with numpy.
+
+Conventions (see the metric reference in the docs):
+
+* A ranking is the list of DISTINCT document ids a retriever returned, best first,
+  cut at the deepest k asked for; every metric is computed on that list.
+* A document is relevant when its grade is 1 or more (trec_eval's relevance level 1):
+  every ``expected`` id has grade 1 unless graded otherwise. Grade 0 is "judged, not
+  relevant".
+* A no-answer question (nothing relevant) scores ``hit@k`` = 1 only if the retriever
+  returned nothing at all; every other metric is undefined for it (NaN here, ``None``
+  in every output) and is left out of means, never counted as 0.
+* An errored question is a miss in every metric.
+
+Where trec_eval defines a metric, the value equals trec_eval's for the same ranking
+(pytrec_eval is the test oracle): ``success_k``, ``P_k``, ``recall_k``,
+``recip_rank``, ``ndcg_cut_k`` and ``map_cut_k``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import chain
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from retrievalkit.formats.limits import MAX_K
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Always computed, whatever ``--k`` says: the generic record's two rates come from them.
+REQUIRED_KS = (1, 3)
+DEFAULT_KS = (1, 3, 5, 10)
+#: Matrix cells per block of questions in `compute_metrics` (about 1 MB of float64).
+_BLOCK_CELLS = 1 << 17
+
+
+@attrs.frozen
+class _Block:
+    """The per-rank matrices of a block of questions that every metric is computed from."""
+
+    grades: npt.NDArray[np.int64]
+    relevant: npt.NDArray[np.bool_]
+    cumulative: FloatArray
+    """Relevant documents found up to each rank."""
+    dcg: FloatArray
+    idcg: FloatArray
+    ap_sum: FloatArray
+    answerable: npt.NDArray[np.bool_]
+    total: FloatArray
+    """Relevant documents per question; NaN for a no-answer question."""
+    undefined: FloatArray
+    """0 for an answerable question, NaN for a no-answer one (added to undefined metrics)."""
+    returned_nothing: npt.NDArray[np.bool_]
+
+
+def _hit(block: _Block, k: int) -> FloatArray:
+    found = block.cumulative[:, k - 1]
+    no_answer_hit = block.returned_nothing.astype(np.float64)
+    return np.where(block.answerable, (found > 0).astype(np.float64), no_answer_hit)
+
+
+def _recall(block: _Block, k: int) -> FloatArray:
+    return block.cumulative[:, k - 1] / block.total
+
+
+def _precision(block: _Block, k: int) -> FloatArray:
+    return block.cumulative[:, k - 1] / k + block.undefined
+
+
+def _ndcg(block: _Block, k: int) -> FloatArray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(block.answerable, block.dcg[:, k - 1] / block.idcg[:, k - 1], np.nan)
+
+
+def _ap(block: _Block, k: int) -> FloatArray:
+    return block.ap_sum[:, k - 1] / block.total
+
+
+def _rr(block: _Block, k: int) -> FloatArray:
+    # k is the judged depth here: rr looks at the whole scored ranking.
+    first = np.argmax(block.relevant, axis=1)
+    reciprocal = np.where(block.relevant.any(axis=1), 1.0 / (first + 1.0), 0.0)
+    return reciprocal + block.undefined
+
+
+def _judged(block: _Block, k: int) -> FloatArray:
+    # Out of what was returned in the top k: a short ranking is not "unjudged".
+    shown = (block.grades[:, :k] >= -1).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = (block.grades[:, :k] >= 0).sum(axis=1) / shown
+    return np.where(shown > 0, share, np.nan) + block.undefined
+
+
+@attrs.frozen
+class MetricFamily:
+    """A metric family, defined once: what it measures, how it is computed, how it treats
+    no-answer questions, and its names in trec_eval and ir_measures."""
+
+    family: str
+    description: str
+    no_answer: str
+    """What a no-answer question (nothing relevant) scores, in words."""
+    trec_eval: str | None
+    """trec_eval's measure, with ``k`` for the cut-off (``success_k``); None if it has none."""
+    ir_measures: str | None
+    """ir_measures' measure, with ``k`` for the cut-off (``nDCG@k``)."""
+    compute: Callable[[_Block, int], FloatArray] = attrs.field(eq=False, repr=False)
+    per_k: bool = True
+    defined_for_no_answer: bool = False
+    """True when a no-answer question has a value (only hit@k); else it is left out of means."""
+
+    def name(self, k: int | None = None) -> str:
+        return f"{self.family}@{k}" if self.per_k else self.family
+
+
+#: Every family, in report order.
+METRICS: dict[str, MetricFamily] = {
+    definition.family: definition
+    for definition in (
+        MetricFamily(
+            "hit",
+            "1 if any of the k best distinct documents is relevant (success, top-k hit rate).",
+            "1 only if the retriever returned nothing at all",
+            "success_k",
+            "Success@k",
+            _hit,
+            defined_for_no_answer=True,
+        ),
+        MetricFamily(
+            "recall",
+            "Relevant documents in the top k divided by all relevant documents.",
+            "undefined",
+            "recall_k",
+            "R@k",
+            _recall,
+        ),
+        MetricFamily(
+            "precision",
+            "Relevant documents in the top k divided by k (k even when fewer were returned).",
+            "undefined",
+            "P_k",
+            "P@k",
+            _precision,
+        ),
+        MetricFamily(
+            "ndcg",
+            "DCG@k / ideal DCG@k with gain = grade and discount log2(rank + 1); the ideal "
+            "ranking is built from every document graded 1 or more.",
+            "undefined",
+            "ndcg_cut_k",
+            "nDCG@k",
+            _ndcg,
+        ),
+        MetricFamily(
+            "ap",
+            "Sum of precision@r at each relevant rank r <= k, divided by all relevant "
+            "documents (trec_eval's map_cut).",
+            "undefined",
+            "map_cut_k",
+            "AP@k",
+            _ap,
+        ),
+        MetricFamily(
+            "rr",
+            "1 / rank of the first relevant document within the scored depth, 0 if none.",
+            "undefined",
+            "recip_rank",
+            "RR",
+            _rr,
+            per_k=False,
+        ),
+        MetricFamily(
+            "judged",
+            "Share of the documents returned in the top k that carry any label, relevant or "
+            "not: below about 0.8 the other metrics are biased low (pooling bias).",
+            "undefined; also undefined when nothing was returned",
+            None,
+            "Judged@k",
+            _judged,
+        ),
+    )
+}
+_FAMILY_ORDER = tuple(METRICS)
+
+
+@attrs.frozen
+class Metric:
+    """One metric of the table, such as ``ndcg@10``: a family and its cut-off.
+
+    Made once by `parse_metric`; the configuration, the gate, the comparison and
+    every report use it (and its `name`) rather than splitting names by hand.
+    """
+
+    family: MetricFamily
+    k: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.family.name(self.k)
+
+    @property
+    def trec_eval(self) -> str | None:
+        """trec_eval's name (``ndcg_cut_10``), or None where trec_eval has no such measure."""
+        measure = self.family.trec_eval
+        return None if measure is None else measure.replace("_k", f"_{self.k}")
+
+    @property
+    def ir_measures(self) -> str | None:
+        """ir_measures' name (``nDCG@10``)."""
+        measure = self.family.ir_measures
+        return None if measure is None else measure.replace("@k", f"@{self.k}")
+
+    @property
+    def headline(self) -> bool:
+        """One of the metrics a reader looks at first (`HEADLINE`)."""
+        return self.name in HEADLINE
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Report order: hit, recall, precision, ndcg, ap by k, then rr, then judged by k."""
+        return (_FAMILY_ORDER.index(self.family.family), self.k or 0)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+#: The metrics a reader looks at first: reports show them, the rest is in JSON.
+HEADLINE: tuple[str, ...] = ("hit@1", "hit@3", "rr", "ndcg@10")
+#: The short list a history or trend shows: the record's two rates and MRR.
+TREND: tuple[str, ...] = ("hit@1", "hit@3", "rr")
+
+
+def parse_metric(name: str) -> Metric:
+    """``"ndcg@10"`` -> its `Metric`; ``ValueError`` naming the known ones otherwise."""
+    family_name, at, k = name.strip().partition("@")
+    family = METRICS.get(family_name.lower())
+    if family is not None:
+        if not family.per_k and not at:
+            return Metric(family)
+        # ASCII digits only: int() reads 'hit@٣' as 3, and a threshold written so would
+        # then be keyed by a name no computed metric has, and never be checked.
+        if family.per_k and at and k.isascii() and k.isdigit() and 0 < int(k) <= MAX_K:
+            return Metric(family, int(k))
+    known = ", ".join(f.name(0).replace("@0", "@K") for f in METRICS.values())
+    raise ValueError(f"unknown metric '{name}' (known: {known}; e.g. hit@3, ndcg@10, rr)")
+
+
+def metric_order(name: str) -> tuple[int, int]:
+    """The report-order key of a metric name; unknown names go last.
+
+    Stored records come back with their metrics sorted by name (``hit@10`` before
+    ``hit@3``); this puts them back in the order every report uses.
+    """
+    try:
+        return parse_metric(name).order
+    except ValueError:
+        return (len(_FAMILY_ORDER), 0)
+
+
+def headline(names: Iterable[str]) -> list[str]:
+    """The headline metrics among ``names``, in report order."""
+    present = set(names)
+    return [name for name in HEADLINE if name in present]
+
+
+def metric_names(ks: Sequence[int], *, judged: bool = False) -> list[str]:
+    """The metric table's names, in report order: per-k families by k, then ``rr``."""
+    ordered: list[str] = []
+    for family in METRICS.values():
+        if family.family == "judged" and not judged:
+            continue
+        if family.per_k:
+            ordered.extend(family.name(k) for k in ks)
+        else:
+            ordered.append(family.name())
+    return ordered
+
+
+def normalise_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    """Sorted, distinct, with 1 and 3 always present."""
+    return tuple(sorted({*ks, *REQUIRED_KS}))
+
+
+@attrs.frozen
+class JudgedRankings:
+    """Rankings turned into dense per-rank matrices: the one input of every metric."""
+
+    grades: npt.NDArray[np.int64]
+    """(questions, depth): the grade at each rank; -1 unjudged, -2 nothing at that rank."""
+    ideal: FloatArray
+    """(questions, depth): the positive grades of each question, best first, zero padded."""
+    relevant_total: FloatArray
+    """(questions,): how many documents are relevant (grade >= 1)."""
+    returned_any: npt.NDArray[np.bool_]
+    errored: npt.NDArray[np.bool_]
+
+    @property
+    def depth(self) -> int:
+        return int(self.grades.shape[1])
+
+
+def judge_rankings(
+    rankings: Sequence[Sequence[str]],
+    judgments: Sequence[Mapping[str, int]],
+    depth: int,
+    errored: Sequence[bool] | None = None,
+) -> JudgedRankings:
+    """Look up every ranked document's grade once, for all questions.
+
+    Only the few labelled documents of a question are placed: a set intersection finds
+    which of them were returned (one hash probe per returned id, in C), and every other
+    rank keeps the unjudged default. Building a grade for every rank in Python instead
+    costs about three times as much at depth 100.
+    """
+    count = len(rankings)
+    if len(judgments) != count:
+        raise ValueError("one judgment map per ranking is needed")
+    lengths = np.fromiter(map(len, rankings), dtype=np.intp, count=count)
+    grades = np.where(np.arange(depth) < lengths[:, None], -1, -2).astype(np.int64)
+    rows: list[int] = []
+    columns: list[int] = []
+    found_grades: list[int] = []
+    for index, (ranking, labels) in enumerate(zip(rankings, judgments, strict=True)):
+        if not labels or not ranking:
+            continue
+        top = ranking[:depth] if len(ranking) > depth else ranking
+        for doc in labels.keys() & top:
+            grade = labels[doc]
+            # A repeated id gets its grade at every rank, as a per-rank lookup would give.
+            rank = top.index(doc)
+            while True:
+                rows.append(index)
+                columns.append(rank)
+                found_grades.append(grade)
+                try:
+                    rank = top.index(doc, rank + 1)
+                except ValueError:
+                    break
+    grades[rows, columns] = found_grades
+    ideal, relevant_total = _ideal_grades(judgments, depth)
+    returned_any = lengths > 0
+    failed = np.zeros(count, dtype=bool) if errored is None else np.asarray(errored, dtype=bool)
+    if failed.any():
+        grades[failed] = -2
+        returned_any[failed] = False
+    return JudgedRankings(grades, ideal, relevant_total, returned_any, failed)
+
+
+def _ideal_grades(
+    judgments: Sequence[Mapping[str, int]], depth: int
+) -> tuple[FloatArray, FloatArray]:
+    """Each question's positive grades best first (zero padded to depth), and their count."""
+    count = len(judgments)
+    sizes = np.fromiter(map(len, judgments), dtype=np.intp, count=count)
+    values = np.fromiter(
+        chain.from_iterable(labels.values() for labels in judgments),
+        dtype=np.int64,
+        count=int(sizes.sum()),
+    )
+    return ideal_of_labels(sizes, values, depth)
+
+
+def ideal_of_labels(
+    sizes: npt.NDArray[np.intp], values: npt.NDArray[np.int64], depth: int
+) -> tuple[FloatArray, FloatArray]:
+    """`_ideal_grades` from the labels' grades laid end to end, ``sizes[i]`` of them
+    for question i."""
+    count = len(sizes)
+    owners = np.repeat(np.arange(count), sizes)
+    positive = values >= 1
+    values, owners = values[positive], owners[positive]
+    relevant_total = np.bincount(owners, minlength=count).astype(np.float64)
+    order = np.lexsort((-values, owners))
+    values, owners = values[order], owners[order]
+    starts = np.cumsum(relevant_total.astype(np.intp)) - relevant_total.astype(np.intp)
+    place = np.arange(len(owners)) - starts[owners]
+    kept = place < depth
+    ideal = np.zeros((count, depth))
+    ideal[owners[kept], place[kept]] = values[kept]
+    return ideal, relevant_total
+
+
+def judge_codes(
+    ranking_offsets: npt.NDArray[np.int64],
+    ranking_codes: npt.NDArray[np.int64],
+    label_offsets: npt.NDArray[np.int64],
+    label_codes: npt.NDArray[np.int64],
+    label_grades: npt.NDArray[np.int64],
+    depth: int,
+    errored: npt.NDArray[np.bool_],
+) -> JudgedRankings:
+    """`judge_rankings` for rankings and labels given as document codes in CSR form.
+
+    Question i ranked ``ranking_codes[ranking_offsets[i]:ranking_offsets[i + 1]]`` and
+    labelled ``label_codes[label_offsets[i]:label_offsets[i + 1]]`` (one code a
+    document) with ``label_grades``. The very same matrices as `judge_rankings` gives
+    for the same rankings and labels, without a Python step per question: each
+    (question, document) pair is one integer key, and the ranked keys are looked up
+    among the sorted labelled ones.
+    """
+    count = len(ranking_offsets) - 1
+    lengths = np.diff(ranking_offsets)
+    grades = np.where(np.arange(depth) < lengths[:, None], -1, -2).astype(np.int64)
+    span = int(max(ranking_codes.max(initial=-1), label_codes.max(initial=-1))) + 1
+    owners = np.repeat(np.arange(count, dtype=np.int64), lengths)
+    ranks = np.arange(len(ranking_codes), dtype=np.int64) - np.repeat(ranking_offsets[:-1], lengths)
+    scored = ranks < depth
+    owners, ranks = owners[scored], ranks[scored]
+    ranked_keys = owners * span + ranking_codes[scored]
+    label_owners = np.repeat(np.arange(count, dtype=np.int64), np.diff(label_offsets))
+    label_keys = label_owners * span + label_codes
+    order = np.argsort(label_keys, kind="stable")
+    sorted_keys = label_keys[order]
+    where = np.searchsorted(sorted_keys, ranked_keys)
+    where = np.minimum(where, max(len(sorted_keys) - 1, 0))
+    found = (
+        sorted_keys[where] == ranked_keys if len(sorted_keys) else np.zeros(len(ranked_keys), bool)
+    )
+    grades[owners[found], ranks[found]] = label_grades[order[where[found]]]
+    ideal, relevant_total = ideal_of_labels(
+        np.diff(label_offsets).astype(np.intp), np.asarray(label_grades, dtype=np.int64), depth
+    )
+    returned_any = lengths > 0
+    failed = np.asarray(errored, dtype=bool)
+    if failed.any():
+        grades[failed] = -2
+        returned_any[failed] = False
+    return JudgedRankings(grades, ideal, relevant_total, returned_any, failed)
+
+
+def compute_metrics(
+    judged: JudgedRankings, ks: Sequence[int], *, with_judged: bool = False
+) -> dict[str, FloatArray]:
+    """Every metric of the table for every question; NaN where a value is undefined."""
+    depth = judged.depth
+    if max(ks) > depth:
+        raise ValueError(f"k={max(ks)} is deeper than the judged depth {depth}")
+    names = metric_names(ks, judged=with_judged)
+    count = len(judged.relevant_total)
+    results = {name: np.empty(count) for name in names}
+    discount = 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
+    # Every step is row by row, so blocks of questions give the very same values while
+    # their (block, depth) temporaries stay in cache instead of streaming through memory.
+    block = max(1, _BLOCK_CELLS // depth)
+    for low in range(0, count, block):
+        rows = slice(low, low + block)
+        values = _metrics_block(
+            judged.grades[rows],
+            judged.ideal[rows],
+            judged.relevant_total[rows],
+            ~judged.returned_any[rows] & ~judged.errored[rows],
+            discount,
+            ks,
+            with_judged=with_judged,
+        )
+        for name in names:
+            results[name][rows] = values[name]
+    return results
+
+
+def _metrics_block(
+    grades: npt.NDArray[np.int64],
+    ideal: FloatArray,
+    relevant_total: FloatArray,
+    returned_nothing: npt.NDArray[np.bool_],
+    discount: FloatArray,
+    ks: Sequence[int],
+    *,
+    with_judged: bool,
+) -> dict[str, FloatArray]:
+    depth = grades.shape[1]
+    relevant = grades >= 1
+    gains = np.where(relevant, grades, 0).astype(np.float64)
+    answerable = relevant_total > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = np.where(answerable, relevant_total, np.nan)
+    cumulative = np.cumsum(relevant, axis=1, dtype=np.float64)
+    ranks = np.arange(1, depth + 1, dtype=np.float64)
+    precision_at_rank = np.where(relevant, cumulative / ranks, 0.0)
+    block = _Block(
+        grades=grades,
+        relevant=relevant,
+        cumulative=cumulative,
+        dcg=np.cumsum(gains * discount, axis=1),
+        idcg=np.cumsum(ideal * discount, axis=1),
+        ap_sum=np.cumsum(precision_at_rank, axis=1),
+        answerable=answerable,
+        total=total,
+        undefined=np.where(answerable, 0.0, np.nan),
+        returned_nothing=returned_nothing,
+    )
+    results: dict[str, FloatArray] = {}
+    for family in METRICS.values():
+        if family.family == "judged" and not with_judged:
+            continue
+        if family.per_k:
+            for k in ks:
+                results[family.name(k)] = family.compute(block, k)
+        else:
+            results[family.name()] = family.compute(block, depth)
+    return results

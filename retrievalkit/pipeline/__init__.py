@@ -1,0 +1,1 @@
+"""The steps of an evaluation: ask, score, record, choose a baseline, gate, compare."""

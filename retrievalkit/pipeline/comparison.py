@@ -1,0 +1,408 @@
+"""Compare two or more runs question by question: differences, intervals, p-values, Holm.
+
+The first system is the baseline; every other system is compared with it, paired on
+the questions all systems share. For each metric: both means, the difference, and the
+paired test of `retrievalkit.stats.paired` (the paired interval, the sign-flip p-value,
+the discordant questions and the smallest attainable p), plus how many questions each
+side won, tied and lost, and its verdict: significant, not significant, or unresolvable.
+With more than one candidate, each metric's p-values (and their floors) are
+Holm-corrected over the candidates (the family is "every candidate against the
+baseline on this metric"); metrics are not corrected against each other, because they
+are views of the same rankings rather than separate experiments: choose the metric you
+decide on before looking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from retrievalkit.errors import InputError
+from retrievalkit.metrics.definitions import metric_order
+from retrievalkit.metrics.judged_share import judged_warning
+from retrievalkit.metrics.scoring import as_columns, metric_column, positions_of
+from retrievalkit.model.values import QuestionOutcome, ResultRecord
+from retrievalkit.stats.paired import TIE, paired_test, verdict
+from retrievalkit.stats.paired import holm as holm
+
+if TYPE_CHECKING:
+    from retrievalkit.model.outcomes import Outcomes
+
+#: The metric that orders "the questions that changed most" unless told otherwise.
+DEFAULT_CHANGED_BY = "rr"
+_TIE = TIE
+
+
+@attrs.frozen
+class System:
+    """One side of a comparison: a fresh or stored run, and its share of judged documents."""
+
+    label: str
+    run_id: str
+    retriever: str
+    set_name: str
+    set_hash: str
+    questions: int
+    """Questions in the run (before restricting to the shared ones)."""
+    errored: int
+    """Errored questions among the compared ones."""
+    judged: dict[str, float | None]
+    """``judged@k`` -> mean over the compared questions; empty when the set has no judged@k."""
+    saved_to: str | None = None
+
+
+@attrs.frozen
+class MetricDelta:
+    """candidate - baseline for one metric, over the questions where both are defined."""
+
+    metric: str
+    baseline: float | None
+    candidate: float | None
+    difference: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+    p_holm: float | None
+    """The Holm-adjusted p-value; None when there is a single candidate."""
+    significant: bool | None
+    """Adjusted (else raw) p below 1 - confidence; None without a p-value."""
+    n: int
+    wins: int
+    ties: int
+    losses: int
+    discordant: int = 0
+    """Questions whose values differ (wins + losses): only they carry evidence."""
+    p_floor: float | None = None
+    """The smallest p-value attainable with ``discordant`` questions (Holm-adjusted with
+    more than one candidate)."""
+    verdict: str | None = None
+    """``significant``, ``not significant`` or ``unresolvable`` (the floor is not below
+    alpha: no outcome of these questions could have been significant)."""
+    p_method: str | None = None
+    """``exact`` or ``monte-carlo``."""
+    p_error: float | None = None
+    """Standard error of a Monte Carlo p-value (0 when exact)."""
+    ci_method: str | None = None
+    """How ``ci`` was computed (see `retrievalkit.stats.intervals`)."""
+
+
+@attrs.frozen
+class QuestionChange:
+    """A question whose value moved, with the rank of its first relevant document on each side."""
+
+    question_id: str
+    question: str | None
+    baseline: float
+    candidate: float
+    difference: float
+    baseline_rank: int | None
+    """Rank of the first relevant document (None: none in the scored depth)."""
+    candidate_rank: int | None
+    baseline_error: str | None = None
+    candidate_error: str | None = None
+
+
+@attrs.frozen
+class PairComparison:
+    baseline: str
+    candidate: str
+    metrics: tuple[MetricDelta, ...]
+    changed_by: str
+    changed: tuple[QuestionChange, ...]
+    """The questions whose ``changed_by`` value moved most, largest move first."""
+
+
+@attrs.frozen
+class Comparison:
+    """Everything ``retrievalkit compare`` shows, computed once and rendered many ways."""
+
+    set_name: str
+    systems: tuple[System, ...]
+    pairs: tuple[PairComparison, ...]
+    shared_questions: int
+    same_set: bool
+    confidence: float
+    resamples: int
+    correction: str | None
+    """``holm`` with more than one candidate, else None."""
+    warnings: tuple[str, ...]
+
+
+@attrs.frozen
+class Side:
+    """A run to compare, with the label it is shown under and where it was saved."""
+
+    label: str
+    record: ResultRecord
+    saved_to: str | None = None
+
+
+def compare_records(
+    sides: Sequence[Side],
+    *,
+    allow_different_sets: bool = False,
+    resamples: int,
+    confidence: float,
+    seed: int,
+    changed_by: str = DEFAULT_CHANGED_BY,
+    changed_limit: int = 10,
+    question_texts: Mapping[str, str] | None = None,
+) -> Comparison:
+    """Compare every side after the first with the first, paired question by question."""
+    if len(sides) < 2:
+        raise InputError(
+            "compare needs at least two systems",
+            field="--retriever/--run",
+            hint="give two or more --retriever NAME (with --set) or --run RUN_ID",
+        )
+    hashes = {side.record.manifest.set_hash for side in sides}
+    same_set = len(hashes) == 1
+    columns = [as_columns(side.record.outcomes) for side in sides]
+    id_lists = [column.question_ids for column in columns]
+    common = set(id_lists[0]).intersection(*id_lists[1:])
+    shared = [question_id for question_id in id_lists[0] if question_id in common]
+    warnings: list[str] = []
+    if not same_set:
+        sizes = ", ".join(
+            f"{side.label} {len(ids)}" for side, ids in zip(sides, id_lists, strict=True)
+        )
+        if not allow_different_sets:
+            versions = ", ".join(
+                f"{side.label}: {side.record.manifest.set_hash[:12]}" for side in sides
+            )
+            raise InputError(
+                f"the runs were made on different versions of the set (content hashes "
+                f"{versions}); they share {len(shared)} question ids ({sizes} questions)",
+                field="--allow-different-sets",
+                hint="pass --allow-different-sets to compare the shared questions only, or "
+                "compare runs of the same set",
+            )
+        warnings.append(
+            f"the systems ran on different versions of the set: compared on the "
+            f"{len(shared)} question ids they share ({sizes} questions)"
+        )
+    if not shared:
+        raise InputError(
+            "the runs share no question id, so there is nothing to compare",
+            field="--run",
+            hint="compare runs of the same set",
+        )
+    metrics = sorted(
+        (
+            name
+            for name in sides[0].record.metrics
+            if all(name in side.record.metrics for side in sides[1:])
+        ),
+        key=metric_order,
+    )
+    if changed_by not in metrics:
+        raise InputError(
+            f"metric {changed_by!r} is not in every run (shared: {', '.join(metrics)})",
+            field="--changed-by",
+            hint="use one of the shared metrics, e.g. rr or hit@3",
+        )
+    systems = tuple(_system(side, shared) for side in sides)
+    base_columns = columns[0]
+    base_positions = positions_of(base_columns, shared)
+    for system in systems:
+        pooling = judged_warning(system.label, system.judged)
+        if pooling is not None:
+            warnings.append(pooling)
+
+    base = sides[0].record
+    raw_pairs = []
+    side_positions = [positions_of(column, shared) for column in columns[1:]]
+    for side, column, positions in zip(sides[1:], columns[1:], side_positions, strict=True):
+        deltas = [
+            _delta(
+                metric_column(base_columns, metric)[base_positions],
+                metric_column(column, metric)[positions],
+                metric,
+                resamples,
+                confidence,
+                seed,
+            )
+            for metric in metrics
+        ]
+        raw_pairs.append((side, deltas))
+    correction = "holm" if len(raw_pairs) > 1 else None
+    alpha = 1.0 - confidence
+    adjusted: dict[tuple[int, str], float | None] = {}
+    floors: dict[tuple[int, str], float | None] = {}
+    if correction:
+        for metric_index, metric in enumerate(metrics):
+            family = [deltas[metric_index].p_value for _, deltas in raw_pairs]
+            for pair_index, value in enumerate(holm(family)):
+                adjusted[(pair_index, metric)] = value
+            lowest = [deltas[metric_index].p_floor for _, deltas in raw_pairs]
+            for pair_index, value in enumerate(holm(lowest)):
+                floors[(pair_index, metric)] = value
+    texts = question_texts or {}
+    pairs = []
+    for pair_index, (side, deltas) in enumerate(raw_pairs):
+        column, positions = columns[pair_index + 1], side_positions[pair_index]
+        finished = []
+        for delta in deltas:
+            p_holm = adjusted.get((pair_index, delta.metric))
+            decisive = p_holm if correction else delta.p_value
+            floor = floors.get((pair_index, delta.metric)) if correction else delta.p_floor
+            said = verdict(decisive, floor, alpha)
+            finished.append(
+                attrs.evolve(
+                    delta,
+                    p_holm=p_holm,
+                    p_floor=floor,
+                    verdict=said,
+                    significant=None if said is None else said == "significant",
+                )
+            )
+        pairs.append(
+            PairComparison(
+                baseline=sides[0].label,
+                candidate=side.label,
+                metrics=tuple(finished),
+                changed_by=changed_by,
+                changed=_changed(
+                    (base_columns, base_positions),
+                    (column, positions),
+                    shared,
+                    changed_by,
+                    changed_limit,
+                    texts,
+                ),
+            )
+        )
+    return Comparison(
+        set_name=base.set,
+        systems=systems,
+        pairs=tuple(pairs),
+        shared_questions=len(shared),
+        same_set=same_set,
+        confidence=confidence,
+        resamples=resamples,
+        correction=correction,
+        warnings=tuple(warnings),
+    )
+
+
+def _system(side: Side, shared: Sequence[str]) -> System:
+    record = side.record
+    columns = as_columns(record.outcomes)
+    # (a set, not np.isin: on object arrays that compares every id with every other)
+    wanted = set(shared)
+    compared = np.fromiter(
+        (question in wanted for question in columns.question_ids),
+        dtype=bool,
+        count=len(columns.question_ids),
+    )
+    judged: dict[str, float | None] = {}
+    for name in sorted(record.metrics, key=metric_order):
+        if not name.startswith("judged@"):
+            continue
+        values = metric_column(columns, name)[compared]
+        defined = values[~np.isnan(values)]
+        judged[name] = float(np.mean(defined)) if defined.size else None
+    errors = columns.errors
+    return System(
+        label=side.label,
+        run_id=record.run_id,
+        retriever=record.model,
+        set_name=record.set,
+        set_hash=record.manifest.set_hash,
+        questions=len(columns),
+        errored=sum(1 for index in errors if compared[index]),
+        judged=judged,
+        saved_to=side.saved_to,
+    )
+
+
+def _delta(
+    left: npt.NDArray[np.float64],
+    right: npt.NDArray[np.float64],
+    metric: str,
+    resamples: int,
+    confidence: float,
+    seed: int,
+) -> MetricDelta:
+    """``metric`` compared over the shared questions: ``left`` the baseline's values,
+    ``right`` the candidate's (NaN: undefined)."""
+    paired = paired_test(left, right, resamples=resamples, confidence=confidence, seed=seed)
+    both = ~np.isnan(left) & ~np.isnan(right)
+    moves = right[both] - left[both]
+    interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
+    return MetricDelta(
+        metric=metric,
+        baseline=paired.baseline,
+        candidate=paired.candidate,
+        difference=paired.difference,
+        ci=interval,
+        p_value=paired.p_value,
+        p_holm=None,
+        significant=None,
+        n=paired.n,
+        wins=int((moves > _TIE).sum()),
+        ties=int((np.abs(moves) <= _TIE).sum()),
+        losses=int((moves < -_TIE).sum()),
+        discordant=paired.discordant,
+        p_floor=paired.p_floor,
+        p_method=paired.p_method,
+        p_error=paired.p_error,
+        ci_method=paired.interval_method,
+    )
+
+
+def first_relevant_rank(outcome: QuestionOutcome) -> int | None:
+    """1-based rank of the first document graded 1 or more, None when there is none."""
+    for rank, doc_id in enumerate(outcome.ranking, start=1):
+        if outcome.judgments.get(doc_id, 0) >= 1:
+            return rank
+    return None
+
+
+def _changed(
+    baseline: tuple[Outcomes, npt.NDArray[np.intp]],
+    candidate: tuple[Outcomes, npt.NDArray[np.intp]],
+    shared: Sequence[str],
+    metric: str,
+    limit: int,
+    texts: Mapping[str, str],
+) -> tuple[QuestionChange, ...]:
+    """The ``limit`` shared questions whose ``metric`` moved most (ties: by id), each
+    side given as its columns and the positions of the shared questions in them."""
+    (before, before_at), (after, after_at) = baseline, candidate
+    old_values = metric_column(before, metric)[before_at]
+    new_values = metric_column(after, metric)[after_at]
+    differences = new_values - old_values
+    moved = np.flatnonzero(~np.isnan(differences) & (np.abs(differences) > _TIE))
+    if limit == 0 or not moved.size:
+        return ()
+    sizes = np.abs(differences[moved])
+    if 0 < limit < moved.size:
+        # Only moves at least as large as the limit-th largest can be among the first.
+        floor = np.partition(sizes, moved.size - limit)[moved.size - limit]
+        moved = moved[sizes >= floor]
+    order = sorted(
+        moved.tolist(), key=lambda index: (-abs(float(differences[index])), shared[index])
+    )
+    changes = []
+    for index in order[:limit]:
+        old = before[int(before_at[index])]
+        new = after[int(after_at[index])]
+        old_value, new_value = float(old_values[index]), float(new_values[index])
+        changes.append(
+            QuestionChange(
+                question_id=shared[index],
+                question=texts.get(shared[index]),
+                baseline=old_value,
+                candidate=new_value,
+                difference=new_value - old_value,
+                baseline_rank=first_relevant_rank(old),
+                candidate_rank=first_relevant_rank(new),
+                baseline_error=old.error,
+                candidate_error=new.error,
+            )
+        )
+    return tuple(changes)

@@ -1,0 +1,532 @@
+"""Ask a retriever every question of a set and keep what came back, question by question.
+
+This is the only place that calls retrievers. It applies the scoring protocol's
+fetching rules (ask for ``max(k) * overfetch`` ids, collapse duplicates to their first
+occurrence, keep the best ``max(k)`` distinct documents) and turns every failure of a
+retriever into an explicit error outcome instead of losing the question: an exception,
+a broken result, or no answer within the per-question timeout.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar, overload
+
+from retrievalkit.model.values import GoldenQuestion
+from retrievalkit.model.values import Retrieval as Retrieval
+from retrievalkit.redaction import scrub
+
+T = TypeVar("T")
+
+DEFAULT_OVERFETCH = 3
+_BATCH = 64
+#: Questions asked before their answers are handed over to be scored (`ask_in_batches`);
+#: a whole number of ``retrieve_many`` groups, so the groups are those of the whole set.
+STREAM_BATCH = 64 * _BATCH
+
+
+ProgressCallback = Callable[[int], None]
+
+
+class Retrievals(Sequence[Retrieval]):
+    """The retrievals of consecutive questions, held by column.
+
+    What `ask_in_batches` yields: a sequence of `Retrieval` (indexing builds one), whose
+    columns a scorer reads without any per-question object. ``errors`` maps the position
+    of each question that errored, in order, to its message.
+    """
+
+    __slots__ = ("errors", "latency_ms", "rankings", "returned")
+
+    def __init__(
+        self,
+        rankings: list[tuple[str, ...]],
+        latency_ms: list[float],
+        returned: list[int],
+        errors: dict[int, str],
+    ) -> None:
+        if not len(rankings) == len(latency_ms) == len(returned):
+            raise ValueError("rankings, latency_ms and returned must have one entry a question")
+        self.rankings = rankings
+        self.latency_ms = latency_ms
+        self.returned = returned
+        self.errors = errors
+
+    @classmethod
+    def of(cls, retrievals: Iterable[Retrieval]) -> Retrievals:
+        """``retrievals`` by column (a `Retrievals` as it is)."""
+        if isinstance(retrievals, Retrievals):
+            return retrievals
+        held = list(retrievals)
+        return cls(
+            [retrieval.ranking for retrieval in held],
+            [retrieval.latency_ms for retrieval in held],
+            [retrieval.returned for retrieval in held],
+            {
+                index: retrieval.error
+                for index, retrieval in enumerate(held)
+                if retrieval.error is not None
+            },
+        )
+
+    @classmethod
+    def joined(cls, parts: Sequence[Retrievals]) -> Retrievals:
+        """The retrievals of ``parts`` one after another."""
+        if len(parts) == 1:
+            return parts[0]
+        rankings: list[tuple[str, ...]] = []
+        latency: list[float] = []
+        returned: list[int] = []
+        errors: dict[int, str] = {}
+        for part in parts:
+            low = len(rankings)
+            errors.update((low + position, message) for position, message in part.errors.items())
+            rankings += part.rankings
+            latency += part.latency_ms
+            returned += part.returned
+        return cls(rankings, latency, returned, errors)
+
+    def __len__(self) -> int:
+        return len(self.rankings)
+
+    @overload
+    def __getitem__(self, index: int) -> Retrieval: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Retrievals: ...
+
+    def __getitem__(self, index: int | slice) -> Retrieval | Retrievals:
+        if isinstance(index, slice):
+            positions = range(len(self.rankings))[index]
+            errors = self.errors
+            return Retrievals(
+                self.rankings[index],
+                self.latency_ms[index],
+                self.returned[index],
+                {
+                    offset: errors[position]
+                    for offset, position in enumerate(positions)
+                    if position in errors
+                },
+            )
+        position = range(len(self.rankings))[index]
+        return Retrieval(
+            self.rankings[position],
+            self.latency_ms[position],
+            self.errors.get(position),
+            self.returned[position],
+        )
+
+    def __iter__(self) -> Iterator[Retrieval]:
+        errors = self.errors
+        for position, (ranking, latency, returned) in enumerate(
+            zip(self.rankings, self.latency_ms, self.returned, strict=True)
+        ):
+            yield Retrieval(ranking, latency, errors.get(position), returned)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Retrievals({list(self)!r})"
+
+
+def distinct_ranking(ids: Any, limit: int, depth: int) -> tuple[str, ...]:
+    """Validate what a retriever returned and keep the best ``depth`` distinct ids.
+
+    Raises ``ValueError`` with a message for the report when the result breaks the
+    contract: not a sequence, a non-string id, or more ids than asked for.
+    """
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__"):
+        raise ValueError(f"returned {type(ids).__name__} instead of a sequence of ids")
+    if len(ids) > limit:
+        raise ValueError(f"returned {len(ids)} ids for a limit of {limit}")
+    try:
+        # Joining succeeds exactly when every id is a string, and runs in C: the loop
+        # below, run for every question, cost more than the rest of the evaluator.
+        "".join(ids)
+    except TypeError:
+        for rank, doc_id in enumerate(ids, start=1):
+            if not isinstance(doc_id, str):
+                raise ValueError(
+                    f"returned a {type(doc_id).__name__} ({doc_id!r}) at rank {rank}; "
+                    "ids are strings"
+                ) from None
+        raise
+    if type(ids) is list or type(ids) is tuple:
+        # The first ``depth`` ids, when they are distinct, are the ranking: a set of them
+        # costs a third of collapsing every id returned.
+        ranking = tuple(ids[:depth])
+        if len(set(ranking)) == len(ranking):
+            return ranking
+    return tuple(dict.fromkeys(ids))[:depth]
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def call_with_timeout(function: Callable[[], T], timeout: float | None) -> T:
+    """``function()``, run in a daemon thread when there is a timeout.
+
+    Raises ``TimeoutError`` when no answer came within ``timeout`` seconds. The thread
+    is left behind, but as a daemon it cannot keep the process alive once the run ends;
+    a Ctrl-C while waiting interrupts the wait at once.
+    """
+    if timeout is None:
+        return function()
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome.append((True, function()))
+        except BaseException as error:  # handed over to the waiting thread below
+            outcome.append((False, error))
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="retrievalkit-retrieve", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"no answer within {timeout:g} s (--timeout)")
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+class _Waiter:
+    """`call_with_timeout` for calls made one after another from one thread: each call
+    runs in the same daemon thread, so that a question costs no new thread.
+
+    A call that does not answer in time is abandoned with its thread, which ends once the
+    call returns (Python cannot stop it); the next call gets a new thread. `close` lets
+    the thread end after its call.
+    """
+
+    def __init__(self) -> None:
+        self._channel: (
+            tuple[queue.SimpleQueue[Callable[[], Any] | None], queue.SimpleQueue[Any]] | None
+        ) = None
+
+    def call(self, function: Callable[[], T], timeout: float) -> T:
+        if self._channel is None:
+            self._channel = (queue.SimpleQueue(), queue.SimpleQueue())
+            threading.Thread(
+                target=_serve, args=self._channel, name="retrievalkit-retrieve", daemon=True
+            ).start()
+        calls, answers = self._channel
+        calls.put(function)
+        try:
+            succeeded, value = answers.get(timeout=timeout)
+        except queue.Empty:
+            self.close()
+            raise TimeoutError(f"no answer within {timeout:g} s (--timeout)") from None
+        if not succeeded:
+            raise value
+        return value  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel[0].put(None)
+            self._channel = None
+
+
+def _serve(
+    calls: queue.SimpleQueue[Callable[[], Any] | None], answers: queue.SimpleQueue[Any]
+) -> None:
+    """A `_Waiter`'s thread: answer each call until told to stop (None)."""
+    while (function := calls.get()) is not None:
+        try:
+            answers.put((True, function()))
+        except BaseException as error:  # handed over to the waiting thread
+            answers.put((False, error))
+
+
+def evaluate_questions(
+    retriever: Any,
+    questions: Sequence[GoldenQuestion],
+    *,
+    depth: int,
+    overfetch: int = DEFAULT_OVERFETCH,
+    concurrency: int = 1,
+    progress: ProgressCallback | None = None,
+    timeout: float | None = None,
+    secrets: Sequence[str] = (),
+) -> list[Retrieval]:
+    """One `Retrieval` per question, in the set's order.
+
+    ``timeout`` bounds each question (a batch of n questions gets n times as long);
+    ``concurrency`` is how many questions, or for a retriever with ``retrieve_many``
+    how many batches, are asked at once;
+    ``secrets`` are scrubbed from every error text, since a retriever's exception may
+    quote its own credentials.
+    """
+    retrievals: list[Retrieval] = []
+    for answered in ask_in_batches(
+        retriever,
+        questions,
+        depth=depth,
+        overfetch=overfetch,
+        concurrency=concurrency,
+        progress=progress,
+        timeout=timeout,
+        secrets=secrets,
+        batch=max(1, len(questions)),
+    ):
+        retrievals += answered
+    return retrievals
+
+
+def ask_in_batches(
+    retriever: Any,
+    questions: Sequence[GoldenQuestion],
+    *,
+    depth: int,
+    overfetch: int = DEFAULT_OVERFETCH,
+    concurrency: int = 1,
+    progress: ProgressCallback | None = None,
+    timeout: float | None = None,
+    secrets: Sequence[str] = (),
+    batch: int = STREAM_BATCH,
+) -> Iterator[Retrievals]:
+    """`evaluate_questions` a ``batch`` of questions at a time: the retrievals of the
+    next questions of the set, in order, so that a caller can score them and let them go.
+
+    Within a batch, questions are asked exactly as `evaluate_questions` asks them
+    (``concurrency`` at once, ``retrieve_many`` in groups of 64, each with its timeout).
+    """
+    limit = depth * overfetch
+    advance = progress or (lambda _: None)
+
+    def describe(error: BaseException) -> str:
+        return scrub(_describe(error), secrets)
+
+    batched = callable(getattr(retriever, "retrieve_many", None))
+
+    def ask(text: str, call: Callable[..., Any] = call_with_timeout) -> Retrieval:
+        start = time.perf_counter()
+        try:
+            ids = call(lambda: retriever.retrieve(text, limit), timeout)
+            ranking = distinct_ranking(ids, limit, depth)
+        except Exception as error:
+            elapsed = (time.perf_counter() - start) * 1000.0
+            return Retrieval((), elapsed, describe(error))
+        return Retrieval(ranking, (time.perf_counter() - start) * 1000.0, returned=len(ids))
+
+    # One question after another with a timeout: each waits on the same thread.
+    waiter = _Waiter()
+    try:
+        for low in range(0, len(questions), max(1, batch)):
+            texts = [question.question for question in questions[low : low + batch]]
+            if batched:
+                yield _evaluate_batched(
+                    retriever, texts, limit, depth, advance, timeout, describe, concurrency
+                )
+            elif concurrency > 1:
+                yield Retrievals.of(
+                    _evaluate_concurrently(ask, texts, concurrency, advance, timeout)
+                )
+            elif timeout is not None:
+                results = []
+                for text in texts:
+                    results.append(ask(text, waiter.call))
+                    advance(1)
+                yield Retrievals.of(results)
+            else:
+                yield _ask_one_by_one(retriever.retrieve, texts, limit, depth, progress, describe)
+    finally:
+        waiter.close()
+
+
+def _ask_one_by_one(
+    retrieve: Callable[[str, int], Any],
+    texts: list[str],
+    limit: int,
+    depth: int,
+    progress: ProgressCallback | None,
+    describe: Callable[[BaseException], str],
+) -> Retrievals:
+    """Ask each question in turn, in this thread, with no timeout: what the ``ask`` of
+    `ask_in_batches` does question by question, written out in one loop.
+
+    The ids are checked as `distinct_ranking` checks them; a list or a tuple of strings
+    within the limit, what retrievers return, is collapsed here without a call, and
+    anything else goes through `distinct_ranking`, whose message reports it.
+    """
+    rankings: list[tuple[str, ...]] = []
+    latencies: list[float] = []
+    returned: list[int] = []
+    errors: dict[int, str] = {}
+    keep, took, counted = rankings.append, latencies.append, returned.append
+    clock, distinct, unique, join = time.perf_counter, dict.fromkeys, set, "".join
+    for position, text in enumerate(texts):
+        start = clock()
+        try:
+            ids = retrieve(text, limit)
+            kind = type(ids)
+            if (kind is list or kind is tuple) and len(ids) <= limit:
+                try:
+                    join(ids)
+                except TypeError:
+                    distinct_ranking(ids, limit, depth)
+                    raise
+                ranking = tuple(ids[:depth])  # as in distinct_ranking
+                if len(unique(ranking)) != len(ranking):
+                    ranking = tuple(distinct(ids))[:depth]
+            else:
+                ranking = distinct_ranking(ids, limit, depth)
+        except Exception as error:
+            took((clock() - start) * 1000.0)
+            keep(())
+            counted(0)
+            errors[position] = describe(error)
+        else:
+            took((clock() - start) * 1000.0)
+            keep(ranking)
+            counted(len(ids))
+        if progress is not None:
+            progress(1)
+    return Retrievals(rankings, latencies, returned, errors)
+
+
+def _evaluate_concurrently(
+    ask: Callable[[str, Callable[..., Any]], Retrieval],
+    texts: list[str],
+    concurrency: int,
+    advance: ProgressCallback,
+    timeout: float | None = None,
+) -> list[Retrieval]:
+    """Ask from ``concurrency`` daemon threads; the calling thread only waits.
+
+    Daemon threads rather than a ThreadPoolExecutor: on Ctrl-C an executor would wait
+    for every queued question before the process could exit, and a hung retriever
+    would keep it alive for good. With a ``timeout``, each of them waits for its
+    questions on a `_Waiter` of its own.
+    """
+    results: list[Retrieval | None] = [None] * len(texts)
+    pending: queue.Queue[int] = queue.Queue()
+    finished: queue.Queue[int] = queue.Queue()
+    for index in range(len(texts)):
+        pending.put(index)
+
+    def work() -> None:
+        waiter = _Waiter()
+        call = call_with_timeout if timeout is None else waiter.call
+        try:
+            while True:
+                try:
+                    index = pending.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    results[index] = ask(texts[index], call)
+                except BaseException as error:  # never lose a question, whatever escaped
+                    results[index] = Retrieval((), 0.0, _describe(error))
+                finished.put(index)
+        finally:
+            waiter.close()
+
+    for number in range(min(concurrency, len(texts))):
+        threading.Thread(target=work, name=f"retrievalkit-ask-{number}", daemon=True).start()
+    for _ in texts:
+        finished.get()
+        advance(1)
+    return [result for result in results if result is not None]
+
+
+def _evaluate_batched(
+    retriever: Any,
+    texts: list[str],
+    limit: int,
+    depth: int,
+    advance: ProgressCallback,
+    timeout: float | None = None,
+    describe: Callable[[BaseException], str] = _describe,
+    concurrency: int = 1,
+) -> Retrievals:
+    """``_BATCH`` questions a call of ``retrieve_many``; ``concurrency`` calls at once."""
+
+    def ask(batch: list[str]) -> Retrievals:
+        began = time.perf_counter()
+        try:
+            bound = None if timeout is None else timeout * len(batch)
+            answers = call_with_timeout(
+                lambda batch=batch: list(retriever.retrieve_many(batch, limit)),  # type: ignore[misc]
+                bound,
+            )
+            if len(answers) != len(batch):
+                raise ValueError(
+                    f"retrieve_many returned {len(answers)} rankings for {len(batch)} questions"
+                )
+        except Exception as error:
+            answers = [error] * len(batch)
+        each = (time.perf_counter() - began) * 1000.0 / len(batch)
+        rankings: list[tuple[str, ...]] = []
+        returned: list[int] = []
+        errors: dict[int, str] = {}
+        for position, answer in enumerate(answers):
+            if isinstance(answer, BaseException):
+                errors[position] = describe(answer)
+            else:
+                try:
+                    rankings.append(distinct_ranking(answer, limit, depth))
+                    returned.append(len(answer))
+                    continue
+                except ValueError as error:
+                    errors[position] = describe(error)
+            rankings.append(())
+            returned.append(0)
+        return Retrievals(rankings, [each] * len(batch), returned, errors)
+
+    batches = [texts[start : start + _BATCH] for start in range(0, len(texts), _BATCH)]
+    if concurrency <= 1 or len(batches) <= 1:
+        parts: list[Retrievals] = []
+        for batch in batches:
+            parts.append(ask(batch))
+            advance(len(batch))
+        return Retrievals.joined(parts)
+    return _batches_concurrently(ask, batches, concurrency, advance)
+
+
+def _batches_concurrently(
+    ask: Callable[[list[str]], Retrievals],
+    batches: list[list[str]],
+    concurrency: int,
+    advance: ProgressCallback,
+) -> Retrievals:
+    """Up to ``concurrency`` batches in flight, from daemon threads, as in
+    `_evaluate_concurrently`; the outcomes keep the set's order."""
+    results: list[Retrievals | None] = [None] * len(batches)
+    pending: queue.Queue[int] = queue.Queue()
+    finished: queue.Queue[int] = queue.Queue()
+    for index in range(len(batches)):
+        pending.put(index)
+
+    def work() -> None:
+        while True:
+            try:
+                index = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results[index] = ask(batches[index])
+            except BaseException as error:  # never lose a question, whatever escaped
+                results[index] = Retrievals.of(
+                    [Retrieval((), 0.0, _describe(error))] * len(batches[index])
+                )
+            finished.put(index)
+
+    for number in range(min(concurrency, len(batches))):
+        threading.Thread(target=work, name=f"retrievalkit-batch-{number}", daemon=True).start()
+    for _ in batches:
+        advance(len(batches[finished.get()]))
+    return Retrievals.joined([batch for batch in results if batch is not None])

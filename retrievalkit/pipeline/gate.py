@@ -1,0 +1,295 @@
+"""Compare a candidate run with a baseline of the same key, question by question.
+
+Each thresholded metric (an absolute drop, e.g. ``hit@1`` may fall by at most 0.05)
+is compared on the questions both runs share, with the paired test of
+`retrievalkit.stats.paired` (paired interval, sign-flip p-value, discordant questions,
+smallest attainable p). A drop past its threshold is a regression; with
+``require_significant`` it is one only when the drop is also significant (the p-value
+below 1 - confidence, the one meaning of the word in retrievalkit). A drop whose
+comparison is ``unresolvable`` (too few discordant questions for any p below alpha)
+cannot be significant, and the verdict says so rather than "not significant". Slice
+thresholds (``hard_class=near-duplicate``: ``hit@3`` may fall by 0.1) gate one form,
+hard class or meta value on its own, because a regression inside one class can cancel
+out against a gain in another and leave the overall mean unchanged. The verdict lists
+each metric and slice that failed, with both values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from retrievalkit.errors import InputError
+from retrievalkit.model.values import GoldenQuestion, QuestionOutcome, ResultRecord
+
+if TYPE_CHECKING:
+    from retrievalkit.model.outcomes import Outcomes
+from retrievalkit.metrics.scoring import Pairing, as_columns, pair_questions, slice_label
+from retrievalkit.stats.paired import SIGNIFICANT, paired_test, verdict
+from retrievalkit.stats.power import power_row, spread_of_pair, undetectable_warning
+from retrievalkit.stats.sequential import FAIL, PASS, SequentialResult
+
+#: Without any threshold configured, any drop of the two record rates is a regression.
+DEFAULT_THRESHOLDS: dict[str, float] = {"hit@1": 0.0, "hit@3": 0.0}
+_TOLERANCE = 1e-9
+
+
+@attrs.frozen
+class MetricComparison:
+    metric: str
+    baseline: float | None
+    candidate: float | None
+    difference: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+    threshold: float
+    regressed: bool
+    slice: str | None = None
+    """``FIELD=LABEL`` (e.g. ``hard_class=near-duplicate``) for a slice threshold."""
+    significant: bool | None = None
+    """Whether the paired p-value is below 1 - confidence; None without a test."""
+    n: int = 0
+    """Questions compared (where both runs have a defined value)."""
+    discordant: int = 0
+    """Questions whose values differ between the runs."""
+    p_floor: float | None = None
+    """The smallest p-value attainable with ``discordant`` questions."""
+    verdict: str | None = None
+    """``significant``, ``not significant`` or ``unresolvable``."""
+    p_method: str | None = None
+    p_error: float | None = None
+    ci_method: str | None = None
+
+
+@attrs.frozen
+class Verdict:
+    """The gate's decision on a candidate run against its baseline."""
+
+    baseline_run_id: str | None
+    """None when there was no baseline to compare with (see ``note``)."""
+    regressed: bool
+    failures: tuple[MetricComparison, ...]
+    checked: tuple[MetricComparison, ...]
+    shared_questions: int
+    same_set: bool
+    baseline_kind: str = "newest earlier run"
+    """How the baseline was chosen: ``pinned``, ``--baseline`` or ``newest earlier run``."""
+    require_significant: bool = False
+    unchecked: tuple[str, ...] = ()
+    """Thresholds that could not be checked, each with the reason, so none is dropped silently."""
+    note: str | None = None
+    """Why nothing was compared, when there was no baseline."""
+    warnings: tuple[str, ...] = ()
+    """Thresholds below the smallest drop the set can detect at 80% power (see
+    `retrievalkit.stats.power`): a drop between the two passes or fails by chance."""
+    sequential: SequentialResult | None = None
+    """With ``eval --sequential``: the decision of the confidence sequences, which is the
+    verdict (``undecided`` fails the gate)."""
+
+
+def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
+    """The verdict of a sequential run: its gates' decisions replace the fixed-sample ones."""
+    decided = {(gate.metric, gate.slice): gate.decision for gate in result.gates}
+    failures = tuple(
+        item for item in verdict.checked if decided.get((item.metric, item.slice), FAIL) != PASS
+    )
+    return attrs.evolve(
+        verdict, sequential=result, regressed=result.decision != PASS, failures=failures
+    )
+
+
+def split_slice(name: str) -> tuple[str, str]:
+    """``hard_class=near-duplicate`` -> (``hard_class``, ``near-duplicate``)."""
+    field, equals, label = name.partition("=")
+    if not equals or not field.strip() or not label.strip():
+        raise ValueError(f"slice {name!r} is not FIELD=VALUE, e.g. hard_class=near-duplicate")
+    return field.strip(), label.strip()
+
+
+def check_slices(
+    slice_thresholds: Mapping[str, Mapping[str, float]],
+    questions: Sequence[GoldenQuestion],
+    *,
+    source: str | None,
+    set_name: str,
+) -> None:
+    """Every configured slice must hold a question of the set: an empty gate never closes."""
+    for name in sorted(slice_thresholds):
+        field, label = split_slice(name)
+        labels = {slice_label(question, field) for question in questions}
+        if label in labels:
+            continue
+        known = sorted(value for value in labels if value is not None)
+        raise InputError(
+            f"no question of set {set_name} has {field} = {label!r}, so this threshold "
+            f"could never fail (values of {field} in the set: {', '.join(known) or 'none'})",
+            source=source,
+            field=f'regression.slices."{name}"',
+            hint="fix the slice name, or remove it for this set",
+        )
+
+
+def compare_runs(
+    candidate: Sequence[QuestionOutcome],
+    candidate_set_hash: str,
+    baseline: ResultRecord,
+    thresholds: Mapping[str, float],
+    *,
+    resamples: int,
+    confidence: float,
+    seed: int,
+    require_significant: bool = False,
+    slice_thresholds: Mapping[str, Mapping[str, float]] | None = None,
+    questions: Sequence[GoldenQuestion] = (),
+    baseline_kind: str = "newest earlier run",
+) -> Verdict:
+    """The verdict of a candidate's outcomes against a stored baseline run.
+
+    ``slice_thresholds`` maps ``FIELD=LABEL`` to per-metric thresholds; a question's
+    labels come from ``questions`` (the candidate's set) when given, else from the
+    form and hard class its outcome carries.
+    """
+    before = as_columns(baseline.outcomes)
+    after = as_columns(candidate)
+    # Questions are matched by id once; each gate then reads only its metric's columns,
+    # so a stored baseline loads nothing else.
+    pairing = pair_questions(before, after)
+    everyone = np.arange(len(pairing.question_ids), dtype=np.intp)
+    gates: list[tuple[str | None, str, float, npt.NDArray[np.intp]]] = [
+        (None, metric, threshold, everyone) for metric, threshold in sorted(thresholds.items())
+    ]
+    if slice_thresholds:
+        by_id = {question.id: question for question in questions}
+        for name, metrics in sorted(slice_thresholds.items()):
+            field, label = split_slice(name)
+            labels = _labels(pairing, field, by_id, after)
+            members = np.fromiter(
+                (index for index, found in enumerate(labels) if found == label), np.intp
+            )
+            gates.extend(
+                (name, metric, threshold, members) for metric, threshold in sorted(metrics.items())
+            )
+    checked = []
+    unchecked = []
+    warnings = []
+    for slice_name, metric, threshold, ids in gates:
+        item, warning = _compare_metric(
+            pairing.values(before, after, metric),
+            ids,
+            metric,
+            threshold,
+            slice_name,
+            require_significant=require_significant,
+            resamples=resamples,
+            confidence=confidence,
+            seed=seed,
+        )
+        if warning is not None:
+            warnings.append(warning)
+        if item is not None:
+            checked.append(item)
+            continue
+        where = f"{metric} [{slice_name}]" if slice_name else metric
+        reason = (
+            "no question of the slice is in both runs"
+            if not len(ids)
+            else "no question has a value in both runs (is the metric missing from the "
+            "baseline, e.g. a deeper k?)"
+        )
+        unchecked.append(f"{where}: {reason}")
+    failures = tuple(item for item in checked if item.regressed)
+    return Verdict(
+        baseline_run_id=baseline.run_id,
+        regressed=bool(failures),
+        failures=failures,
+        checked=tuple(checked),
+        shared_questions=len(pairing.question_ids),
+        same_set=baseline.manifest.set_hash == candidate_set_hash,
+        baseline_kind=baseline_kind,
+        require_significant=require_significant,
+        unchecked=tuple(unchecked),
+        warnings=tuple(warnings),
+    )
+
+
+def _labels(
+    pairing: Pairing,
+    field: str,
+    questions: Mapping[str, GoldenQuestion],
+    candidate: Outcomes,
+) -> list[str | None]:
+    """Each paired question's label for ``field``: from its question of the set when
+    given, else from the form and hard class its outcome carries."""
+    forms = candidate.forms if field == "form" else None
+    hard_classes = candidate.hard_classes if field == "hard_class" else None
+    labels: list[str | None] = []
+    for question_id, position in zip(pairing.question_ids, pairing.candidate.tolist(), strict=True):
+        question = questions.get(question_id)
+        if question is not None:
+            labels.append(slice_label(question, field))
+        elif forms is not None:
+            form = forms[position]
+            labels.append(None if form is None else form.value)
+        elif hard_classes is not None:
+            labels.append(hard_classes[position])
+        else:
+            labels.append(None)
+    return labels
+
+
+def _compare_metric(
+    values: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
+    ids: npt.NDArray[np.intp],
+    metric: str,
+    threshold: float,
+    slice_name: str | None,
+    *,
+    require_significant: bool,
+    resamples: int,
+    confidence: float,
+    seed: int,
+) -> tuple[MetricComparison | None, str | None]:
+    """The comparison of one gated metric over the paired questions at ``ids``, and a
+    warning when its threshold is undetectable."""
+    if not len(ids):
+        return None, None
+    left, right = values[0][ids], values[1][ids]
+    paired = paired_test(left, right, resamples=resamples, confidence=confidence, seed=seed)
+    if paired.difference is None:
+        return None, None
+    row = power_row(
+        metric,
+        slice_name,
+        paired.n,
+        spread_of_pair(left, right),
+        alpha=1.0 - confidence,
+        threshold=threshold,
+    )
+    warning = undetectable_warning(row) if row.below_detectable else None
+    interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
+    said = verdict(paired.p_value, paired.p_floor, 1.0 - confidence)
+    dropped = -paired.difference > threshold + _TOLERANCE
+    regressed = dropped and (not require_significant or said == SIGNIFICANT)
+    return MetricComparison(
+        metric=metric,
+        baseline=paired.baseline,
+        candidate=paired.candidate,
+        difference=paired.difference,
+        ci=interval,
+        p_value=paired.p_value,
+        threshold=threshold,
+        regressed=regressed,
+        slice=slice_name,
+        significant=None if said is None else said == SIGNIFICANT,
+        n=paired.n,
+        discordant=paired.discordant,
+        p_floor=paired.p_floor,
+        verdict=said,
+        p_method=paired.p_method,
+        p_error=paired.p_error,
+        ci_method=paired.interval_method,
+    ), warning

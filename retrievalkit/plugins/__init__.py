@@ -1,0 +1,1 @@
+"""Plugin discovery, the catalogue of what is installed, and building plugins by name."""

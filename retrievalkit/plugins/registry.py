@@ -1,0 +1,718 @@
+"""Plugin discovery in three plain steps, as flake8 does: find (metadata only), load, use.
+
+*find* reads entry points from package metadata without importing anything, so
+``retrievalkit list`` and ``--help`` stay fast; each `Plugin` keeps the entry
+point it was found as. *load* imports that entry point directly and turns any failure
+into a `PluginError` that names the package and entry point, with the original
+exception chained. A broken plugin never stops the others.
+
+When two packages register one name in a group, a built-in (an entry point into
+retrievalkit itself) wins, and the collision is shown by ``retrievalkit list`` with
+both packages; between two third-party packages the name is ambiguous, and using it
+is an error that names both.
+
+This module is imported by every start of the command line, so it imports neither
+attrs nor `importlib.metadata` (which brings the email and zipfile packages): plain
+folders on ``sys.path`` are read directly, as `importlib.metadata` reads them, and
+anything else (a zip file or an egg on the path, a finder of installed distributions
+other than Python's own) falls back to `importlib.metadata` itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from retrievalkit.errors import InputError, PluginError
+
+if TYPE_CHECKING:
+    import importlib.metadata
+
+    from retrievalkit.model.values import GoldenQuestionSet
+
+QUESTION_SETS = "retrievalkit.question_sets"
+RETRIEVERS = "retrievalkit.retrievers"
+STORES = "retrievalkit.stores"
+EMBEDDERS = "retrievalkit.embedders"
+RERANKERS = "retrievalkit.rerankers"
+CORPORA = "retrievalkit.corpora"
+GENERATORS = "retrievalkit.generators"
+JUDGES = "retrievalkit.judges"
+COMMANDS = "retrievalkit.commands"
+#: Not a plugin group: the set names a package's question-set provider offers, declared in
+#: its metadata (``NAME = "<the provider's entry point>"``), so that ``retrievalkit list``
+#: can show them without importing the provider. ``list --check`` compares the two.
+SET_NAMES = "retrievalkit.set_names"
+
+#: Every entry-point group retrievalkit reads, with what its entry points give, in the
+#: order ``retrievalkit list`` shows them.
+GROUPS: Mapping[str, str] = {
+    QUESTION_SETS: "providers of named golden question sets (set_names() and load(name))",
+    RETRIEVERS: "retriever factories, called with the options of a [retrievers.NAME]",
+    STORES: "result stores, named by URL scheme, called with the store URL",
+    EMBEDDERS: "text embedders (text to float32 vectors), for dense retrievers",
+    RERANKERS: "rerankers, used by the rerank retriever",
+    CORPORA: "document collections for indexing and question generation",
+    GENERATORS: "synthetic question generators (retrievalkit generate)",
+    JUDGES: "relevance judges (retrievalkit judge)",
+    COMMANDS: "subcommands of the retrievalkit command (HELP, configure, run)",
+}
+_PREFIX = "retrievalkit."
+#: The import package of retrievalkit itself: an entry point into it is a built-in.
+_CORE = __name__.partition(".")[0]
+#: An entry point's object reference, as `importlib.metadata.EntryPoint` parses it
+#: (compiled on first use: a listing never needs it).
+_REFERENCE = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class QuestionSetProvider(Protocol):
+    """What a ``retrievalkit.question_sets`` entry point gives (directly, or when called)."""
+
+    def set_names(self) -> Sequence[str]: ...
+
+    def load(self, name: str) -> GoldenQuestionSet: ...
+
+
+class _Value:
+    """An immutable value compared field by field (attrs' ``frozen``, without attrs)."""
+
+    __slots__: tuple[str, ...] = ()
+    _fields: tuple[str, ...] = ()
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, field) for field in self._fields)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._key()))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{field}={getattr(self, field)!r}" for field in self._fields)
+        return f"{type(self).__name__}({fields})"
+
+
+def _set(instance: _Value, /, **fields: Any) -> None:
+    for field, given in fields.items():
+        object.__setattr__(instance, field, given)
+
+
+class Plugin(_Value):
+    """One entry point as found in metadata: nothing imported yet."""
+
+    __slots__ = ("_entry_point", "group", "name", "package", "value", "version")
+    _fields = ("group", "name", "value", "package", "version")
+    group: str
+    name: str
+    value: str
+    package: str
+    version: str
+    _entry_point: importlib.metadata.EntryPoint | None
+
+    def __init__(
+        self,
+        group: str,
+        name: str,
+        value: str,
+        package: str,
+        version: str,
+        entry_point: importlib.metadata.EntryPoint | None = None,
+    ) -> None:
+        _set(self, group=group, name=name, value=value, package=package, version=version)
+        _set(self, _entry_point=entry_point)
+
+    @property
+    def entry_point(self) -> importlib.metadata.EntryPoint:
+        """The entry point itself (made on first use: finding a plugin never needs it)."""
+        point: importlib.metadata.EntryPoint | None = self._entry_point
+        if point is None:
+            import importlib.metadata
+
+            point = importlib.metadata.EntryPoint(
+                name=self.name, value=self.value, group=self.group
+            )
+            _set(self, _entry_point=point)
+        return point
+
+    def __lt__(self, other: Plugin) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __le__(self, other: Plugin) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() <= other._key()
+
+    def __gt__(self, other: Plugin) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() > other._key()
+
+    def __ge__(self, other: Plugin) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() >= other._key()
+
+    @property
+    def label(self) -> str:
+        """``package[name]``, how messages name a plugin."""
+        return f"{self.package}[{self.name}]"
+
+    @property
+    def builtin(self) -> bool:
+        """True for retrievalkit's own plugins, which win any name collision."""
+        module = self.value.partition(":")[0].strip()
+        return module.partition(".")[0] == _CORE
+
+
+class BrokenPlugin(_Value):
+    __slots__ = ("error", "plugin")
+    _fields = ("plugin", "error")
+    plugin: Plugin
+    error: str
+
+    def __init__(self, plugin: Plugin, error: str) -> None:
+        _set(self, plugin=plugin, error=error)
+
+
+class Collision(_Value):
+    """Two or more packages registering one name in one group."""
+
+    __slots__ = ("chosen", "group", "name", "plugins")
+    _fields = ("group", "name", "chosen", "plugins")
+    group: str
+    name: str
+    chosen: Plugin | None
+    """The built-in that wins, or None when no package wins (using the name is an error)."""
+    plugins: tuple[Plugin, ...]
+    """Every registration of the name, the chosen one first."""
+
+    def __init__(
+        self, group: str, name: str, chosen: Plugin | None, plugins: tuple[Plugin, ...]
+    ) -> None:
+        _set(self, group=group, name=name, chosen=chosen, plugins=plugins)
+
+    def describe(self) -> str:
+        labels = " and ".join(plugin.label for plugin in self.plugins)
+        if self.chosen is not None:
+            return (
+                f"'{self.name}' is registered by {labels}; the built-in {self.chosen.label} is used"
+            )
+        return f"'{self.name}' is registered by {labels}; uninstall one of them to use it"
+
+
+def find(group: str) -> list[Plugin]:
+    """Every entry point of ``group``, sorted, duplicates of one installation folded."""
+    return list(_installed(_path_state()).get(group, ()))
+
+
+def _path_state() -> tuple[tuple[str, float], ...]:
+    """sys.path with each folder's modification time: installing a package changes it."""
+    state = []
+    for entry in sys.path:
+        try:
+            modified = os.stat(entry or ".").st_mtime
+        except OSError:
+            modified = -1.0
+        state.append((entry, modified))
+    return tuple(state)
+
+
+@functools.lru_cache(maxsize=8)
+def _installed(path_state: tuple[tuple[str, float], ...]) -> dict[str, tuple[Plugin, ...]]:
+    """Every retrievalkit entry point installed, by group, from one pass over the packages.
+
+    A command asks for several groups, and each ``entry_points()`` call reads every
+    installed package's entry points again, so one pass is kept per state of sys.path.
+    Only a package that registers a retrievalkit entry point has its metadata read
+    (for its name and version); the first installation of a name wins, as in
+    ``importlib.metadata.entry_points()``.
+    """
+    found: dict[str, dict[tuple[str, str], Plugin]] = {}
+    seen: set[str] = set()
+    for package, version, points in _distributions(path_state):
+        normalized = re.sub(r"[-_.]+", "-", package).lower()
+        if normalized in seen:
+            continue
+        seen.add(normalized)
+        for group, name, value, point in points:
+            plugin = Plugin(group, name, value, package, version, point)
+            found.setdefault(group, {}).setdefault((name, value), plugin)
+    return {group: tuple(sorted(plugins.values())) for group, plugins in found.items()}
+
+
+_Point = tuple[str, str, str, "importlib.metadata.EntryPoint | None"]
+
+
+def _distributions(
+    path_state: tuple[tuple[str, float], ...],
+) -> Iterator[tuple[str, str, list[_Point]]]:
+    """(name, version, retrievalkit entry points) of each installed distribution that has
+    any, in the order `importlib.metadata.distributions()` yields them."""
+    if not _plain_folders(entry for entry, _ in path_state):
+        yield from _distributions_by_importlib()
+        return
+    for entry, _ in path_state:
+        yield from _distributions_in(entry or ".")
+
+
+def _plain_folders(entries: Iterator[str]) -> bool:
+    """True when every distribution is found the way `_distributions_in` reads them."""
+    from importlib.machinery import PathFinder
+
+    for finder in sys.meta_path:
+        if finder is not PathFinder and hasattr(finder, "find_distributions"):
+            return False
+    # An egg or a zip file on the path: importlib.metadata reads those.
+    return not any(entry.endswith(".egg") or os.path.isfile(entry) for entry in entries)
+
+
+def _distributions_in(folder: str) -> Iterator[tuple[str, str, list[_Point]]]:
+    """The distributions in one folder of sys.path, read as importlib.metadata reads them:
+    ``*.dist-info`` and ``*.egg-info`` folders, grouped by name in the folder's order."""
+    try:
+        children = os.listdir(folder)
+    except OSError:
+        return
+    by_name: dict[str, list[str]] = {}
+    for child in children:
+        low = child.lower()
+        if low.endswith((".dist-info", ".egg-info")):
+            name = low.rpartition(".")[0].partition("-")[0]
+            key = re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+            by_name.setdefault(key, []).append(os.path.join(folder, child))
+    for paths in by_name.values():
+        for path in paths:
+            text = _read(path, "entry_points.txt")
+            if not text or f"[{_PREFIX}" not in text:
+                continue
+            points: list[_Point] = [
+                (group, name, value, None) for group, name, value in _entry_points(text)
+            ]
+            if points:
+                headers = _headers(_read(path, "METADATA") or _read(path, "PKG-INFO") or "")
+                yield headers.get("name") or "?", headers.get("version", ""), points
+
+
+def _read(folder: str, name: str) -> str | None:
+    try:
+        with open(os.path.join(folder, name), encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _entry_points(text: str) -> Iterator[tuple[str, str, str]]:
+    """(group, name, value) of each retrievalkit entry point in an ``entry_points.txt``."""
+    group: str | None = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            group = line.strip("[]")
+            continue
+        if group is None or not group.startswith(_PREFIX) or "=" not in line:
+            continue
+        name, _, value = line.partition("=")
+        yield group, name.strip(), value.strip()
+
+
+def _headers(text: str) -> dict[str, str]:
+    """The first Name and Version headers of a METADATA or PKG-INFO file."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the body (a long description) begins
+        key, colon, value = line.partition(":")
+        key = key.strip().lower()
+        if colon and key in ("name", "version") and key not in found:
+            found[key] = value.strip()
+    return found
+
+
+def _distributions_by_importlib() -> Iterator[tuple[str, str, list[_Point]]]:
+    import importlib.metadata
+
+    for dist in importlib.metadata.distributions():
+        points: list[_Point] = [
+            (point.group, point.name, point.value, point)
+            for point in dist.entry_points
+            if point.group.startswith(_PREFIX)
+        ]
+        if points:
+            yield dist.metadata["Name"] or "?", dist.version, points
+
+
+def registered(group: str) -> tuple[dict[str, Plugin], list[Collision]]:
+    """Each name of ``group`` with the plugin it means, and the names several packages claim.
+
+    A built-in wins a collision; a name claimed only by several third-party packages
+    is left out of the mapping (its collision has no ``chosen`` plugin).
+    """
+    by_name: dict[str, list[Plugin]] = {}
+    for plugin in find(group):
+        by_name.setdefault(plugin.name, []).append(plugin)
+    chosen: dict[str, Plugin] = {}
+    collisions: list[Collision] = []
+    for name, candidates in sorted(by_name.items()):
+        if len({plugin.package for plugin in candidates}) == 1:
+            chosen[name] = candidates[0]
+            continue
+        builtins = [plugin for plugin in candidates if plugin.builtin]
+        winner = builtins[0] if builtins else None
+        others = tuple(plugin for plugin in candidates if plugin is not winner)
+        if winner is not None:
+            chosen[name] = winner
+            log.info(
+                "%s is registered by %s too; the built-in is used",
+                winner.label,
+                ", ".join(plugin.label for plugin in others),
+            )
+        collisions.append(Collision(group, name, winner, (winner, *others) if winner else others))
+    return chosen, collisions
+
+
+def names(group: str) -> list[str]:
+    """Every name of ``group`` (including ambiguous ones), sorted."""
+    return sorted({plugin.name for plugin in find(group)})
+
+
+def find_one(group: str, name: str) -> Plugin:
+    """The plugin called ``name``; an error lists what is installed when there is none,
+    and names both packages when two third-party packages claim the name."""
+    chosen, collisions = registered(group)
+    if name in chosen:
+        return chosen[name]
+    for collision in collisions:
+        if collision.name == name:
+            raise PluginError(f"plugin name {collision.describe()} (group {group})")
+    known = ", ".join(names(group)) or "none"
+    kind = group.rsplit(".", 1)[-1].replace("_", " ").rstrip("s")
+    raise PluginError(
+        f"unknown {kind} plugin '{name}' (installed: {known}); "
+        "check the spelling, or pip install the package that provides it"
+    )
+
+
+def load(plugin: Plugin) -> Any:
+    """Import the object behind an entry point.
+
+    Any failure becomes a `PluginError` naming the package and entry point,
+    with the original exception chained (``__cause__``) for the traceback.
+    """
+    try:
+        point = plugin._entry_point
+        obj = point.load() if point is not None else _resolve(plugin.value)
+    except Exception as error:
+        raise PluginError(
+            f"plugin {plugin.label} ({plugin.value}) failed to load: "
+            f"{type(error).__name__}: {error}; reinstall or fix that package"
+        ) from error
+    log.info("loaded plugin %s = %s (%s)", plugin.label, plugin.value, plugin.version)
+    return obj
+
+
+def _resolve(value: str) -> Any:
+    """The object an entry point's value names, imported as `EntryPoint.load` does."""
+    match = re.match(_REFERENCE, value)
+    if match is None:
+        raise ValueError(f"{value!r} is not an object reference (module or module:attribute)")
+    found: Any = importlib.import_module(match.group("module"))
+    for attribute in filter(None, (match.group("attr") or "").split(".")):
+        found = getattr(found, attribute)
+    return found
+
+
+def load_group(group: str) -> tuple[dict[str, tuple[Plugin, Any]], list[BrokenPlugin]]:
+    """Every plugin of a group that loads (built-ins winning collisions), and the broken
+    ones with their errors; ambiguous names are left out."""
+    loaded: dict[str, tuple[Plugin, Any]] = {}
+    broken: list[BrokenPlugin] = []
+    chosen, _ = registered(group)
+    for name, plugin in chosen.items():
+        try:
+            loaded[name] = (plugin, load(plugin))
+        except PluginError as error:
+            broken.append(BrokenPlugin(plugin, str(error)))
+    return loaded, broken
+
+
+def as_provider(plugin: Plugin, obj: Any) -> QuestionSetProvider:
+    """A provider from what an entry point gives: a provider, or a callable making one."""
+    provider = obj
+    if not isinstance(provider, QuestionSetProvider) or isinstance(provider, type):
+        try:
+            provider = obj()
+        except Exception as error:
+            raise PluginError(
+                f"question set provider {plugin.label} failed to start: "
+                f"{type(error).__name__}: {error}"
+            ) from error
+    if not isinstance(provider, QuestionSetProvider):
+        raise PluginError(
+            f"question set provider {plugin.label} has no set_names()/load(name); "
+            "see the plugin author guide"
+        )
+    return provider
+
+
+def as_command(plugin: Plugin, obj: Any) -> Any:
+    """The command an entry point gives: anything with ``HELP``, ``configure`` and ``run``."""
+    missing = [name for name in ("HELP", "configure", "run") if not hasattr(obj, name)]
+    if missing:
+        raise PluginError(
+            f"command plugin {plugin.label} lacks {', '.join(missing)}; a command has "
+            "HELP, configure(parser) and run(args)"
+        )
+    return obj
+
+
+_Provider = TypeVar("_Provider")
+
+
+class SetCatalogue(Generic[_Provider]):
+    """Which provider offers which set name, which providers are broken, and which set
+    names more than one package offers."""
+
+    def __init__(
+        self,
+        offers: dict[str, tuple[Plugin, _Provider]],
+        broken: list[BrokenPlugin],
+        collisions: list[Collision] | None = None,
+        misdeclared: list[BrokenPlugin] | None = None,
+    ) -> None:
+        self.offers = offers
+        self.broken = broken
+        self.collisions: list[Collision] = collisions or []
+        """Set names offered by several packages: a built-in's wins; otherwise the name is
+        left out of ``offers`` and loading it is an error naming both providers."""
+        self.misdeclared: list[BrokenPlugin] = misdeclared or []
+        """Providers whose package declares other set names (`SET_NAMES`) than they offer."""
+
+    def ambiguous(self, name: str) -> Collision | None:
+        """The collision that makes ``name`` unusable, if any."""
+        for collision in self.collisions:
+            if collision.name == name and collision.chosen is None:
+                return collision
+        return None
+
+
+def declared_set_names(plugin: Plugin) -> list[str] | None:
+    """The set names the package of provider ``plugin`` declares for it in its metadata
+    (the `SET_NAMES` group), or None when it declares none."""
+    reference = "".join(plugin.value.split())
+    names = [
+        declared.name
+        for declared in find(SET_NAMES)
+        if declared.package == plugin.package and "".join(declared.value.split()) == reference
+    ]
+    return sorted(set(names)) or None
+
+
+def set_catalogue() -> SetCatalogue[QuestionSetProvider]:
+    """Load every question-set provider and index its set names.
+
+    Two packages offering one set name never break the others' sets: a built-in's set
+    wins, and a name two third-party packages offer is unusable until one is removed.
+    """
+    entries: list[tuple[Plugin, QuestionSetProvider, list[str]]] = []
+    broken: list[BrokenPlugin] = []
+    misdeclared: list[BrokenPlugin] = []
+    # Every provider, not load_group's one per entry-point name: a second package whose
+    # provider has the same entry-point name may offer other sets, or the same ones.
+    for plugin in find(QUESTION_SETS):
+        try:
+            provider = as_provider(plugin, load(plugin))
+            set_names = list(provider.set_names())
+        except Exception as error:
+            broken.append(BrokenPlugin(plugin, str(error)))
+            continue
+        entries.append((plugin, provider, set_names))
+        declared = declared_set_names(plugin)
+        if declared is not None and declared != sorted(set(set_names)):
+            misdeclared.append(
+                BrokenPlugin(
+                    plugin,
+                    f"its package declares the sets {', '.join(declared)} in its metadata "
+                    f"({SET_NAMES}) but the provider offers "
+                    f"{', '.join(sorted(set(set_names))) or 'none'}; update the "
+                    f"package's {SET_NAMES} entry points and reinstall it",
+                )
+            )
+    return _catalogue(entries, broken, misdeclared)
+
+
+def listed_sets() -> SetCatalogue[QuestionSetProvider | None]:
+    """The set catalogue as ``retrievalkit list`` shows it, importing as little as it can.
+
+    A provider whose package declares its set names in metadata (`SET_NAMES`) is not
+    imported (its provider is None here); any other provider is loaded and asked, as by
+    `set_catalogue`.
+    """
+    entries: list[tuple[Plugin, QuestionSetProvider | None, list[str]]] = []
+    broken: list[BrokenPlugin] = []
+    for plugin in find(QUESTION_SETS):
+        declared = declared_set_names(plugin)
+        if declared is not None:
+            entries.append((plugin, None, declared))
+            continue
+        try:
+            provider = as_provider(plugin, load(plugin))
+            set_names = list(provider.set_names())
+        except Exception as error:
+            broken.append(BrokenPlugin(plugin, str(error)))
+            continue
+        entries.append((plugin, provider, set_names))
+    return _catalogue(entries, broken, [])
+
+
+def _catalogue(
+    entries: list[tuple[Plugin, _Provider, list[str]]],
+    broken: list[BrokenPlugin],
+    misdeclared: list[BrokenPlugin],
+) -> SetCatalogue[_Provider]:
+    offered: dict[str, list[tuple[Plugin, _Provider]]] = {}
+    for plugin, provider, set_names in entries:
+        for set_name in dict.fromkeys(set_names):
+            owners = offered.setdefault(set_name, [])
+            if all(owner.package != plugin.package for owner, _ in owners):
+                owners.append((plugin, provider))
+    offers: dict[str, tuple[Plugin, _Provider]] = {}
+    collisions: list[Collision] = []
+    for set_name, owners in sorted(offered.items()):
+        if len(owners) == 1:
+            offers[set_name] = owners[0]
+            continue
+        builtins = [owner for owner in owners if owner[0].builtin]
+        if builtins:
+            offers[set_name] = builtins[0]
+        winner = builtins[0][0] if builtins else None
+        rest = tuple(owner for owner, _ in owners if owner is not winner)
+        collisions.append(
+            Collision(QUESTION_SETS, set_name, winner, (winner, *rest) if winner else rest)
+        )
+    return SetCatalogue(offers, broken, collisions, misdeclared)
+
+
+def create_retriever(
+    plugin_name: str, options: dict[str, Any], *, instance: str, config_file: str | None = None
+) -> Any:
+    """Call a retriever factory with its options; a wrong option names the plugin.
+
+    With the config file the instance comes from, a message names that file, the line
+    and the option (``retrievers.NAME.OPTION``). Secret option values never appear in a
+    message, even when the plugin puts them in its own exception.
+    """
+    from retrievalkit.errors import EvaluationError
+    from retrievalkit.redaction import remember, scrub, secret_values
+
+    section = f"[retrievers.{instance}]"
+    if config_file is not None:
+        section = f"{config_file}, {section}"
+    hidden = secret_values(options)
+    remember(hidden)
+
+    def place(option: str | None) -> dict[str, Any]:
+        """Where an option of this instance is set: file, line and dotted key."""
+        if config_file is None:
+            return {"source": section, "field": option}
+        from retrievalkit.formats.config import key_line
+
+        key = f"retrievers.{instance}" + (f".{option}" if option else "")
+        return {"source": config_file, "line": key_line(config_file, key), "field": key}
+
+    try:
+        plugin = find_one(RETRIEVERS, plugin_name)
+    except PluginError as error:
+        if config_file is None:
+            raise
+        raise InputError(str(error), **place("plugin")) from None
+    factory = load(plugin)
+    try:
+        return factory(**options)
+    except TypeError as error:
+        text = scrub(str(error), hidden)
+        if "argument" in text:
+            named = re.search(r"keyword argument '(\w+)'", text)
+            option = named.group(1) if named and named.group(1) in options else None
+            raise InputError(
+                f"retriever plugin '{plugin_name}' does not accept these options: {text}",
+                **place(option),
+                hint=_option_hint(factory, option),
+            ) from None
+        raise EvaluationError(
+            f"retriever '{instance}' (plugin '{plugin_name}') could not start: TypeError: {text}"
+        ) from None
+    except InputError as error:
+        detail, hint = scrub(error.detail, hidden), scrub(error.hint or "", hidden) or None
+        if error.source is None and error.field in options:
+            where = place(error.field)
+            raise InputError(
+                f"{detail} (plugin '{plugin_name}')",
+                line=where.pop("line", None),
+                hint=hint,
+                **where,
+            ) from None
+        source = error.source or f"{section} (plugin '{plugin_name}')"
+        raise InputError(
+            detail, source=source, line=error.line, field=error.field, hint=hint
+        ) from None
+    except (PluginError, EvaluationError):
+        raise  # a composed retriever (fusion) resolving its parts has said what went wrong
+    except Exception as error:
+        # A retriever that cannot reach its backend while starting: the evaluation cannot be
+        # carried out (exit code 3), and the message must not carry a secret from the options.
+        raise EvaluationError(
+            f"retriever '{instance}' (plugin '{plugin_name}') could not start: "
+            f"{type(error).__name__}: {scrub(str(error), hidden)}"
+        ) from None
+
+
+def _option_hint(factory: Any, option: str | None) -> str:
+    """The closest option the factory accepts, and the list of all it accepts."""
+    import difflib
+    import inspect
+
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return "check the plugin's documented options"
+    accepted = sorted(
+        p.name
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not p.name.startswith("_")
+    )
+    if not accepted:
+        return "check the plugin's documented options"
+    close = []
+    if option:
+        close = (
+            difflib.get_close_matches(option, accepted, n=1, cutoff=0.6)
+            or [name for name in accepted if option.startswith(name) or name.startswith(option)][:1]
+        )
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    return f"{guess}it accepts: {', '.join(accepted)}"

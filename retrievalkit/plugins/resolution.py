@@ -1,0 +1,121 @@
+"""Turn the names a user types (``--set``, ``--retriever``) into loaded sets and retrievers.
+
+A set is a file or directory path, a ``[sets.NAME]`` of the config, or a name offered
+by a question-set plugin, tried in that order. A retriever is a ``[retrievers.NAME]``
+of the config, or a plugin that needs no options, named directly.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from retrievalkit.errors import InputError, PluginError
+from retrievalkit.formats.config import Config
+from retrievalkit.model.values import GoldenQuestionSet
+from retrievalkit.plugins import registry as plugins
+
+
+def resolve_set(name: str, config: Config) -> GoldenQuestionSet:
+    return resolve_set_and_provider(name, config)[0]
+
+
+def resolve_set_and_provider(
+    name: str, config: Config
+) -> tuple[GoldenQuestionSet, plugins.Plugin | None]:
+    """The set, and the plugin that served it (None for a file or a [sets.NAME])."""
+    from retrievalkit.formats.golden_sets import check_provided_set, load_set_file
+    from retrievalkit.formats.limits import check_path
+
+    check_path(name, field="--set")
+    path = Path(name)
+    if path.exists():
+        return load_set_file(path), None
+    if name in config.sets:
+        return load_set_file(config.sets[name], name=name), None
+    catalogue = plugins.set_catalogue()
+    if name in catalogue.offers:
+        plugin, provider = catalogue.offers[name]
+        try:
+            loaded = provider.load(name)
+        except InputError:
+            raise
+        except Exception as error:
+            raise PluginError(
+                f"question set provider {plugin.label} failed to load set '{name}': "
+                f"{type(error).__name__}: {error}"
+            ) from error
+        if not isinstance(loaded, GoldenQuestionSet):
+            raise PluginError(f"question set provider {plugin.label} did not return a set")
+        return check_provided_set(loaded, plugin.label), plugin
+    clash = catalogue.ambiguous(name)
+    if clash is not None:
+        raise PluginError(f"question set {clash.describe()}, or load the set from a file")
+    known = sorted({*config.sets, *catalogue.offers})
+    broken = "".join(
+        f"; broken provider {item.plugin.label}: {item.error}" for item in catalogue.broken
+    )
+    looks_like_path = any(part in name for part in ("/", "\\", ".jsonl", ".toml", ".json"))
+    raise InputError(
+        (f"no such file '{name}'" if looks_like_path else f"unknown set '{name}'")
+        + f" (known sets: {', '.join(known) or 'none'}){broken}",
+        field="--set",
+        hint="give a golden set file, a [sets.NAME] from the config, or a plugin's set name",
+    )
+
+
+@attrs.frozen
+class ResolvedRetriever:
+    name: str
+    plugin: str
+    options: dict[str, Any]
+    retriever: Any
+
+
+_ACTIVE_CONFIG: contextvars.ContextVar[Config | None] = contextvars.ContextVar(
+    "retrievalkit_active_config", default=None
+)
+
+
+def active_config() -> Config:
+    """The configuration being resolved, for plugins composed of other retrievers (fusion)."""
+    return _ACTIVE_CONFIG.get() or Config()
+
+
+def resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
+    token = _ACTIVE_CONFIG.set(config)
+    try:
+        return _resolve_retriever(name, config)
+    finally:
+        _ACTIVE_CONFIG.reset(token)
+
+
+def _resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
+    configured = config.retrievers.get(name)
+    if configured is not None:
+        plugin_name, options = configured.plugin, dict(configured.options)
+    else:
+        plugin_name, options = name, {}
+        known = {plugin.name for plugin in plugins.find(plugins.RETRIEVERS)}
+        if name not in known:
+            raise PluginError(
+                f"unknown retriever '{name}' (--retriever): no [retrievers.{name}] in "
+                f"{config.source or 'any config file'} and no plugin of that name "
+                f"(configured: {', '.join(sorted(config.retrievers)) or 'none'}; "
+                f"plugins: {', '.join(sorted(known)) or 'none'})"
+            )
+    retriever = plugins.create_retriever(
+        plugin_name,
+        options,
+        instance=name,
+        config_file=config.source if configured is not None else None,
+    )
+    if not callable(getattr(retriever, "retrieve", None)):
+        raise PluginError(
+            f"retriever plugin '{plugin_name}' returned {type(retriever).__name__}, "
+            "which has no retrieve(question, limit) method"
+        )
+    return ResolvedRetriever(name, plugin_name, options, retriever)

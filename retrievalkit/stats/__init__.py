@@ -1,0 +1,1 @@
+"""The statistics of runs: intervals, paired tests, power and sequential bounds."""

@@ -1,0 +1,259 @@
+"""The paired test of two runs over the same questions, and the one meaning of "significant".
+
+Both the regression gate and ``retrievalkit compare`` call `paired_test`. For the
+questions where both runs have a value it gives the difference of the means
+(candidate - baseline), a paired interval of that difference (BCa bootstrap of the
+per-question differences, see `retrievalkit.stats.intervals`), and a two-sided sign-flip
+permutation p-value (Smucker, Allan & Carterette 2007): under "no difference" each
+question's difference is as likely to have either sign, so the p-value is the share of
+the 2^m sign patterns of the m discordant questions (those whose values differ) whose
+sum is at least as far from zero as the observed one.
+
+The p-value is exact whenever the distribution of that sum can be enumerated (few
+discordant questions, or few distinct sizes of difference: every 0/1 metric, whatever
+the set size); beyond that it is a Monte Carlo estimate whose standard error is
+reported. The smallest p-value the test can ever give with m discordant questions is
+2 / 2^m (all signs agreeing); when that floor is at or above alpha the comparison is
+``unresolvable``: no outcome of these questions could have been significant.
+
+**Significant** means, everywhere in retrievalkit: that two-sided p-value (Holm-adjusted
+when several candidates are compared with one baseline) is below alpha = 1 - confidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from retrievalkit.stats.intervals import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    bootstrap_means,
+)
+from retrievalkit.stats.large_samples import LARGE_SAMPLE, sign_flip_tail
+
+FloatArray = npt.NDArray[np.float64]
+
+#: The three verdicts of a paired comparison.
+SIGNIFICANT = "significant"
+NOT_SIGNIFICANT = "not significant"
+UNRESOLVABLE = "unresolvable"
+
+EXACT = "exact"
+MONTE_CARLO = "monte-carlo"
+EDGEWORTH = "edgeworth"
+"""`LARGE_SAMPLE` discordant questions or more: the tail of the sign-flip distribution's
+Edgeworth expansion (`large_samples.sign_flip_tail`), deterministic."""
+
+DEFAULT_PERMUTATIONS = 10_000
+#: Differences closer than this are a tie (per-question values are sums of a few floats).
+TIE = 1e-12
+#: The exact distribution is enumerated while it has at most this many points.
+EXACT_LIMIT = 1 << 18
+#: Past the enumeration limit, exact is still tried with at most this many distinct sizes.
+_MERGING_SIZES = 12
+#: Equal differences up to which the binomial chances are computed as comb(n, k) / 2^n.
+_DIRECT_BINOMIAL = 1000
+#: Sign flips per batch of the Monte Carlo test (its batches shape the random stream).
+_PERMUTATION_CELLS = 4_000_000
+
+
+@attrs.frozen
+class PairedTest:
+    """candidate - baseline over the questions where both are defined."""
+
+    baseline: float | None
+    candidate: float | None
+    difference: float | None
+    low: float | None
+    high: float | None
+    p_value: float | None
+    n: int
+    discordant: int = 0
+    """Questions whose two values differ: only they carry evidence."""
+    p_floor: float | None = None
+    """The smallest p-value attainable with ``discordant`` questions: 2 / 2^discordant."""
+    p_method: str | None = None
+    """``exact`` (full enumeration), ``monte-carlo`` or ``edgeworth`` (large samples)."""
+    p_error: float | None = None
+    """Standard error of a Monte Carlo p-value; 0 for an exact or an Edgeworth one."""
+    interval_method: str | None = None
+
+
+def p_floor(discordant: int) -> float:
+    """The smallest two-sided sign-flip p-value of ``discordant`` questions: 2 / 2^m (max 1)."""
+    return 1.0 if discordant <= 1 else 2.0 ** (1 - discordant)
+
+
+def verdict(p_value: float | None, floor: float | None, alpha: float) -> str | None:
+    """``significant``, ``not significant`` or ``unresolvable`` (None without a test).
+
+    ``unresolvable`` wins: when even the floor is not below alpha, "not significant"
+    would suggest the data spoke, when no outcome of these questions could have.
+    """
+    if p_value is None or floor is None:
+        return None
+    if floor >= alpha:
+        return UNRESOLVABLE
+    return SIGNIFICANT if p_value < alpha else NOT_SIGNIFICANT
+
+
+def sign_flip_p_value(
+    differences: FloatArray,
+    *,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    seed: int = DEFAULT_SEED,
+    exact_limit: int = EXACT_LIMIT,
+) -> tuple[float, str, float]:
+    """(p-value, method, standard error): two-sided, over random sign flips of ``differences``.
+
+    Exact when the distribution of the flipped sum fits in ``exact_limit`` points: the
+    sum is built one group of equal-sized differences at a time (a group of c equal
+    sizes d contributes d * (2B - c), B binomial(c, 1/2)), merging equal sums as it
+    goes, so 0/1 metrics are exact at any set size and any metric is exact with up to
+    18 discordant questions. Otherwise, with `LARGE_SAMPLE` discordant questions or
+    more, the tail of the distribution's Edgeworth expansion (``edgeworth``, error 0);
+    with fewer, (extreme + 1) / (permutations + 1) from seeded random flips, with its
+    binomial standard error.
+    """
+    sizes = np.abs(differences[np.abs(differences) > TIE])
+    if sizes.size == 0:
+        return 1.0, EXACT, 0.0
+    observed = abs(float(differences.sum()))
+    exact = _exact_p_value(sizes, observed, exact_limit)
+    if exact is not None:
+        return exact, EXACT, 0.0
+    if sizes.size >= LARGE_SAMPLE:
+        return sign_flip_tail(sizes, observed - _tolerance(observed)), EDGEWORTH, 0.0
+    rng = np.random.default_rng(seed + 1)
+    count = sizes.size
+    extreme = 0
+    done = 0
+    batch = max(1, min(permutations, _PERMUTATION_CELLS // count))
+    while done < permutations:
+        size = min(batch, permutations - done)
+        signs = rng.integers(0, 2, size=(size, count)) * 2.0 - 1.0
+        flipped = np.abs(signs @ sizes)
+        extreme += int((flipped >= observed - _tolerance(observed)).sum())
+        done += size
+    p_value = (extreme + 1) / (permutations + 1)
+    return p_value, MONTE_CARLO, math.sqrt(p_value * (1.0 - p_value) / permutations)
+
+
+def _tolerance(observed: float) -> float:
+    # Sums of the same differences in another order may differ in the last bits.
+    return 1e-7 * max(1.0, observed)
+
+
+def _exact_p_value(sizes: FloatArray, observed: float, limit: int) -> float | None:
+    """P(|sum of randomly signed sizes| >= observed), or None when it would not fit."""
+    from scipy.special import comb, gammaln
+
+    rounded = np.round(sizes, 12)
+    distinct, counts = np.unique(rounded, return_counts=True)
+    # Without merging the support has prod(count + 1) points. Merging equal sums only
+    # pays when the sizes are few (0/1 metrics, reciprocal ranks); with many distinct
+    # sizes the sums are nearly all distinct, and the attempt would be wasted work.
+    # (summed as logarithms: the product overflows a float past ~1,000 distinct sizes)
+    points = float(np.log(counts.astype(np.float64) + 1.0).sum())
+    if points > math.log(limit) and distinct.size > _MERGING_SIZES:
+        return None
+    # Largest groups first: their binomials merge most, keeping the support small.
+    order = np.argsort(-counts, kind="stable")
+    sums: FloatArray = np.zeros(1)
+    weights: FloatArray = np.ones(1)
+    for size, count in zip(distinct[order].tolist(), counts[order].tolist(), strict=True):
+        if sums.size * (count + 1) > limit * 2:
+            return None
+        heads = np.arange(count + 1)
+        step = size * (2 * heads - count)
+        if count <= _DIRECT_BINOMIAL:
+            chances = comb(count, heads) / 2.0**count
+        else:
+            # 2^count and the largest binomial coefficients overflow a float past 1,023
+            # equal differences (a 0/1 metric with that many discordant questions).
+            chances = np.exp(
+                gammaln(count + 1.0)
+                - gammaln(heads + 1.0)
+                - gammaln(count - heads + 1.0)
+                - count * math.log(2.0)
+            )
+        sums = (sums[:, None] + step[None, :]).ravel()
+        weights = (weights[:, None] * chances[None, :]).ravel()
+        # Merge sums equal up to rounding, so the support grows with the distinct sums.
+        keys, index = np.unique(np.round(sums, 10), return_inverse=True)
+        if keys.size > limit:
+            return None
+        weights = np.bincount(index.ravel(), weights=weights, minlength=keys.size).astype(
+            np.float64
+        )
+        sums = keys.astype(np.float64)
+    tail = float(weights[np.abs(sums) >= observed - _tolerance(observed)].sum())
+    return min(1.0, tail)
+
+
+def paired_test(
+    baseline: FloatArray,
+    candidate: FloatArray,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+    permutations: int = DEFAULT_PERMUTATIONS,
+) -> PairedTest:
+    """The paired comparison of two runs' per-question values (NaN: undefined)."""
+    both = ~np.isnan(baseline) & ~np.isnan(candidate)
+    n = int(both.sum())
+    if n == 0:
+        return PairedTest(None, None, None, None, None, None, 0)
+    base = baseline[both]
+    cand = candidate[both]
+    diff = cand - base
+    estimate = bootstrap_means(
+        diff[:, None],
+        np.ones((1, n), dtype=bool),
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+        value_range=(-1.0, 1.0),
+        binary=False,
+    )[0][0]
+    p_value, method, error = sign_flip_p_value(diff, permutations=permutations, seed=seed)
+    discordant = int((np.abs(diff) > TIE).sum())
+    return PairedTest(
+        baseline=float(base.mean()),
+        candidate=float(cand.mean()),
+        difference=float(diff.mean()),
+        low=estimate.low,
+        high=estimate.high,
+        p_value=p_value,
+        n=n,
+        discordant=discordant,
+        p_floor=p_floor(discordant),
+        p_method=method,
+        p_error=error,
+        interval_method=estimate.method,
+    )
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p-values, in the input order; None stays None.
+
+    The i-th smallest of m p-values is multiplied by (m - i + 1), the running maximum
+    keeps the adjusted values in the order of the raw ones, and nothing exceeds 1.
+    Adjusted values grow with each raw one, so the adjusted floors (``holm`` of the
+    floors) are the smallest adjusted p-values the family can reach.
+    """
+    present = sorted((value, index) for index, value in enumerate(p_values) if value is not None)
+    m = len(present)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (value, index) in enumerate(present):
+        running = max(running, min(1.0, (m - rank) * value))
+        adjusted[index] = running
+    return adjusted

@@ -1,0 +1,531 @@
+"""What a set can detect: the smallest drop the paired test finds at 80 % power, and the
+questions a given drop needs.
+
+The test is the one of `retrievalkit.stats.paired` (two-sided sign-flip, alpha = 1 -
+confidence), and a drop is detected when that test is significant. Three bases, from
+the least to the most informed:
+
+- ``worst case`` (a set alone): a per-question difference lies in [-1, 1], and its
+  spread is largest when every question moves by a full 1 either way. The sign-flip
+  test is then the exact sign test, whose power is computed exactly.
+- ``one run`` (no baseline): a run's own values, with the candidate assumed to vary
+  independently of it (no pairing benefit): a 0/1 metric at rate p has discordance
+  2p(1 - p); a continuous one a difference spread of sqrt(2) times its own.
+- ``against baseline``: the discordance (0/1 metrics) or the spread of the differences
+  (continuous metrics) actually seen between the run and its baseline.
+
+0/1 metrics use the exact sign test with the discordance ``max(observed, drop)`` (a drop
+of d needs at least a share d of the questions to change); continuous metrics the normal
+approximation of the test, with the floor of the exact test (at least
+`min_discordant` questions must differ) checked as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from retrievalkit.stats.paired import TIE
+
+if TYPE_CHECKING:
+    from retrievalkit.model.values import GoldenQuestionSet, QuestionOutcome
+
+DEFAULT_POWER = 0.8
+WORST_CASE = "worst case"
+ONE_RUN = "one run"
+AGAINST_BASELINE = "against baseline"
+#: Sets are searched up to this many questions for "questions needed".
+_MAX_QUESTIONS = 10_000_000
+
+
+@attrs.frozen
+class Spread:
+    """How per-question differences spread, for one metric: what power depends on."""
+
+    binary: bool
+    """0/1 metric: differences are -1, 0 or 1, and ``discordance`` is their share not 0."""
+    discordance: float
+    """Share of questions whose value changes (0/1 metrics; 1 in the worst case)."""
+    sd: float
+    """Standard deviation of a per-question difference (continuous metrics)."""
+    basis: str
+
+
+def min_discordant(alpha: float) -> int:
+    """The fewest discordant questions whose floor 2 / 2^m is below alpha."""
+    return max(2, math.floor(1.0 + math.log2(1.0 / alpha)) + 1)
+
+
+def worst_case() -> Spread:
+    return Spread(binary=True, discordance=1.0, sd=1.0, basis=WORST_CASE)
+
+
+def spread_of_run(values: npt.NDArray[np.float64]) -> Spread:
+    """From one run's per-question values (NaN: undefined), the candidate independent of it."""
+    defined = values[~np.isnan(values)]
+    if defined.size == 0:
+        return worst_case()
+    if np.all((defined == 0.0) | (defined == 1.0)):
+        rate = float(defined.mean())
+        return Spread(True, 2.0 * rate * (1.0 - rate), 0.0, ONE_RUN)
+    return Spread(False, 0.0, math.sqrt(2.0) * float(defined.std()), ONE_RUN)
+
+
+def spread_of_pair(baseline: npt.NDArray[np.float64], candidate: npt.NDArray[np.float64]) -> Spread:
+    """From the per-question differences between a run and its baseline."""
+    both = ~np.isnan(baseline) & ~np.isnan(candidate)
+    if not both.any():
+        return worst_case()
+    before, after = baseline[both], candidate[both]
+    differences = after - before
+    if np.all(np.isin(before, (0.0, 1.0))) and np.all(np.isin(after, (0.0, 1.0))):
+        return Spread(True, float((np.abs(differences) > TIE).mean()), 0.0, AGAINST_BASELINE)
+    return Spread(False, 0.0, float(differences.std()), AGAINST_BASELINE)
+
+
+def power_at(drop: float, n: int, spread: Spread, alpha: float) -> float:
+    """The chance that the paired test finds a drop of ``drop`` with ``n`` questions."""
+    if n < min_discordant(alpha) or drop <= 0.0:
+        return 0.0
+    if spread.binary:
+        return _sign_test_power(drop, n, max(spread.discordance, drop), alpha)
+    from scipy.special import ndtr, ndtri
+
+    sd = max(spread.sd, 1e-12)
+    return float(ndtr(drop * math.sqrt(n) / sd + ndtri(alpha / 2.0)))
+
+
+def _reaches(drop: float, n: int, spread: Spread, alpha: float, power: float) -> bool:
+    """Whether ``power_at(drop, n, spread, alpha) >= power``, the same answer to the last
+    bit, usually from a fraction of the sign test's terms.
+
+    The exact power sums P(M = m) P(detect | m) over the counts m whose chance is a
+    float at all. Summed over a narrower window of counts instead (those within
+    n KL(m/n || p) <= K of the centre), the sum falls short of the exact one by the
+    chance of the counts left out, which Chernoff's bound puts below 2 e^-K (twice that
+    is allowed, for the rounding of the bound itself), and by rounding (the same terms,
+    summed in another grouping: far below 1e-12). When the
+    partial sum clears ``power`` by more than that, the exact sum falls on the same side;
+    otherwise a wider window is tried, and at last the exact power itself. Detection
+    searches (`detectable_drop`, `questions_needed`) only ever ask this question, and
+    most of their probes are far from the power asked.
+    """
+    if n < min_discordant(alpha) or drop <= 0.0 or not spread.binary:
+        return power_at(drop, n, spread, alpha) >= power
+    discordance = min(1.0, max(spread.discordance, drop))
+    every = _binomial_window(n, discordance)
+    for exponent in _QUICK_EXPONENTS:
+        low, high = _binomial_window(n, discordance, exponent)
+        if (low, high) == every:
+            break
+        partial = _sign_test_sum(drop, n, discordance, alpha, low, high)
+        if partial > power + _ROUNDING:
+            return True
+        if partial + 4.0 * math.exp(-exponent) + _ROUNDING < power:
+            return False
+    return _sign_test_power(drop, n, discordance, alpha) >= power
+
+
+#: The windows `_reaches` tries before the exact power: counts within n KL <= 12 (all
+#: but a chance of 1.2e-5 left out), then within 36 (4.6e-16).
+_QUICK_EXPONENTS = (12.0, 36.0)
+#: Far above the rounding of a float sum of at most 10 million terms below 1.
+_ROUNDING = 1e-12
+
+
+def _sign_test_power(drop: float, n: int, discordance: float, alpha: float) -> float:
+    """Exact power of the two-sided sign test: M ~ Bin(n, discordance) questions differ,
+    each a loss with chance (discordance + drop) / (2 discordance).
+
+    Only the counts m whose chance is representable at all are evaluated: outside the
+    window of `_binomial_window` the chance of m is below the smallest float, so its
+    term is exactly 0, as the full sum over 0..n gives it. The sum itself still runs
+    over all n + 1 terms, in the same order, so the power is the same to the last bit.
+    """
+    discordance = min(1.0, discordance)
+    low, high = _binomial_window(n, discordance)
+    return _sign_test_sum(drop, n, discordance, alpha, low, high, whole=True)
+
+
+def _sign_test_sum(
+    drop: float,
+    n: int,
+    discordance: float,
+    alpha: float,
+    low: int,
+    high: int,
+    *,
+    whole: bool = False,
+) -> float:
+    """The terms of the sign test's power for the counts ``low..high``, summed (``whole``:
+    laid out among the n + 1 terms of every count, the others 0, as the exact power)."""
+    binomial = _binomial()
+    lose = min(1.0, (discordance + drop) / (2.0 * discordance))
+    counts = np.arange(low, high + 1)
+    critical = _critical_losses(n, alpha)(low, high)
+    reachable = critical <= counts
+    chance_of_m = _chances(n, discordance, low, high)
+    detect = np.where(reachable, binomial.sf(critical - 1.0, counts, lose), 0.0)
+    if not whole:
+        return float(np.sum(chance_of_m * detect))
+    terms = np.zeros(n + 1)
+    terms[low : high + 1] = chance_of_m * detect
+    return float(np.sum(terms))
+
+
+_CHANCES: dict[tuple[int, float, int, int], npt.NDArray[np.float64]] = {}
+
+
+def _chances(n: int, p: float, low: int, high: int) -> npt.NDArray[np.float64]:
+    """P(M = m) for m = low..high, M ~ Bin(n, p); the last few asked are kept (a search
+    over the drop asks the same ones again while the drop is below the discordance)."""
+    key = (n, p, low, high)
+    found = _CHANCES.pop(key, None)
+    if found is None:
+        found = _binomial().pmf(np.arange(low, high + 1), n, p)
+    _CHANCES[key] = found
+    while len(_CHANCES) > _CRITICAL_KEPT:
+        del _CHANCES[next(iter(_CHANCES))]
+    return found
+
+
+class _Binomial(NamedTuple):
+    """``scipy.stats.binom``'s pmf, sf and isf, or the same functions without it."""
+
+    pmf: Callable[..., npt.NDArray[np.float64]]
+    sf: Callable[..., npt.NDArray[np.float64]]
+    isf: Callable[..., npt.NDArray[np.float64]]
+
+
+@functools.cache
+def _binomial() -> _Binomial:
+    """The binomial distribution's functions, computing what ``scipy.stats.binom`` does.
+
+    ``scipy.stats`` takes longer to import than the whole evaluation of a small set
+    spends on power; its binomial calls the ufuncs of ``scipy.special`` (already
+    imported for the intervals), so those are called here directly, with the argument
+    handling of ``scipy.stats`` for the arguments this module passes (integer counts,
+    chances in [0, 1], tail probabilities strictly between 0 and 1). A SciPy without
+    them gets ``scipy.stats.binom`` itself.
+    """
+    try:
+        from scipy.special._ufuncs import (
+            _binom_isf,
+            _binom_pmf,
+            _binom_sf,
+        )
+    except ImportError:
+        return _stats_binomial()
+
+    def pmf(k: npt.ArrayLike, n: npt.ArrayLike, p: float) -> npt.NDArray[np.float64]:
+        k, n = np.broadcast_arrays(np.asarray(k, dtype=np.float64), np.asarray(n))
+        inside = (k >= 0) & (k <= n) & (np.floor(k) == k)
+        output = np.zeros(k.shape)
+        output[np.isnan(k)] = np.nan
+        output[inside] = np.clip(_binom_pmf(k[inside], n[inside], p), 0.0, 1.0)
+        return output
+
+    def sf(k: npt.ArrayLike, n: npt.ArrayLike, p: float) -> npt.NDArray[np.float64]:
+        k, n = np.broadcast_arrays(np.asarray(k, dtype=np.float64), np.asarray(n))
+        inside = (k >= 0) & (k < n) & np.isfinite(k)
+        output = np.zeros(k.shape)
+        output[np.isnan(k)] = np.nan
+        output[k < 0] = 1.0
+        output[inside] = np.clip(_binom_sf(np.floor(k[inside]), n[inside], p), 0.0, 1.0)
+        return output
+
+    def isf(q: float, n: npt.ArrayLike, p: float) -> npt.NDArray[np.float64]:
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"a tail probability strictly between 0 and 1, not {q}")
+        result: npt.NDArray[np.float64] = np.asarray(_binom_isf(q, np.asarray(n), p) + 0.0)
+        return result
+
+    return _Binomial(pmf, sf, isf)
+
+
+def _stats_binomial() -> _Binomial:
+    from scipy.stats import binom
+
+    return _Binomial(binom.pmf, binom.sf, binom.isf)
+
+
+#: n * KL(m/n || p) past which Chernoff's bound puts P(M = m) below e^-800 (about
+#: 1e-348): far below the smallest subnormal float, so its pmf evaluates to exactly 0.
+_NEGLIGIBLE_EXPONENT = 800.0
+
+
+def _binomial_window(n: int, p: float, exponent: float = _NEGLIGIBLE_EXPONENT) -> tuple[int, int]:
+    """A range of counts m outside which P(M = m), M ~ Bin(n, p), is 0 in floats (with
+    a smaller ``exponent``: outside which all of them together are at most 2 e^-exponent).
+
+    Chernoff: P(M <= m) <= exp(-n KL(m/n || p)) below the mean (and P(M >= m) above),
+    and KL falls towards p from either side, so each end is found by bisection.
+    """
+    from scipy.special import rel_entr
+
+    def negligible(m: int) -> bool:
+        share = m / n
+        with np.errstate(all="ignore"):
+            divergence = n * (float(rel_entr(share, p)) + float(rel_entr(1.0 - share, 1.0 - p)))
+        return divergence > exponent
+
+    centre = min(n, max(0, round(n * p)))
+    low, high = 0, centre  # the first count that is not negligible lies in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        if negligible(middle):
+            low = middle + 1
+        else:
+            high = middle
+    first = low
+    low, high = centre, n  # the last count that is not negligible lies in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if negligible(middle):
+            high = middle - 1
+        else:
+            low = middle
+    return first, low
+
+
+class _CriticalLosses:
+    """For m = 0..n, the smallest number of losses out of m whose two-sided sign-test
+    p-value is below alpha, computed for a range of m on first use and kept."""
+
+    def __init__(self, n: int, alpha: float) -> None:
+        self.alpha = alpha
+        self.values = np.zeros(n + 1)
+        self.known = np.zeros(n + 1, dtype=bool)
+
+    def __call__(self, low: int, high: int) -> npt.NDArray[np.float64]:
+        window: npt.NDArray[np.float64] = self.values[low : high + 1]
+        missing = np.flatnonzero(~self.known[low : high + 1])
+        if missing.size:
+            counts = (missing + low).astype(np.int64)
+            # isf gives the smallest c with P(X > c) <= alpha/2; step up while
+            # P(X >= c) >= alpha/2.
+            critical = _binomial().isf(self.alpha / 2.0, counts, 0.5) + 1.0
+            too_likely = _binomial().sf(critical - 1.0, counts, 0.5) * 2.0 >= self.alpha
+            window[missing] = np.where(too_likely, critical + 1, critical)
+            self.known[missing + low] = True
+        return np.array(window)
+
+
+_CRITICAL: dict[tuple[int, float], _CriticalLosses] = {}
+#: Sets sizes whose critical counts are kept at once (a bisection asks one size many times).
+_CRITICAL_KEPT = 8
+
+
+def _critical_losses(n: int, alpha: float) -> _CriticalLosses:
+    found = _CRITICAL.pop((n, alpha), None) or _CriticalLosses(n, alpha)
+    _CRITICAL[(n, alpha)] = found
+    while len(_CRITICAL) > _CRITICAL_KEPT:
+        del _CRITICAL[next(iter(_CRITICAL))]
+    return found
+
+
+def detectable_drop(
+    n: int, spread: Spread, alpha: float, power: float = DEFAULT_POWER
+) -> float | None:
+    """The smallest drop found with ``power`` (bisection to 1e-4); None when none can be."""
+    if n < min_discordant(alpha) or not _reaches(1.0, n, spread, alpha, power):
+        return None
+    low, high = 0.0, 1.0
+    while high - low > 1e-4:
+        middle = (low + high) / 2.0
+        if _reaches(middle, n, spread, alpha, power):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def questions_needed(
+    drop: float, spread: Spread, alpha: float, power: float = DEFAULT_POWER
+) -> int | None:
+    """About how many questions find a drop of ``drop`` with ``power``; None past 10 million.
+
+    The power of a discrete test saw-tooths with n, so this is the first n of a bisection
+    between powers of two, not a guarantee for every larger n.
+    """
+    high = min_discordant(alpha)
+    while not _reaches(drop, high, spread, alpha, power):
+        high *= 2
+        if high > _MAX_QUESTIONS:
+            return None
+    low = high // 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _reaches(drop, middle, spread, alpha, power):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+@attrs.frozen
+class PowerRow:
+    """What one gated metric in one slice can detect."""
+
+    metric: str
+    slice: str | None
+    n: int
+    basis: str
+    discordance: float | None
+    sd: float | None
+    detectable: float | None
+    """Smallest drop found at the power asked (None: no drop can be, too few questions)."""
+    threshold: float | None = None
+    drop: float | None = None
+    needed: int | None = None
+    """Questions needed to find ``drop`` (None without --drop, or past 10 million)."""
+
+    @property
+    def below_detectable(self) -> bool:
+        """The threshold allows a drop smaller than the set can tell from noise."""
+        return self.threshold is not None and (
+            self.detectable is None or self.threshold < self.detectable
+        )
+
+
+def power_row(
+    metric: str,
+    slice_name: str | None,
+    n: int,
+    spread: Spread,
+    *,
+    alpha: float,
+    power: float = DEFAULT_POWER,
+    threshold: float | None = None,
+    drop: float | None = None,
+) -> PowerRow:
+    return PowerRow(
+        metric=metric,
+        slice=slice_name,
+        n=n,
+        basis=spread.basis,
+        discordance=round(spread.discordance, 6) if spread.binary else None,
+        sd=None if spread.binary else round(spread.sd, 6),
+        detectable=detectable_drop(n, spread, alpha, power),
+        threshold=threshold,
+        drop=drop,
+        needed=None if drop is None else questions_needed(drop, spread, alpha, power),
+    )
+
+
+def undetectable_warning(row: PowerRow) -> str:
+    where = f"{row.metric} [{row.slice}]" if row.slice else row.metric
+    can = (
+        f"no drop at all with {row.n} questions"
+        if row.detectable is None
+        else f"{row.detectable:.3f} with {row.n} questions"
+    )
+    return (
+        f"{where}: the allowed drop {row.threshold:.3f} is below what this set can detect "
+        f"at 80% power ({can}, {row.basis}); a drop between the two passes or fails by chance"
+    )
+
+
+def gated_metrics(
+    thresholds: Mapping[str, float], slice_thresholds: Mapping[str, Mapping[str, float]]
+) -> list[tuple[str | None, str, float]]:
+    """(slice or None, metric, threshold) for every configured threshold, overall first."""
+    gates: list[tuple[str | None, str, float]] = [
+        (None, metric, threshold) for metric, threshold in sorted(thresholds.items())
+    ]
+    for name, metrics in sorted(slice_thresholds.items()):
+        gates.extend((name, metric, threshold) for metric, threshold in sorted(metrics.items()))
+    return gates
+
+
+@attrs.frozen
+class PowerReport:
+    """``retrievalkit power``'s answer: one row per gated metric and slice."""
+
+    set_name: str
+    questions: int
+    alpha: float
+    power: float
+    evidence: str
+    """Where the spreads came from: the set alone, a run, a run against its baseline."""
+    rows: tuple[PowerRow, ...]
+    drop: float | None = None
+    min_discordant: int = 0
+    """The fewest questions that must differ for any p below alpha."""
+
+
+def set_power(
+    golden: GoldenQuestionSet,
+    thresholds: Mapping[str, float],
+    slice_thresholds: Mapping[str, Mapping[str, float]],
+    *,
+    alpha: float,
+    power: float = DEFAULT_POWER,
+    drop: float | None = None,
+    outcomes: Sequence[QuestionOutcome] | None = None,
+    baseline: Sequence[QuestionOutcome] | None = None,
+    evidence: str = "the set alone",
+) -> PowerReport:
+    """What ``golden`` can detect for every gated metric and slice.
+
+    Without ``outcomes`` the spread is the worst case and a metric's size is the
+    questions that define it (hit@k: all; the others: those with an answer). With
+    ``outcomes`` (a run of the set) the run's values give the size and the spread, paired
+    with ``baseline``'s when given.
+    """
+    from retrievalkit.metrics.scoring import outcome_values, slice_label
+    from retrievalkit.pipeline.gate import split_slice
+
+    questions = golden.questions
+    rows = []
+    for slice_name, metric, threshold in gated_metrics(thresholds, slice_thresholds):
+        if slice_name is None:
+            members = [question.id for question in questions]
+        else:
+            field, label = split_slice(slice_name)
+            members = [q.id for q in questions if slice_label(q, field) == label]
+        if outcomes is None:
+            hit = metric.partition("@")[0] == "hit"
+            wanted = set(members)
+            n = sum(1 for q in questions if q.id in wanted and (hit or q.answerable))
+            spread = worst_case()
+        else:
+            values = outcome_values(outcomes, metric)
+            run_values = np.array([values.get(i, np.nan) for i in members])
+            if baseline is not None:
+                before = outcome_values(baseline, metric)
+                base_values = np.array([before.get(i, np.nan) for i in members])
+                both = ~np.isnan(run_values) & ~np.isnan(base_values)
+                n = int(both.sum())
+                spread = spread_of_pair(base_values, run_values)
+            else:
+                n = int((~np.isnan(run_values)).sum())
+                spread = spread_of_run(run_values)
+        rows.append(
+            power_row(
+                metric,
+                slice_name,
+                n,
+                spread,
+                alpha=alpha,
+                power=power,
+                threshold=threshold,
+                drop=drop,
+            )
+        )
+    return PowerReport(
+        set_name=golden.name,
+        questions=len(questions),
+        alpha=alpha,
+        power=power,
+        evidence=evidence,
+        rows=tuple(rows),
+        drop=drop,
+        min_discordant=min_discordant(alpha),
+    )
