@@ -403,7 +403,10 @@ def gate(
             note=choice.note,
         )
     from retrievalkit.pipeline.gate import retriever_changes
+    from retrievalkit.stores.consistency import check_run
 
+    # The gate compares the baseline's columns and reports its summary: both must agree.
+    check_run(choice.record, ("hit@1", "hit@3", *thresholds.metrics), store.url)
     manifest = record.manifest
     verdict = compare_runs(
         record.outcomes,

@@ -1,47 +1,135 @@
-"""Hold back Ctrl-C while a run is being saved, so a saved run and the message agree.
+"""Stop signals as retrievalkit handles them: SIGINT, SIGTERM and SIGHUP end a run alike.
 
-A KeyboardInterrupt that lands between a store's write and its return would leave the
-run saved while the command line reports that nothing was saved (or, in a store
-without transactions, half a line). Inside `interrupts_deferred` a SIGINT is only
-noted; the caller finishes the save and then says what happened.
+CI systems cancel a job with SIGTERM (and a closed terminal sends SIGHUP); Python's
+default for both is to die at once, leaving the ``command`` retriever's children
+running in their own process groups. While `stop_signals_handled` is active each of
+the three raises `Interrupted` in the main thread instead, so the run unwinds as it does
+for Ctrl-C: children are stopped, nothing half-done is saved, and the exit code is
+128 + the signal's number. A ``KeyboardInterrupt`` that no signal caused (raised by a
+plugin) is told apart by `signal_received`.
+
+A signal that lands between a store's write and its return would leave the run saved
+while the command line reports that nothing was saved. Inside `interrupts_deferred`
+the stop signals are only noted; the caller finishes the save and then says what
+happened.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 import attrs
+
+#: The signals that stop a run: Ctrl-C, a CI system's cancel, a closed terminal.
+STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+_received: list[int] = []
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the main thread by a stop signal while `stop_signals_handled` is active."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def signal_received() -> int | None:
+    """The first stop signal this process received while its handlers were ours, or None."""
+    return _received[0] if _received else None
+
+
+def watching_interrupts() -> bool:
+    """Whether SIGINT raises through this module now, so that a ``KeyboardInterrupt``
+    without `signal_received` can only have been raised by code, not by Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    return signal.getsignal(signal.SIGINT) is _raise
+
+
+def exit_code_for(signum: int) -> int:
+    """What a shell reports for a process ended by ``signum``: 128 + its number."""
+    return 128 + int(signum)
+
+
+def _raise(signum: int, _frame: FrameType | None) -> None:
+    _received.append(signum)
+    raise Interrupted(signum)
+
+
+def _is_default(sig: signal.Signals, handler: Any) -> bool:
+    """Whether ``handler`` is what Python installs for ``sig`` (nobody else chose one)."""
+    if sig == signal.SIGINT:
+        return handler is signal.default_int_handler
+    return bool(handler == signal.SIG_DFL)
+
+
+def _ours(sig: signal.Signals, handler: Any) -> bool:
+    return handler is _raise or _is_default(sig, handler)
+
+
+@contextmanager
+def stop_signals_handled() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP raise `Interrupted` until the block ends.
+
+    Only handlers nobody else chose are replaced, and only in the main thread: where a
+    signal is ignored (``nohup``) or handled by the embedding program, nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[signal.Signals, Any] = {}
+    for sig in STOP_SIGNALS:
+        handler = signal.getsignal(sig)
+        if _is_default(sig, handler):
+            previous[sig] = signal.signal(sig, _raise)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @attrs.define
 class Deferred:
-    """Whether a SIGINT arrived while it was held back."""
+    """Whether a stop signal arrived while it was held back, and which one."""
 
     received: bool = False
+    signum: int = int(signal.SIGINT)
 
 
 @contextmanager
 def interrupts_deferred() -> Iterator[Deferred]:
-    """Note SIGINT instead of raising KeyboardInterrupt until the block ends.
+    """Note the stop signals instead of raising until the block ends.
 
-    Only Python's own Ctrl-C handler in the main thread is replaced; where SIGINT is
-    ignored (``nohup``) or handled by someone else, nothing changes.
+    Only Python's default handlers and those of `stop_signals_handled` are replaced, in
+    the main thread; where a signal is ignored or handled by someone else, nothing changes.
     """
     deferred = Deferred()
-    main = threading.current_thread() is threading.main_thread()
-    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield deferred  # not ours to change: another thread, or SIGINT ignored or handled
+    if threading.current_thread() is not threading.main_thread():
+        yield deferred
         return
 
-    def note(_signal: int, _frame: FrameType | None) -> None:
+    def note(signum: int, _frame: FrameType | None) -> None:
+        if not deferred.received:
+            deferred.signum = signum
         deferred.received = True
+        _received.append(signum)
 
-    previous = signal.signal(signal.SIGINT, note)
+    previous: dict[signal.Signals, Callable[..., Any] | int | None] = {}
+    for sig in STOP_SIGNALS:
+        handler = signal.getsignal(sig)
+        if _ours(sig, handler):
+            previous[sig] = signal.signal(sig, note)
     try:
         yield deferred
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -9,6 +9,7 @@ it is run, and heavy libraries (numpy, scipy, rich) only inside commands, so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import functools
 import importlib
@@ -20,7 +21,6 @@ from typing import Any
 from retrievalkit._version import __version__
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.errors import (
-    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     InputError,
@@ -163,7 +163,8 @@ def _command_named(arguments: Sequence[str] | None) -> str | None:
     return None
 
 
-def _run_plugin_command(plugin: Any, arguments: list[str]) -> int:
+def _plugin_command(plugin: Any, arguments: list[str]) -> tuple[Any, argparse.Namespace]:
+    """A command plugin loaded, its arguments parsed: what `_main` then runs."""
     from retrievalkit.plugins import registry as plugins
 
     command = plugins.as_command(plugin, plugins.load(plugin))
@@ -180,9 +181,7 @@ def _run_plugin_command(plugin: Any, arguments: list[str]) -> int:
             f"command plugin {plugin.label} failed to set up its arguments: "
             f"{type(error).__name__}: {error}"
         ) from error
-    args = parser.parse_args(arguments)
-    _configure_logging(args)
-    return int(command.run(args))
+    return command, parser.parse_args(arguments)
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
@@ -203,14 +202,23 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code never depends on whether anyone still reads the output."""
+    from retrievalkit.cli.interrupts import stop_signals_handled
     from retrievalkit.cli.streams import guard
     from retrievalkit.redaction import scrub_logs_and_warnings
 
     scrub_logs_and_warnings()
+    for stream in (sys.stdout, sys.stderr):
+        # PYTHONIOENCODING=ascii (or a C locale): a character the encoding lacks is shown
+        # as an escape, never a crash after the run was saved.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if callable(reconfigure):
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = guard(stdout), guard(stderr)
     try:
-        code = _main(argv)
+        with stop_signals_handled():
+            code = _main(argv)
         sys.stdout.flush()
         sys.stderr.flush()
         return code
@@ -228,33 +236,129 @@ def _main(argv: Sequence[str] | None = None) -> int:
         # installed packages for plugin commands first.
         print(f"retrievalkit {__version__}")
         return EXIT_OK
+    verbose = "-v" in arguments or "--verbose" in arguments
     try:
         parser, plugin_commands = build_parser(arguments)
         if arguments and arguments[0] in plugin_commands:
-            return _run_plugin_command(plugin_commands[arguments[0]], arguments[1:])
-        args = parser.parse_args(arguments)
-        if args.command is None:
-            parser.print_help()
-            return EXIT_USAGE
+            command, args = _plugin_command(plugin_commands[arguments[0]], arguments[1:])
+            handler = command.run
+        else:
+            args = parser.parse_args(arguments)
+            if args.command is None:
+                parser.print_help()
+                return EXIT_USAGE
+            handler = args.handler
         _configure_logging(args)
-        return int(args.handler(args))
-    except RetrievalkitError as error:
-        print(f"retrievalkit: error: {one_line(scrub_known(str(error)))}", file=sys.stderr)
+    except BaseException as error:  # argparse's --help and --version exit here, as they should
+        if isinstance(error, SystemExit):
+            raise
+        return _failed(error, verbose)
+    try:
+        return _exit_code(handler(args))
+    except BaseException as error:
+        return _failed(error, verbose)
+
+
+#: The codes a command may end with (DESIGN.md); anything else a plugin returns is exit 3.
+_KNOWN_CODES = frozenset({0, 1, 2, 3})
+#: 128 + SIGHUP, SIGINT or SIGTERM: a run stopped by a signal.
+_SIGNAL_CODES = frozenset({129, 130, 143})
+
+
+def _exit_code(returned: Any) -> int:
+    from retrievalkit.errors import EXIT_EVALUATION_FAILED
+
+    if type(returned) is int and returned in _KNOWN_CODES | _SIGNAL_CODES:
+        return returned
+    shown = one_line(scrub_known(repr(returned)))[:80]
+    print(
+        f"retrievalkit: error: the command returned {shown}, which is no exit code of "
+        "retrievalkit (0, 1, 2 or 3)",
+        file=sys.stderr,
+    )
+    return EXIT_EVALUATION_FAILED
+
+
+def _failed(error: BaseException, verbose: bool) -> int:
+    """One line on stderr naming what failed, and the exit code for it (never 1).
+
+    Errors retrievalkit raises on purpose carry their code. A stop signal is 128 + its
+    number. Everything else (a plugin's SystemExit or KeyboardInterrupt, an exception
+    nobody caught, running out of memory) is exit 3: the run could not be carried out;
+    with ``-v`` the traceback follows the line.
+    """
+    from retrievalkit.cli.interrupts import (
+        Interrupted,
+        exit_code_for,
+        signal_received,
+        watching_interrupts,
+    )
+    from retrievalkit.errors import EXIT_EVALUATION_FAILED
+
+    def say(message: str) -> None:
+        print(f"retrievalkit: {one_line(scrub_known(message))}", file=sys.stderr)
+
+    if isinstance(error, RetrievalkitError):
+        say(f"error: {error}")
         return error.exit_code
-    except KeyboardInterrupt:
+    if isinstance(error, KeyboardInterrupt) and (
+        isinstance(error, Interrupted)
+        or signal_received() is not None
+        or not watching_interrupts()  # someone else's Ctrl-C handler: take it as real
+    ):
+        signum = error.signum if isinstance(error, Interrupted) else signal_received()
         print("retrievalkit: interrupted; nothing was saved", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except OSError as error:
+        return exit_code_for(signum or 2)
+    if isinstance(error, OSError) and error.errno in (
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+        errno.EILSEQ,
+    ):
         # A path no file system accepts (a name over 255 bytes, a loop of symlinks) that
         # reached a system call unchecked: still one line naming it, and exit code 2.
-        if error.errno not in (errno.ENAMETOOLONG, errno.ELOOP, errno.EILSEQ):
-            raise
         where = one_line(str(error.filename or ""))[:80]
-        print(
-            f"retrievalkit: error: {where}: {error.strerror} (check the paths given)",
-            file=sys.stderr,
-        )
+        say(f"error: {where}: {error.strerror} (check the paths given)")
         return EXIT_USAGE
+    if verbose:
+        import traceback
+
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        print(scrub_known(text), file=sys.stderr, end="")
+    say(f"error: {describe_failure(error)}; nothing was saved")
+    return EXIT_EVALUATION_FAILED
+
+
+def describe_failure(error: BaseException) -> str:
+    """What an unexpected error says in one line: its kind, where it came from, its text."""
+    if isinstance(error, MemoryError):
+        return "out of memory (try a smaller set, fewer --resamples or a lower --concurrency)"
+    if isinstance(error, SystemExit):
+        return (
+            f"plugin code called exit({error.code!r}){_origin(error)}; retrievalkit does not "
+            "end with a plugin's exit code"
+        )
+    if isinstance(error, KeyboardInterrupt):
+        return f"KeyboardInterrupt raised without a signal{_origin(error)}"
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        where = f" writing {error.filename}" if error.filename else ""
+        return f"disk full{where}"
+    if isinstance(error, OSError) and error.strerror:
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror}{_origin(error)}"
+    text = " ".join(str(error).split())[:300]
+    return f"{type(error).__name__}{_origin(error)}" + (f": {text}" if text else "")
+
+
+def _origin(error: BaseException) -> str:
+    """`` in MODULE`` for the innermost frame outside retrievalkit, or nothing."""
+    frame = error.__traceback__
+    module = None
+    while frame is not None:
+        name = frame.tb_frame.f_globals.get("__name__", "")
+        if isinstance(name, str) and name.split(".")[0] != "retrievalkit":
+            module = name
+        frame = frame.tb_next
+    return f" in {module}" if module and module not in ("__main__", "runpy") else ""
 
 
 if __name__ == "__main__":  # pragma: no cover

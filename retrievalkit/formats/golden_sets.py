@@ -1088,16 +1088,12 @@ def write_jsonl(questions: Iterable[GoldenQuestion], path: Path) -> None:
     The file is written beside its target and renamed over it, so a failure never
     leaves half a set behind.
     """
-    import os
-    import tempfile
+    from retrievalkit.render.files import output_error, write_file
 
     lines = [json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions]
     directory = path.parent if str(path.parent) else Path(".")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            stream.writelines(lines)
-        os.replace(temporary, path)
+        write_file(path, "".join(lines))
     except OSError as error:
-        raise InputError(f"cannot write the set: {error.strerror}", source=str(path)) from None
+        raise output_error(error, path, "--output", "the set") from None

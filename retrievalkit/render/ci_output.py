@@ -125,18 +125,14 @@ def _properties(report: EvalReport) -> dict[str, str]:
 
 
 def write_junit_xml(report: EvalReport, path: Path, *, failed: str | None = None) -> None:
-    from retrievalkit.errors import InputError
+    from retrievalkit.render.files import output_error, write_file
 
     try:
         if path.parent != Path():
             path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(junit_xml(report, failed=failed), encoding="utf-8")
+        write_file(path, junit_xml(report, failed=failed))
     except OSError as error:
-        raise InputError(
-            f"cannot write the JUnit report: {error.strerror}",
-            source=str(path),
-            field="--junit-xml",
-        ) from None
+        raise output_error(error, path, "--junit-xml", "the JUnit report") from None
 
 
 def _escape_data(text: str) -> str:
@@ -207,15 +203,11 @@ def write_step_summary(report: EvalReport, environ: Mapping[str, str] | None = N
     target = environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return False
-    try:
-        with open(target, "a", encoding="utf-8") as summary:
-            summary.write(step_summary_markdown(report) + "\n")
-    except OSError as error:
-        from retrievalkit.errors import InputError
+    from retrievalkit.render.files import append_whole, output_error
 
-        raise InputError(
-            f"cannot append the job summary: {error.strerror}",
-            source=target,
-            field="GITHUB_STEP_SUMMARY",
-        ) from None
+    try:
+        # All of it or nothing: half a summary would break the Markdown of the next step.
+        append_whole(Path(target), step_summary_markdown(report) + "\n")
+    except OSError as error:
+        raise output_error(error, target, "GITHUB_STEP_SUMMARY", "the job summary") from None
     return True

@@ -18,24 +18,10 @@ OUTPUT_FILES = ("summary.json", "per_question.jsonl", "report.md")
 
 
 def write_output_file(directory: Path, name: str, text: str) -> None:
-    """Write ``directory/name`` whole, replacing whatever is there without following it.
+    """Write ``directory/name`` whole, replacing whatever is there without following it."""
+    from retrievalkit.render.files import write_file
 
-    The text goes into a temporary file in the folder that is then renamed over the
-    name: a symlink planted at ``report.md`` is replaced, never written through, and a
-    failure never leaves half a file.
-    """
-    import os
-    import tempfile
-
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, directory / name)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_file(directory / name, text)
 
 
 def write_report_files(report: EvalReport, directory: Path) -> list[Path]:

@@ -42,6 +42,9 @@ from retrievalkit.retrievers.templates import QuestionLookup, context_for, quest
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STDERR_LINES = 20
 _GRACE_SECONDS = 2.0
+_BLOCK = 1 << 16
+#: The longest stderr line kept whole; a longer one keeps its end.
+_STDERR_LINE = 2000
 
 
 class ChildError(EvaluationError):
@@ -68,7 +71,8 @@ class _Child:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            bufsize=0,
+            # Buffered pipes: lines are read a block at a time, not a byte per system call.
+            bufsize=_BLOCK,
             # Its own process group, so stopping it also stops what it started (npm -> node).
             start_new_session=sys.platform != "win32",
         )
@@ -141,7 +145,13 @@ class _Child:
 
     def _deliver(self, raw: bytes) -> str | None:
         """Hand one stdout line to its request; the reason to stop the child if it is bad."""
-        text = raw.decode("utf-8", "replace").strip()
+        undecodable: UnicodeDecodeError | None = None
+        try:
+            text = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as error:
+            # Never U+FFFD in an id: the response errors, naming the bytes.
+            undecodable = error
+            text = raw.decode("utf-8", "replace").strip()
         if not text:
             return None
         try:
@@ -157,18 +167,35 @@ class _Child:
             slot = self.pending.pop(response["id"], None) if _hashable(response["id"]) else None
         if slot is None:
             return f"the child answered id {response['id']!r}, which no request in flight has"
+        if undecodable is not None:
+            bad = raw[undecodable.start : undecodable.end]
+            slot.failure = (
+                f"the child's response is not UTF-8: bytes {bad!r} at byte "
+                f"{undecodable.start} of its line"
+            )
         slot.response = response
         slot.done.set()
         return None
 
     def _read_stderr(self) -> None:
+        """Keep the last lines of the child's stderr, reading it a block at a time.
+
+        A child that logs tens of megabytes is drained as fast as it writes, and a line
+        of any length costs at most `_STDERR_LINE` bytes of memory.
+        """
         stderr = self.process.stderr
         assert stderr is not None
+        partial = b""
         try:
-            for raw in stderr:
-                self.stderr.append(raw.decode("utf-8", "replace").rstrip())
+            while block := stderr.read1(_BLOCK):  # type: ignore[attr-defined]
+                *lines, partial = (partial + block).split(b"\n")
+                for raw in lines[-_STDERR_LINES:]:
+                    self.stderr.append(_shown(raw))
+                partial = partial[-_STDERR_LINE:]
         except (OSError, ValueError):
             pass  # the pipe was closed under us: the child is being stopped
+        if partial:
+            self.stderr.append(_shown(partial))
 
     def _join_stderr(self) -> None:
         self._threads[1].join(timeout=_GRACE_SECONDS)
@@ -190,6 +217,7 @@ class _Child:
                 break
             except subprocess.TimeoutExpired:
                 continue
+        _stop_group_remains(process.pid)
         # The readers see the end of the pipes once the process group is gone.
         for thread in self._threads:
             if thread is not threading.current_thread():
@@ -200,6 +228,11 @@ class _Child:
                     pipe.close()
             except OSError:
                 pass
+
+
+def _shown(raw: bytes) -> str:
+    """A stderr line as kept for messages: its end, invalid UTF-8 shown as escapes."""
+    return raw[-_STDERR_LINE:].decode("utf-8", "backslashreplace").rstrip()
 
 
 def _hashable(value: Any) -> bool:
@@ -214,6 +247,26 @@ def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
             process.kill()
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _stop_group_remains(group: int) -> None:
+    """Stop what the child started and left behind in its process group (npm -> node)."""
+    if sys.platform == "win32":  # pragma: no cover - no process groups of this kind
+        return
+    import time
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(group, sig)
+        except (ProcessLookupError, PermissionError):
+            return  # the group is empty: nothing was left behind
+        deadline = time.monotonic() + _GRACE_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.02)
 
 
 def _exit_text(code: int) -> str:

@@ -323,10 +323,15 @@ class HttpRetriever:
         headers = dict(self._headers)
         if content is not None:
             headers["Content-Type"] = "application/json"
+        from retrievalkit.retrievers.deadlines import deadline
+
         attempts = self._retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                with self._client.stream(method, url, content=content, headers=headers) as response:
+                with (
+                    deadline(self._timeout),
+                    self._client.stream(method, url, content=content, headers=headers) as response,
+                ):
                     if response.status_code in RETRY_STATUS and attempt < attempts:
                         wait = self._wait_before_retry(response, attempt, endpoint)
                         response.close()
@@ -464,12 +469,20 @@ def _client(
         context = ssl.create_default_context(cafile=verify if isinstance(verify, str) else None)
     if client_cert and isinstance(context, ssl.SSLContext):
         context.load_cert_chain(client_cert, client_key)
+    from retrievalkit.retrievers.deadlines import held_to_deadlines
+
     size = max(pool, 10)
+    transport = httpx.HTTPTransport(
+        verify=context,
+        limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+        trust_env=False,
+    )
+    # httpx's timeouts bound each read; the deadline bounds the whole request.
+    held_to_deadlines(transport)
     return httpx.Client(
         timeout=httpx.Timeout(timeout),
-        limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
         follow_redirects=follow_redirects,
-        verify=context,
+        transport=transport,
         trust_env=False,
     )
 

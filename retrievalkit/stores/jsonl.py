@@ -28,6 +28,7 @@ then removes the pruned runs' column files.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -69,7 +70,22 @@ def column_file_name(run_id: str) -> str:
 
 
 def _summary_digest(line: bytes) -> str:
-    return hashlib.sha256(line.strip()).hexdigest()
+    """The digest a column file holds of its summary: of the summary's JSON in canonical
+    form (sorted keys, no spaces, unescaped), so that a line another tool wrote again with
+    other key order, spacing or escapes still matches, and a changed value never does."""
+    try:
+        canonical = json.dumps(
+            json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode("utf-8")
+    except (ValueError, RecursionError):
+        canonical = line.strip()
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def _digests(line: bytes) -> tuple[str, str]:
+    """The digests a column file may hold of ``line``: canonical, or (written before the
+    canonical form) of its exact bytes."""
+    return _summary_digest(line), hashlib.sha256(line.strip()).hexdigest()
 
 
 def _column_file(run_id: str, line: bytes, columns: dict[str, bytes]) -> bytes:
@@ -103,10 +119,20 @@ class _ColumnReader:
                     raise self._damaged(name, "it is not a retrievalkit column file")
                 (size,) = struct.unpack(">I", head[len(_COLUMNS_MAGIC) :])
                 index = json.loads(handle.read(size))
-                if index.get("run_id") != self._run_id or index.get(
-                    "summary_sha256"
-                ) != _summary_digest(self._line):
-                    raise gone  # the run was deleted, and another saved under its id
+                if index.get("run_id") != self._run_id:
+                    raise gone  # the run was deleted, and another saved in its file
+                if index.get("summary_sha256") not in _digests(self._line):
+                    if self._saved_again(index.get("summary_sha256")):
+                        raise gone  # deleted, and another run saved under its id since
+                    from retrievalkit.stores.consistency import UntrustedRun
+
+                    raise UntrustedRun(
+                        f"{self._url}: the stored summary of run {self._run_id} does not "
+                        f"match its column file {self._path.name}: a value of the summary "
+                        "was changed outside retrievalkit (or the run was deleted and saved "
+                        "again after it was read), so the run cannot be trusted; restore the "
+                        "line, or delete the run"
+                    )
                 place = index.get("columns", {}).get(name)
                 if place is None:
                     raise self._damaged(name, f"it holds no column '{name}'")
@@ -122,6 +148,20 @@ class _ColumnReader:
         if len(data) != length:
             raise self._damaged(name, "it is cut short")
         return data
+
+    def _saved_again(self, digest: object) -> bool:
+        """Whether the runs file now holds another line of this id that the column file is of."""
+        folder = self._path.parent
+        runs = folder.with_name(folder.name.removesuffix(".columns"))
+        try:
+            with open(runs, "rb") as handle:
+                return any(
+                    _run_id_of(line) == self._run_id and digest in _digests(line)
+                    for line in handle
+                    if self._run_id.encode("utf-8") in line or b"\\u" in line
+                )
+        except OSError:
+            return False
 
     def _damaged(self, name: str, why: str) -> StoreError:
         return StoreError(
@@ -227,8 +267,15 @@ class JSONLStore:
                     if _replaced(handle, self.path):
                         raise _FileReplaced
                     handle.seek(0)
-                    marker = f'"run_id":{json.dumps(record.run_id)}'.encode()
-                    if any(marker in existing for existing in handle):
+                    # A quick look for the id, then a true read of the line: another tool
+                    # may have written it again with other spacing or escapes.
+                    quoted = json.dumps(record.run_id).encode()
+                    plain = json.dumps(record.run_id, ensure_ascii=False).encode()
+                    if any(
+                        (quoted in existing or plain in existing or b"\\u" in existing)
+                        and _run_id_of(existing) == record.run_id
+                        for existing in handle
+                    ):
                         raise StoreError(f"run {record.run_id} is already stored in {self.url}")
                     size = handle.seek(0, os.SEEK_END)
                     if size > 0:
@@ -255,6 +302,8 @@ class JSONLStore:
             if written is not None:
                 written.unlink(missing_ok=True)  # its line was not written
             reason = read_only_reason(self.path)
+            if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                reason = "disk full"
             raise StoreBusyError(
                 f"cannot write {self.url}: {error.strerror}"
                 + (f" ({reason})" if reason else "")

@@ -150,6 +150,41 @@ def _stored_form(record: ResultRecord) -> tuple[str, dict[str, bytes]]:
     return summary, columns
 
 
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path`` (following symlinks), or None."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino)
+
+
+#: Free bytes under which a write error of SQLite is taken for a full disk.
+_NEARLY_FULL = 1 << 20
+
+
+def _refuse_when_full(error: sqlite3.Error, url: str, action: str, path: Path) -> None:
+    """Raise StoreBusyError (exit code 3) saying "disk full" when SQLite ran out of space.
+
+    SQLite says so itself for ENOSPC; a write that failed otherwise ("disk I/O error",
+    as when the -shm file cannot be grown) on a file system with almost no space left
+    is the same cause.
+    """
+    text = str(error).lower()
+    full = "disk is full" in text or "disk full" in text
+    if not full and "i/o error" in text:
+        try:
+            usage = os.statvfs(path.parent if str(path.parent) else ".")
+            full = usage.f_bavail * usage.f_frsize < _NEARLY_FULL
+        except OSError:
+            full = False
+    if full:
+        raise StoreBusyError(
+            f"cannot {action} {url}: disk full ({error}); nothing was saved (free some space, "
+            "or choose another --store)"
+        ) from None
+
+
 class SQLiteStore:
     """Runs as summary rows plus outcome column blobs in one SQLite file."""
 
@@ -170,8 +205,10 @@ class SQLiteStore:
                 self._upgrade()
             self._connection.execute("PRAGMA synchronous=NORMAL")
             self.read_only = read_only_reason(path)
+            self._identity = _file_identity(path)
         except sqlite3.Error as error:
             self._busy(error, "open")
+            _refuse_when_full(error, self.url, "open", path)
             reason = read_only_reason(path)
             if reason is not None and path.is_file() and self._open_read_only(reason):
                 return
@@ -318,6 +355,7 @@ class SQLiteStore:
         summary, columns = _stored_form(record)
         try:
             with self._transaction("save to"):
+                self._check_same_file()
                 cursor = self._connection.execute(
                     "INSERT INTO runs (run_id, set_name, model, grader, created_at,"
                     " schema_version, record) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -336,7 +374,22 @@ class SQLiteStore:
         except sqlite3.IntegrityError:
             raise StoreError(f"run {record.run_id} is already stored in {self.url}") from None
         except sqlite3.Error as error:
+            _refuse_when_full(error, self.url, "save to", self.path)
             raise StoreBusyError(f"cannot save to {self.url}: {error}; nothing was saved") from None
+
+    def _check_same_file(self) -> None:
+        """Refuse to save into a file that is no longer the one at the store's path.
+
+        SQLite keeps writing to the file it opened: deleted or replaced during the run
+        (a cleanup step, a checkout), the run would be "saved" where nobody can read it.
+        """
+        now = _file_identity(self.path)
+        if getattr(self, "_identity", None) is not None and now != self._identity:
+            what = "deleted" if now is None else "replaced by another file"
+            raise StoreBusyError(
+                f"cannot save to {self.url}: the file {self.path} was {what} while the run "
+                "was evaluated; the run was not saved (run again to save it)"
+            )
 
     def _select(self, where: str = "", parameters: tuple[str, ...] = ()) -> list[ResultRecord]:
         try:

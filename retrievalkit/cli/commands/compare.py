@@ -174,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
     labels: list[str] = []
     fresh: list[ResultRecord] = []
     used: set[str] = set()
+    from retrievalkit.cli.streams import plugin_ground
+
     for index, (kind, name) in enumerate(systems, start=1):
         if kind == "run":
             record = store.get(name)
@@ -187,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
             label = record.model if record.model not in used else f"{record.model}@{name}"
         else:
             assert golden is not None
-            result = evaluate(golden, name, git_commit=commit, **settings)
+            with plugin_ground():
+                result = evaluate(golden, name, git_commit=commit, **settings)
             runs.append(result)
             fresh.append(result.record)
             label = name if name not in used else f"{name} #{index}"

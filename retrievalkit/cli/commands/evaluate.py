@@ -23,10 +23,17 @@ from retrievalkit.cli.commands.options import (
     open_configured_store,
     seconds,
     store_place,
+    store_url,
     thresholds,
 )
 from retrievalkit.cli.commands.output import emit_report
-from retrievalkit.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, InputError
+from retrievalkit.errors import (
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EvaluationError,
+    InputError,
+    RetrievalkitError,
+)
 from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES, check_path
 
 if TYPE_CHECKING:
@@ -179,12 +186,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_common(parser)
 
 
-def _same_file(first: Path, second: Path) -> bool:
+def _exists(path: Path) -> bool:
     try:
-        return first.resolve() == second.resolve() or (
-            first.exists() and second.exists() and first.samefile(second)
-        )
-    except OSError:
+        return path.exists()
+    except OSError:  # a name no file system takes: loading the set names it
         return False
 
 
@@ -194,40 +199,13 @@ def check_not_overwriting(
     inputs: Sequence[tuple[str, str | None]],
     *,
     field: str,
-    hint: str,
+    config: Config | None = None,
 ) -> None:
-    """Refuse outputs that would overwrite the store (or the files kept beside it) or an
-    input file; ``field`` names the option that chose the outputs."""
-    path = getattr(store, "path", None)
-    claimed: list[tuple[str, Path]] = [(name, Path(source)) for name, source in inputs if source]
-    if isinstance(path, Path):
-        # The store's own file and the files SQLite and the JSON Lines store keep beside it.
-        for suffix in ("", "-wal", "-shm", "-journal", ".pins.json"):
-            claimed.append(("--store", path.with_name(path.name + suffix)))
-    for output in outputs:
-        for name, other in claimed:
-            if _same_file(output, other):
-                raise InputError(
-                    f"would overwrite {other} ({name})",
-                    source=str(output.parent if field == "--output-dir" else output),
-                    field=field,
-                    hint=hint,
-                )
+    """Refuse outputs that would overwrite the store (or the files kept beside it), an
+    input file or each other; ``field`` names the option that chose the outputs."""
+    from retrievalkit.cli.commands.collisions import check_run_outputs, read_files
 
-
-def check_output_collisions(
-    directory: Path, store: object, inputs: Sequence[tuple[str, str | None]]
-) -> None:
-    """Refuse an --output-dir whose files would overwrite the store or an input file."""
-    from retrievalkit.cli.commands.output import OUTPUT_FILES
-
-    check_not_overwriting(
-        [directory / name for name in OUTPUT_FILES],
-        store,
-        inputs,
-        field="--output-dir",
-        hint="choose an --output-dir that holds no store or input file",
-    )
+    check_run_outputs([(field, output) for output in outputs], store, read_files(config, *inputs))
 
 
 def check_before_running(
@@ -241,10 +219,20 @@ def check_before_running(
     ``inputs`` are (option, file) pairs read for this run (the set, the configuration,
     extra labels), which --output-dir must not overwrite either.
     """
+    from retrievalkit.cli.commands.collisions import (
+        check_run_outputs,
+        check_store_is_no_input,
+        outputs_of,
+        read_files,
+    )
+
     if args.output_dir:
         check_path(args.output_dir, field="--output-dir")
+    read = read_files(config, *inputs)
+    check_store_is_no_input(store, read, store_place(args, config) if config is not None else None)
+    check_run_outputs(outputs_of(args), store, read)
+    if args.output_dir:
         directory = Path(args.output_dir)
-        check_output_collisions(directory, store, inputs)
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -283,6 +271,13 @@ def check_can_save(args: argparse.Namespace, store: object, config: Config | Non
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.api import evaluate, gate, load_set
+    from retrievalkit.cli.commands.collisions import (
+        check_run_outputs,
+        check_store_url,
+        outputs_of,
+        read_files,
+        store_at,
+    )
     from retrievalkit.errors import RunFailed
     from retrievalkit.formats.labels import label_effect, read_label_files
     from retrievalkit.pipeline.gate import check_slices
@@ -292,6 +287,16 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     settings = evaluation_settings(args, config)
     gated = thresholds(args, config)
+    given = Path(args.set)
+    # Before the store is opened (SQLite may write beside it), and again once the set is
+    # loaded and the store open (check_before_running).
+    early = read_files(
+        config,
+        ("--set", args.set if _exists(given) else None),
+        *(("--extra-labels", path) for path in args.extra_labels),
+    )
+    check_store_url(store_url(args, config), early, store_place(args, config))
+    check_run_outputs(outputs_of(args), store_at(store_url(args, config)), early)
     store = open_configured_store(args, config)
     extra_labels = read_label_files(args.extra_labels)
     golden = load_set(args.set, config=config)
@@ -299,7 +304,6 @@ def run(args: argparse.Namespace) -> int:
     inputs = [
         ("--set", golden.source),
         ("--config", None if config.source is None else str(config.source)),
-        ("--junit-xml", getattr(args, "junit_xml", None)),
         *(("--extra-labels", path) for path in args.extra_labels),
     ]
     check_before_running(args, store, config, inputs)
@@ -321,11 +325,15 @@ def run(args: argparse.Namespace) -> int:
         return _run_sequential(args, golden, store, gated, settings)
     # Only a table on a terminal shows progress: other runs never import rich for it.
     status = console(args, stderr=True) if not args.quiet and args.format == "table" else None
+    from retrievalkit.cli.streams import forked_by_plugin, plugin_ground
+
     try:
-        if status is not None and status.is_terminal:
+        from retrievalkit.render.terminal import watched
+
+        if status is not None and watched(sys.stderr):
             from rich.progress import Progress
 
-            with Progress(console=status, transient=True) as bar:
+            with Progress(console=status, transient=True) as bar, plugin_ground():
                 task = bar.add_task(
                     f"{args.retriever} on {golden.name}", total=len(golden.questions)
                 )
@@ -337,7 +345,8 @@ def run(args: argparse.Namespace) -> int:
                     **settings,
                 )
         else:
-            result = evaluate(golden, args.retriever, git_commit=git_commit(), **settings)
+            with plugin_ground():
+                result = evaluate(golden, args.retriever, git_commit=git_commit(), **settings)
     except RunFailed as failure:
         errored, total = failure.run.errored, len(golden.questions)
         emit_report(
@@ -357,12 +366,13 @@ def run(args: argparse.Namespace) -> int:
         )
         raise
     record = result.record
-    verdict = gate(result, store, gated, baseline=args.baseline)
+    with plugin_ground():  # a store plugin is plugin code too
+        verdict = gate(result, store, gated, baseline=args.baseline)
     saved_to = None
-    if not args.no_save:
-        from retrievalkit.cli.interrupts import interrupts_deferred  # signal, threading, attrs
+    if not args.no_save and not forked_by_plugin():
+        from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred
 
-        with interrupts_deferred() as deferred:
+        with interrupts_deferred() as deferred, plugin_ground():
             store.save(record)
         saved_to = store.url
         if deferred.received:
@@ -371,7 +381,7 @@ def run(args: argparse.Namespace) -> int:
                 f"to {store.url}",
                 file=sys.stderr,
             )
-            return EXIT_INTERRUPTED
+            return exit_code_for(deferred.signum)
     # The outcome is decided here, before anything is printed: whether a reader is still
     # there for the report (a closed pipe) or the output folder can be written changes
     # what the user sees, never the exit code of the run itself.
@@ -398,9 +408,14 @@ def run(args: argparse.Namespace) -> int:
         _warn_related(args, golden)
     try:
         emit_report(report, args, ci=True)
-    except InputError as error:
+    except RetrievalkitError as error:
         if saved_to is None:
             raise
+        if not isinstance(error, InputError):
+            raise EvaluationError(
+                f"{error}; the run {record.run_id} WAS saved to {saved_to} (only the report "
+                "files are missing: retrievalkit show RUN_ID prints them again)"
+            ) from None
         raise InputError(
             f"{error.detail}; the run {record.run_id} WAS saved to {saved_to}",
             source=error.source,
@@ -432,20 +447,22 @@ def _run_sequential(
     settings: dict[str, Any],
 ) -> int:
     """``eval --sequential``: ask until the confidence sequences settle the gate."""
+    from retrievalkit.cli.streams import plugin_ground
     from retrievalkit.pipeline.record import git_commit
     from retrievalkit.pipeline.sequential_gate import evaluate_sequentially
     from retrievalkit.render.summary import EvalReport
     from retrievalkit.stats.sequential import PASS
 
-    run, verdict, result = evaluate_sequentially(
-        golden,
-        args.retriever,
-        store,
-        gated,
-        baseline=args.baseline,
-        git_commit=git_commit(),
-        **settings,
-    )
+    with plugin_ground():
+        run, verdict, result = evaluate_sequentially(
+            golden,
+            args.retriever,
+            store,
+            gated,
+            baseline=args.baseline,
+            git_commit=git_commit(),
+            **settings,
+        )
     saved_to = None
     reason = "--no-save"
     if result.asked < result.total:
@@ -454,7 +471,8 @@ def _run_sequential(
             "does not become a baseline"
         )
     elif not args.no_save:
-        store.save(run.record)
+        with plugin_ground():
+            store.save(run.record)
         saved_to = store.url
     report = EvalReport(
         run.record,

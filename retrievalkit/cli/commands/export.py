@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from retrievalkit.cli.commands import SUMMARIES
-from retrievalkit.cli.commands.options import add_common, load_config, stored_run
-from retrievalkit.errors import EXIT_OK, InputError
+from retrievalkit.cli.commands.options import add_common, load_config, store_url, stored_run
+from retrievalkit.errors import EXIT_OK
 
 NAME, HELP = SUMMARIES["export"]
 EXPORT_FORMATS = ("trec-run", "qrels", "ranx-json")
@@ -45,7 +45,15 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.formats.trec import format_qrels, format_run
 
     config = load_config(args)
-    _, record = stored_run(args, config)
+    if args.output:
+        from retrievalkit.cli.commands.collisions import check_run_outputs, read_files, store_at
+
+        # Before the store is opened (which may write beside it), and after, from its path.
+        read, outputs = read_files(config), [("--output", args.output)]
+        check_run_outputs(outputs, store_at(store_url(args, config)), read)
+    store, record = stored_run(args, config)
+    if args.output:
+        check_run_outputs(outputs, store, read)
     tag = args.tag or re.sub(r"\s+", "_", record.model)
     rankings = {outcome.question_id: list(outcome.ranking) for outcome in record.outcomes}
     # A question with nothing relevant is undefined in retrievalkit's metrics, while
@@ -93,12 +101,12 @@ def run(args: argparse.Namespace) -> int:
         }
         text = json.dumps(document, sort_keys=True, ensure_ascii=False) + "\n"
     if args.output:
+        from retrievalkit.render.files import output_error, write_file
+
         try:
-            Path(args.output).write_text(text, encoding="utf-8")
+            write_file(Path(args.output), text)
         except OSError as error:
-            raise InputError(
-                f"cannot write the file: {error.strerror}", source=args.output, field="--output"
-            ) from None
+            raise output_error(error, args.output, "--output", "the file") from None
     else:
         sys.stdout.write(text)
     for note in notes:

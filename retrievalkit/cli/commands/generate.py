@@ -23,10 +23,13 @@ SHOWN_FAILURES = 20
 @contextmanager
 def progress_bar(args: argparse.Namespace, total: int, label: str) -> Iterator[Progress]:
     """A progress callback: a bar on a terminal's stderr, nothing otherwise."""
+    import sys
+
     from retrievalkit.cli.commands.options import console
+    from retrievalkit.render.terminal import watched
 
     status = console(args, stderr=True)
-    if not status.is_terminal or total == 0:
+    if not watched(sys.stderr) or total == 0:
         yield lambda _: None
         return
     from rich.progress import Progress as Bar
@@ -138,6 +141,17 @@ def run(args: argparse.Namespace) -> int:
     if args.doc_id_separator is not None:
         corpus_options["doc_id_separator"] = args.doc_id_separator
     corpus_path = Path(args.corpus)
+    from retrievalkit.cli.commands.collisions import check_run_outputs, read_files
+
+    check_run_outputs(
+        [("--output", output)],
+        None,
+        read_files(
+            config,
+            ("--corpus", corpus_path),
+            ("--cache", Path(args.cache) if args.cache else None),
+        ),
+    )
     corpus = open_corpus(corpus_path, args.corpus_type, corpus_options)
     chunks = list(corpus.chunks())
     if not chunks:

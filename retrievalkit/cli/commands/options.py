@@ -143,8 +143,16 @@ def console(args: argparse.Namespace, *, stderr: bool = False) -> Console:
 
     # no-color.org: NO_COLOR set to any non-empty value turns colour off. Rich itself
     # turns colour (and the progress bar's redrawing) off when the output is not a terminal.
+    from retrievalkit.render.terminal import width_from_environment
+
     no_color = bool(getattr(args, "no_color", False)) or bool(os.environ.get("NO_COLOR"))
-    return Console(stderr=stderr, no_color=no_color, highlight=False, soft_wrap=False)
+    return Console(
+        stderr=stderr,
+        no_color=no_color,
+        highlight=False,
+        soft_wrap=False,
+        width=width_from_environment(os.environ),
+    )
 
 
 def load_config(args: argparse.Namespace) -> Config:

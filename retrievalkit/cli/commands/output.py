@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrievalkit.cli.commands.options import console
-from retrievalkit.errors import InputError
 from retrievalkit.render.report_files import OUTPUT_FILES as OUTPUT_FILES
 from retrievalkit.render.report_files import write_output_file as write_output_file
 from retrievalkit.render.report_files import write_report_files
@@ -34,11 +33,9 @@ def emit_report(
         try:
             write_report_files(report, directory)
         except OSError as error:
-            raise InputError(
-                f"cannot write the report: {error.strerror}",
-                source=str(directory),
-                field="--output-dir",
-            ) from None
+            from retrievalkit.render.files import output_error
+
+            raise output_error(error, directory, "--output-dir", "the report") from None
     if ci:
         _ci_outputs(report, args, failed)
     if args.format == "json":

@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             "the HTML report draws its charts with matplotlib, which is not installed",
             hint=INSTALL_HINT,
         )
-    from retrievalkit.cli.commands.evaluate import check_not_overwriting
+    from retrievalkit.render.files import output_error, write_file
     from retrievalkit.render.html_report import render_html_report
     from retrievalkit.render.run_report import build_run_report
 
@@ -166,18 +166,16 @@ def run(args: argparse.Namespace) -> int:
             field="--output",
             hint="create it, or write the report elsewhere",
         )
+    from retrievalkit.cli.commands.collisions import check_run_outputs, read_files, store_at
+    from retrievalkit.cli.commands.options import store_url
+
     config = load_config(args)
+    given = args.set if args.set and Path(args.set).exists() else None
+    read, outputs = read_files(config, ("--set", given)), [("--output", output)]
+    # Before the store is opened (which may write beside it), and after, from its path.
+    check_run_outputs(outputs, store_at(store_url(args, config)), read)
     store = open_configured_store(args, config)
-    check_not_overwriting(
-        [output],
-        store,
-        [
-            ("--config", None if config.source is None else str(config.source)),
-            ("--set", args.set if args.set and Path(args.set).is_file() else None),
-        ],
-        field="--output",
-        hint="write the report to a file of its own",
-    )
+    check_run_outputs(outputs, store, read)
     record = _get(store, args.run_id, "RUN_ID")
     baseline = None if args.compare is None else _get(store, args.compare, "--compare")
     texts, note = _question_texts(record, args.set, config)
@@ -195,10 +193,8 @@ def run(args: argparse.Namespace) -> int:
     )
     page = render_html_report(report).encode("utf-8")
     try:
-        output.write_bytes(page)
+        write_file(output, page)
     except OSError as error:
-        raise InputError(
-            f"cannot write the report: {error.strerror}", source=str(output), field="--output"
-        ) from None
+        raise output_error(error, output, "--output", "the report") from None
     print(f"wrote {output} ({len(page) // 1024} KB)")
     return EXIT_OK
