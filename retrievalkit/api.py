@@ -219,7 +219,7 @@ def evaluate(
       metrics score their documents, and for questions with `expected_chunks` the chunk
       metrics (`chunk_rr`, ...) score the raw chunk ranking (`retrievalkit.pipeline.chunks`).
 
-    Returns a [`Run`][retrievalkit.api.Run]; nothing is saved (`store.save(run.record)`).
+    Returns a [`Run`][retrievalkit.pipeline.run.Run]; nothing is saved (`store.save(run.record)`).
     """
     from retrievalkit.metrics.definitions import normalise_ks
     from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
