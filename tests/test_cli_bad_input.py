@@ -315,7 +315,7 @@ CASES: list[Case] = [
     Case("option-k-not-numbers", ("eval", "--set", "demo", "--retriever", "bm25-demo", "--k",
                                   "one,three"), ("--k", "whole numbers")),
     Case("option-k-empty", ("eval", "--set", "demo", "--retriever", "bm25-demo", "--k="),
-         ("--k", ">= 1")),
+         ("--k", "non-empty")),
     Case("option-overfetch-zero", ("eval", "--set", "demo", "--retriever", "bm25-demo",
                                    "--overfetch", "0"), ("--overfetch", ">= 1")),
     Case("option-drop-above-one", ("eval", "--set", "demo", "--retriever", "bm25-demo",

@@ -194,7 +194,7 @@ def test_an_unknown_option_gets_the_closest_accepted_one(cli: RunCli, tmp_path: 
     assert result.returncode == 2, result.stderr
     assert "line 4, field 'retrievers.b.stemer'" in result.stderr
     assert "did you mean 'stemmer'?" in result.stderr
-    assert "it accepts: b, corpus, doc_id_separator, k1" in result.stderr
+    assert "it accepts: b, corpus, doc_id_separator, fields, k1" in result.stderr
 
 
 def test_a_misspelled_flag_or_command_gets_a_suggestion(cli: RunCli) -> None:

@@ -124,8 +124,21 @@ def check_metric_name(name: Any, *, field: str) -> str:
 
     if not isinstance(name, str):
         raise InputError(f"a metric name must be a string, got {name!r}", field=field)
+    text = name.strip()
+    # A stage's metric (`retrievalkit.pipeline.stages`): stage.STAGE:METRIC, e.g. stage.rerank:rr.
+    if text.startswith("stage."):
+        stage, colon, metric = text[len("stage.") :].rpartition(":")
+        if not colon or not stage.strip():
+            raise InputError(
+                f"stage metric {name!r} is not stage.STAGE:METRIC, e.g. stage.rerank:rr",
+                field=field,
+            )
+        try:
+            return f"stage.{stage}:{parse_metric(metric).name}"
+        except ValueError as error:
+            raise InputError(str(error), field=field) from None
     try:
-        return parse_metric(name).name
+        return parse_metric(text).name
     except ValueError as error:
         raise InputError(str(error), field=field) from None
 
