@@ -1,10 +1,10 @@
 """Stores keep outcomes by column: summaries read alone, each column loaded on first use.
 
 Real SQLite files and JSON Lines files on disk. Column loads are counted by wrapping the
-loader every stored record is built with (`Outcomes.from_columns`), so a test can prove
-that history, listing and baseline choice read no outcome column at all, and that a
-record read from a store is still the run it was (or a clear StoreError) when the store
-was closed, the run pruned, or another run saved under its id.
+loader every stored record is built with (`retrievalkit.stores.columns.decode_columns`),
+so a test can prove that history, listing and baseline choice read no outcome column at
+all, and that a record read from a store is still the run it was (or a clear StoreError)
+when the store was closed, the run pruned, or another run saved under its id.
 """
 
 from __future__ import annotations

@@ -89,16 +89,18 @@ def test_outcomes_are_column_documents_loaded_only_when_read(
     es: Any, es_url: str, index_names: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loads: list[str] = []
-    original = Outcomes.from_columns.__func__  # type: ignore[attr-defined]
+    from retrievalkit.stores import serialization
 
-    def counting(cls: type[Outcomes], header: Any, load: Any, **options: Any) -> Outcomes:
+    original = serialization.decode_columns
+
+    def counting(header: Any, load: Any, **options: Any) -> Outcomes:
         def counted(name: str) -> bytes:
             loads.append(name)
             return bytes(load(name))
 
-        return original(cls, header, counted, **options)  # type: ignore[no-any-return]
+        return original(header, counted, **options)
 
-    monkeypatch.setattr(Outcomes, "from_columns", classmethod(counting))
+    monkeypatch.setattr(serialization, "decode_columns", counting)
     name = index_names("column-store")
     store = check_store(store_url(es_url, name))
     loads.clear()  # the check compares whole runs

@@ -80,16 +80,18 @@ def test_stored_records_load_their_columns_only_when_used(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loads: list[str] = []
-    original = Outcomes.from_columns.__func__  # type: ignore[attr-defined]
+    from retrievalkit.stores import serialization
 
-    def counting(cls: type[Outcomes], header: Any, load: Any, **options: Any) -> Outcomes:
+    original = serialization.decode_columns
+
+    def counting(header: Any, load: Any, **options: Any) -> Outcomes:
         def counted(name: str) -> bytes:
             loads.append(name)
             return bytes(load(name))
 
-        return original(cls, header, counted, **options)  # type: ignore[no-any-return]
+        return original(header, counted, **options)
 
-    monkeypatch.setattr(Outcomes, "from_columns", classmethod(counting))
+    monkeypatch.setattr(serialization, "decode_columns", counting)
     store = open_store(store_url)
     assert isinstance(store, PostgresStore)
     base = scored_run("lazy", "model-a", 40)
