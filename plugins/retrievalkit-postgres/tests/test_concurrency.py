@@ -46,7 +46,7 @@ def test_eight_processes_saving_fifty_runs_each_lose_none(
     stored = store.all_runs()
     assert {run.run_id for run in stored} == expected
     assert all(len(run.outcomes) == QUESTIONS for run in stored)
-    columns = columns_header(len(stored[0].outcomes)["columns"])
+    columns = len(columns_header(stored[0].outcomes)["columns"])
     assert scalar(pg_url, f"SELECT count(*) FROM {schema}.run_columns") == columns * len(expected)
     per_key = sum(len(store.runs("concurrent", f"model-{n}")) for n in range(3))
     assert per_key == len(expected)

@@ -99,7 +99,7 @@ def test_a_client_killed_mid_save_leaves_each_run_whole_or_absent(
             (record.run_id,),
         )
         if stored:
-            assert stored == columns_header(len(record.outcomes)["columns"])
+            assert stored == len(columns_header(record.outcomes)["columns"])
             whole += 1
         else:
             assert (

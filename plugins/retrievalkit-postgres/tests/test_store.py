@@ -42,7 +42,7 @@ def test_a_run_is_a_summary_row_metric_rows_and_column_blobs(
         f" JOIN {schema}.runs r ON r.seq = c.run_seq WHERE r.run_id = %s",
         (record.run_id,),
     )
-    assert columns == columns_header(sorted(record.outcomes)["columns"])
+    assert columns == sorted(columns_header(record.outcomes)["columns"])
     hit3 = scalar(
         pg_url,
         f"SELECT m.mean FROM {schema}.run_metrics m JOIN {schema}.runs r ON r.seq = m.run_seq"
