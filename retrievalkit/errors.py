@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from retrievalkit.pipeline.run import Run
+from typing import Any
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -98,8 +95,9 @@ class StoreBusyError(StoreError):
 class RunFailed(EvaluationError):
     """More questions errored than ``max_error_rate`` allows; ``run`` holds the failed run
     (a `retrievalkit.Run`, for its report). A failed run must never be saved or become a
-    baseline."""
+    baseline. ``run`` is typed loosely so that this module, which every other one imports,
+    imports none of them."""
 
-    def __init__(self, message: str, run: Run) -> None:
+    def __init__(self, message: str, run: Any) -> None:
         super().__init__(message)
         self.run = run
