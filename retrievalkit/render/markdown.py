@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from retrievalkit.render.stages import stages_markdown
-from retrievalkit.render.summary import EvalReport, errored_questions
+from retrievalkit.render.summary import EvalReport, errored_questions, header_line, storage_line
 from retrievalkit.render.terminal import printable
 from retrievalkit.render.text import (
     breakdown_columns,
     breakdown_rows,
-    header_line,
     hits_cell,
     interval,
     mean_and_interval,
     method_text,
     number,
     percent,
-    storage_line,
     verdict_lines,
 )
 

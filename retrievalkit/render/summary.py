@@ -215,3 +215,21 @@ def per_question_lines(report: EvalReport) -> list[str]:
 
 def to_json_text(document: Any) -> str:
     return json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def header_line(report: EvalReport) -> str:
+    record = report.record
+    errored = f", {record.errored} errored" if record.errored else ""
+    return (
+        f"set {record.set} · retriever {record.model} · {len(record.outcomes)} questions{errored}"
+    )
+
+
+def storage_line(report: EvalReport) -> str:
+    if report.saved_to and report.read_back:
+        created = report.record.manifest.created_at
+        return f"run {report.record.run_id} of {created}, as stored in {report.saved_to}"
+    if report.saved_to:
+        return f"run {report.record.run_id} saved to {report.saved_to}"
+    reason = report.not_saved_reason or "not saved"
+    return f"run {report.record.run_id} NOT saved: {reason}"

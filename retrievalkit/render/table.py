@@ -9,19 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from retrievalkit.render.summary import EvalReport, errored_questions
+from retrievalkit.render.summary import EvalReport, errored_questions, header_line, storage_line
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import (
     breakdown_columns,
     breakdown_rows,
-    header_line,
     hits_cell,
     interval,
     mean_and_interval,
     method_text,
     number,
     percent,
-    storage_line,
     verdict_lines,
 )
 

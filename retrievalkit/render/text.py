@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from retrievalkit.metrics.definitions import headline
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue
 from retrievalkit.pipeline.gate import MetricComparison, Verdict
-
-if TYPE_CHECKING:
-    from retrievalkit.render.summary import EvalReport
 
 #: Columns of the breakdown tables: the record's two rates and two rank-aware metrics.
 NONE = "–"
@@ -181,24 +177,6 @@ def p_text(value: float | None) -> str:
     if value is None:
         return NONE
     return "<0.001" if value < 0.001 else f"{value:.3f}"
-
-
-def header_line(report: EvalReport) -> str:
-    record = report.record
-    errored = f", {record.errored} errored" if record.errored else ""
-    return (
-        f"set {record.set} · retriever {record.model} · {len(record.outcomes)} questions{errored}"
-    )
-
-
-def storage_line(report: EvalReport) -> str:
-    if report.saved_to and report.read_back:
-        created = report.record.manifest.created_at
-        return f"run {report.record.run_id} of {created}, as stored in {report.saved_to}"
-    if report.saved_to:
-        return f"run {report.record.run_id} saved to {report.saved_to}"
-    reason = report.not_saved_reason or "not saved"
-    return f"run {report.record.run_id} NOT saved: {reason}"
 
 
 def hits_cell(scores: Mapping[str, float | None], name: str) -> str:

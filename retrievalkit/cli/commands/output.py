@@ -43,9 +43,9 @@ def emit_report(
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(report))
     else:
+        from retrievalkit.render.summary import header_line
         from retrievalkit.render.table import PLAIN_LISTING, eval_renderable, question_listing
         from retrievalkit.render.terminal import plain
-        from retrievalkit.render.text import header_line
 
         output = console(args)
         if args.quiet or len(report.record.outcomes) <= PLAIN_LISTING:
