@@ -44,12 +44,16 @@ _EXPORTS = {
     "ScoredRetriever": "retrievalkit.retrievers.contract",
     "document_id_of": "retrievalkit.retrievers.contract",
     "ResolvedRetriever": "retrievalkit.plugins.resolution",
+    "Resolver": "retrievalkit.plugins.resolution",
     "load_factory": "retrievalkit.plugins.factories",
     "build_hybrid": "retrievalkit.retrievers.hybrid",
     # embedders and vectors
     "Embedder": "retrievalkit.embedders",
     "create_embedder": "retrievalkit.embedders",
     "embed_queries": "retrievalkit.embedders",
+    # rerankers
+    "Reranker": "retrievalkit.rerankers",
+    "create_reranker": "retrievalkit.rerankers",
     "corpus_hash": "retrievalkit.retrievers.dense",
     "document_text": "retrievalkit.retrievers.dense",
     "embed_corpus": "retrievalkit.retrievers.dense",

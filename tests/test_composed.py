@@ -186,3 +186,49 @@ def test_composed_retrievers_evaluate_and_name_their_parts(
     assert summary["errored"] == 0
     assert "bm25-demo" in json.dumps(summary["manifest"]["extra"])
     assert 0.3 < summary["metrics"]["hit@3"]["mean"] <= 1.0
+
+
+# --- the explicit resolver a composite's factory is handed -------------------------------------
+
+
+def test_a_composite_gets_its_parts_from_the_resolver_it_is_handed(composed_config: Path) -> None:
+    from retrievalkit.api import load_config
+    from retrievalkit.plugins.resolution import Resolver
+
+    config = load_config(composed_config / "retrievalkit.toml")
+    fused = create_fusion(["bm25-demo", "truncated"], resolver=Resolver(config))
+    assert [part.name for part in fused._parts] == ["bm25-demo", "truncated"]
+    assert [part.options.get("max_doc_words") for part in fused._parts] == [None, 15]
+    # without the configuration, the configured name means nothing
+    with pytest.raises(Exception, match="unknown retriever 'truncated'"):
+        create_fusion(["bm25-demo", "truncated"])
+
+
+def test_a_sweep_builder_passed_to_the_resolver_builds_every_part(composed_config: Path) -> None:
+    from retrievalkit.api import load_config
+    from retrievalkit.plugins.resolution import resolve_retriever
+
+    config = load_config(composed_config / "retrievalkit.toml")
+    asked: list[str] = []
+
+    def share(name, within, build):  # type: ignore[no-untyped-def]
+        asked.append(name)
+        return build(name, within)
+
+    resolve_retriever("hybrid", config, share=share)
+    assert asked == ["hybrid", "bm25-demo", "truncated"]
+
+
+def test_resolver_is_not_an_option_a_user_can_set(composed_config: Path) -> None:
+    import retrievalkit as rk
+
+    with pytest.raises(InputError) as caught:
+        rk.evaluate(
+            "demo",
+            "fusion",
+            options={"retrievers": ["bm25-demo", "bm25-demo"], "resolver": "x"},
+        )
+    assert "'resolver' is not an option" in str(caught.value)
+    with pytest.raises(InputError) as hinted:
+        rk.evaluate("demo", "fusion", options={"retriever": ["bm25-demo"]})
+    assert "it accepts:" in str(hinted.value) and "resolver" not in str(hinted.value)

@@ -84,10 +84,13 @@ def create_embedder(
 ) -> Embedder:
     """Load the ``retrievalkit.embedders`` plugin ``name`` and call it with ``options``.
 
-    Errors say which plugin and which option; ``field`` is the option of the caller that
+    It goes through the one factory path (`retrievalkit.plugins.factories.create_plugin`):
+    errors say which plugin, which option and the closest accepted one, and no secret
+    option value reaches a message; ``field`` is the option of the caller that
     named the embedder (``embedder``, ``--embedder``), for the message.
     """
     from retrievalkit.plugins import registry as plugins
+    from retrievalkit.plugins.factories import create_plugin
 
     if not isinstance(name, str) or not name:
         raise InputError(
@@ -99,15 +102,9 @@ def create_embedder(
         plugin = plugins.find_one(EMBEDDERS, name)
     except PluginError as error:
         raise InputError(str(error), field=field) from None
-    factory = plugins.load(plugin)
-    try:
-        embedder: Embedder = factory(**dict(options or {}))
-    except TypeError as error:
-        raise InputError(
-            f"embedder '{name}' ({plugin.label}) does not accept these options: {error}",
-            field=f"{field}_options",
-            hint="check the embedder's documented options",
-        ) from None
+    embedder: Embedder = create_plugin(
+        EMBEDDERS, name, dict(options or {}), source=f"{field}_options"
+    )
     check_embedder_attributes(embedder, f"embedder '{name}' ({plugin.label})")
     return embedder
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from retrievalkit.model.values import GoldenQuestion
     from retrievalkit.pipeline.evaluator import Retrieval
     from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.plugins.resolution import Builder
 
 
 #: The manifest's ``plugin`` for a retriever given as a Python object rather than by name.
@@ -198,7 +199,12 @@ class _Retriever:
 
 
 def _resolve(
-    retriever: Any, options: Mapping[str, Any] | None, name: str | None, config: Config
+    retriever: Any,
+    options: Mapping[str, Any] | None,
+    name: str | None,
+    config: Config,
+    *,
+    share: Builder | None = None,
 ) -> _Retriever:
     from retrievalkit.redaction import secret_values
 
@@ -222,7 +228,7 @@ def _resolve(
             retriever = instance
         from retrievalkit.plugins.registry import RETRIEVERS, find_one
 
-        resolved = resolve_retriever(retriever, config)
+        resolved = resolve_retriever(retriever, config, share=share)
         found, plugin, used = resolved.retriever, resolved.plugin, resolved.options
         label = resolved.name
         entry = find_one(RETRIEVERS, plugin)

@@ -73,7 +73,7 @@ class _Local(threading.local):
 
 
 class SharedRetrievers:
-    """The builder for `retrievalkit.plugins.resolution.sharing_retrievers`: one instance a
+    """A `retrievalkit.plugins.resolution.Builder` for a sweep: one instance a
     `retriever_key`, each remembering its answers."""
 
     def __init__(self) -> None:

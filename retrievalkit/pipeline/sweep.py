@@ -347,12 +347,10 @@ class _Evaluations:
 
     def _retriever(self, key: str, config: Config) -> _Retriever:
         from retrievalkit.pipeline.run import _resolve
-        from retrievalkit.plugins.resolution import sharing_retrievers
 
         found = self._resolved.get(key)
         if found is None:
-            with sharing_retrievers(self.shared) if self.shared else contextlib.nullcontext():
-                found = _resolve(self.spec.retriever, None, None, config)
+            found = _resolve(self.spec.retriever, None, None, config, share=self.shared)
             self._resolved[key] = found
         return found
 

@@ -1,4 +1,4 @@
-"""Create corpus, generator and judge plugins by name, from the config and ``--option`` pairs."""
+"""Create plugins of every kind by name, from the config and ``--option`` pairs: one path."""
 
 from __future__ import annotations
 
@@ -79,9 +79,18 @@ def call_factory(group: str, plugin_name: str, options: Mapping[str, Any], *, so
 
 
 def create_retriever(
-    plugin_name: str, options: dict[str, Any], *, instance: str, config_file: str | None = None
+    plugin_name: str,
+    options: dict[str, Any],
+    *,
+    instance: str,
+    config_file: str | None = None,
+    resolver: Any = None,
 ) -> Any:
-    """Call a retriever factory with the options of ``[retrievers.INSTANCE]``."""
+    """Call a retriever factory with the options of ``[retrievers.INSTANCE]``.
+
+    ``resolver`` (a `retrievalkit.plugins.resolution.Resolver`) is handed to a factory that
+    declares a ``resolver`` parameter: a composite builds its parts with it.
+    """
     return create_plugin(
         plugins.RETRIEVERS,
         plugin_name,
@@ -90,8 +99,13 @@ def create_retriever(
         table=f"retrievers.{instance}",
         config_file=config_file,
         instance=instance,
+        resolver=resolver,
     )
 
+
+#: The keyword a composite's factory declares to be handed its `Resolver`; no option of
+#: that name can be set by a user.
+RESOLVER = "resolver"
 
 #: What each kind of plugin is called in messages.
 _KINDS = {
@@ -113,6 +127,7 @@ def create_plugin(
     table: str | None = None,
     config_file: str | None = None,
     instance: str | None = None,
+    resolver: Any = None,
 ) -> Any:
     """Load a plugin of ``group`` and call its factory with keyword options: the one path.
 
@@ -123,6 +138,8 @@ def create_plugin(
     ``retrievers.kb``), a message names that file, the line and the option. ``source``
     says where the options come from otherwise (``[generators.x]``, ``--corpus``).
     A factory that fails in any other way cannot start: `EvaluationError` (exit code 3).
+    A factory that declares a ``resolver`` parameter is handed ``resolver``, when given,
+    to build its parts.
     """
     from retrievalkit.errors import EvaluationError
     from retrievalkit.redaction import remember, scrub, secret_values
@@ -149,8 +166,17 @@ def create_plugin(
             raise
         raise InputError(str(error), **place("plugin")) from None
     factory = plugins.load(plugin)
+    if RESOLVER in options:
+        raise InputError(
+            f"'{RESOLVER}' is not an option of the {kind} plugin '{plugin_name}': "
+            "retrievalkit hands it to the plugin",
+            **place(RESOLVER),
+        )
+    arguments = dict(options)
+    if resolver is not None and _declares(factory, RESOLVER):
+        arguments[RESOLVER] = resolver
     try:
-        return factory(**options)
+        return factory(**arguments)
     except TypeError as error:
         text = scrub(str(error), hidden)
         if "argument" in text:
@@ -189,6 +215,17 @@ def create_plugin(
         ) from None
 
 
+def _declares(factory: Any, parameter: str) -> bool:
+    """Whether ``factory`` takes a keyword argument of that name."""
+    import inspect
+
+    try:
+        found = inspect.signature(factory).parameters.get(parameter)
+    except (TypeError, ValueError):
+        return False
+    return found is not None and found.kind in (found.POSITIONAL_OR_KEYWORD, found.KEYWORD_ONLY)
+
+
 def _option_hint(factory: Any, option: str | None) -> str:
     """The closest option the factory accepts, and the list of all it accepts."""
     import difflib
@@ -201,7 +238,9 @@ def _option_hint(factory: Any, option: str | None) -> str:
     accepted = sorted(
         p.name
         for p in parameters
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not p.name.startswith("_")
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and not p.name.startswith("_")
+        and p.name != RESOLVER
     )
     if not accepted:
         return "check the plugin's documented options"

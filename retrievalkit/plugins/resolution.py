@@ -7,9 +7,7 @@ of the config, or a plugin that needs no options, named directly.
 
 from __future__ import annotations
 
-import contextvars
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,47 +76,56 @@ class ResolvedRetriever:
     retriever: Any
 
 
-_ACTIVE_CONFIG: contextvars.ContextVar[Config | None] = contextvars.ContextVar(
-    "retrievalkit_active_config", default=None
-)
-
-
-def active_config() -> Config:
-    """The configuration being resolved, for plugins composed of other retrievers (fusion)."""
-    return _ACTIVE_CONFIG.get() or Config()
-
-
 Builder = Callable[[str, Config, Callable[[str, Config], ResolvedRetriever]], ResolvedRetriever]
-
-#: What builds retrievers while a sweep shares them (`sharing_retrievers`), else None.
-_SHARING: contextvars.ContextVar[Builder | None] = contextvars.ContextVar(
-    "retrievalkit_sharing", default=None
-)
+"""What builds retrievers while a sweep shares them: ``builder(name, config, build)``, which
+may hand out one it built before instead of calling ``build``."""
 
 
-@contextmanager
-def sharing_retrievers(builder: Builder) -> Iterator[None]:
-    """Within the block every retriever (a composite's parts too) is resolved by
-    ``builder(name, config, build)``, which may hand out one it built before."""
-    token = _SHARING.set(builder)
-    try:
-        yield
-    finally:
-        _SHARING.reset(token)
+@attrs.frozen
+class Resolver:
+    """What a composite plugin's factory is handed to build its parts.
+
+    A retriever factory that declares a keyword parameter ``resolver`` receives one: it
+    resolves the names of other retrievers in the configuration being resolved (its
+    ``[retrievers.NAME]`` tables, or option-less plugins), and creates embedders and
+    rerankers by plugin name, each through the one factory path. ``share`` is the
+    builder a sweep uses to hand out one instance per distinct configuration.
+    """
+
+    config: Config = attrs.field(factory=Config)
+    share: Builder | None = None
+
+    def retriever(self, name: str) -> ResolvedRetriever:
+        """The retriever ``name`` names, with its plugin and options."""
+        return resolve_retriever(name, self.config, share=self.share)
+
+    def embedder(
+        self, name: str, options: Mapping[str, Any] | None = None, *, field: str = "embedder"
+    ) -> Any:
+        """The ``retrievalkit.embedders`` plugin ``name`` created with ``options``."""
+        from retrievalkit.embedders import create_embedder
+
+        return create_embedder(name, options, field=field)
+
+    def reranker(
+        self, name: str, options: Mapping[str, Any] | None = None, *, field: str = "reranker"
+    ) -> Any:
+        """The ``retrievalkit.rerankers`` plugin ``name`` created with ``options``."""
+        from retrievalkit.rerankers import create_reranker
+
+        return create_reranker(name, options, field=field)
 
 
-def resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
-    token = _ACTIVE_CONFIG.set(config)
-    try:
-        builder = _SHARING.get()
-        if builder is not None:
-            return builder(name, config, _resolve_retriever)
-        return _resolve_retriever(name, config)
-    finally:
-        _ACTIVE_CONFIG.reset(token)
+def resolve_retriever(
+    name: str, config: Config, *, share: Builder | None = None
+) -> ResolvedRetriever:
+    """The retriever ``name`` names in ``config``; with ``share``, as that builder hands it out."""
+    if share is not None:
+        return share(name, config, lambda each, within: _resolve_retriever(each, within, share))
+    return _resolve_retriever(name, config, None)
 
 
-def _resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
+def _resolve_retriever(name: str, config: Config, share: Builder | None) -> ResolvedRetriever:
     configured = config.retrievers.get(name)
     if configured is not None:
         plugin_name, options = configured.plugin, dict(configured.options)
@@ -137,6 +144,7 @@ def _resolve_retriever(name: str, config: Config) -> ResolvedRetriever:
         options,
         instance=name,
         config_file=config.source if configured is not None else None,
+        resolver=Resolver(config, share),
     )
     if not callable(getattr(retriever, "retrieve", None)):
         raise PluginError(

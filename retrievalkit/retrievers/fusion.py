@@ -9,9 +9,12 @@ multiplies by how many parts returned the document), so every part must offer
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrievalkit.errors import InputError
+
+if TYPE_CHECKING:
+    from retrievalkit.plugins.resolution import Resolver
 
 METHODS = ("rrf", "combsum", "combmnz")
 
@@ -131,6 +134,7 @@ def create_fusion(
     k: int = 60,
     depth: int | None = None,
     weights: Sequence[float] | None = None,
+    resolver: Resolver | None = None,
 ) -> FusionRetriever:
     """Factory of the ``fusion`` plugin.
 
@@ -139,7 +143,7 @@ def create_fusion(
     ``depth`` (how many results to ask each part for), ``weights`` (one per part).
     It reports its stages: each part's ranking under the part's name, then ``fusion``.
     """
-    from retrievalkit.plugins.resolution import active_config, resolve_retriever
+    from retrievalkit.plugins.resolution import Resolver
 
     if not retrievers or isinstance(retrievers, str) or len(retrievers) < 2:
         raise InputError(
@@ -155,8 +159,8 @@ def create_fusion(
         raise InputError(f"must be a whole number >= 1, got {k!r}", field="k")
     if weights is not None and len(weights) != len(retrievers):
         raise InputError("needs one weight per retriever", field="weights")
-    config = active_config()
-    parts = [resolve_retriever(name, config) for name in retrievers]
+    finder = resolver or Resolver()
+    parts = [finder.retriever(name) for name in retrievers]
     if method != "rrf":
         for part in parts:
             if not callable(getattr(part.retriever, "retrieve_scored", None)):

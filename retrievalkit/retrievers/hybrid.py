@@ -10,10 +10,13 @@ and ``1 - alpha`` for the lexical one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrievalkit.errors import InputError
 from retrievalkit.retrievers.fusion import FusionRetriever
+
+if TYPE_CHECKING:
+    from retrievalkit.plugins.resolution import Resolver
 
 METHODS = ("rrf", "weighted")
 #: How many results each leg gives the fusion by default.
@@ -85,6 +88,7 @@ def create_hybrid(
     embedder_options: Mapping[str, Any] | None = None,
     cache_dir: str | None = None,
     doc_id_separator: str | None = None,
+    resolver: Resolver | None = None,
 ) -> HybridRetriever:
     """Factory of the ``hybrid`` plugin.
 
@@ -94,7 +98,7 @@ def create_hybrid(
     (``rrf`` or ``weighted``), ``k`` (the RRF constant, 60), ``alpha`` (the dense leg's
     weight in ``weighted``, 0.5) and ``depth`` (results asked of each leg, 100).
     """
-    from retrievalkit.plugins.resolution import ResolvedRetriever, active_config, resolve_retriever
+    from retrievalkit.plugins.resolution import ResolvedRetriever, Resolver
     from retrievalkit.retrievers.bm25 import BM25Retriever
     from retrievalkit.retrievers.dense import DEFAULT_CACHE_DIR, create_dense
 
@@ -112,8 +116,8 @@ def create_hybrid(
                 field="lexical" if not lexical else "dense",
                 hint='e.g. corpus = "corpus.jsonl", or lexical = "es-bm25", dense = "pg-vectors"',
             )
-        config = active_config()
-        legs = resolve_retriever(lexical, config), resolve_retriever(dense, config)
+        finder = resolver or Resolver()
+        legs = finder.retriever(lexical), finder.retriever(dense)
     else:
         dense_options: dict[str, Any] = {
             "corpus": corpus,

@@ -11,19 +11,15 @@ first stage gave). It reports its stages: the first stage's, then ``rerank``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from retrievalkit.errors import InputError
+from retrievalkit.rerankers import RERANKERS as RERANKERS
+from retrievalkit.rerankers import Reranker
 
-RERANKERS = "retrievalkit.rerankers"
-
-
-@runtime_checkable
-class Reranker(Protocol):
-    def rerank(self, question: str, candidates: Sequence[str]) -> Sequence[tuple[str, float]]:
-        """Scores for (some of) the candidate document ids; higher is better."""
-        ...
+if TYPE_CHECKING:
+    from retrievalkit.plugins.resolution import Resolver
 
 
 class RerankRetriever:
@@ -83,6 +79,7 @@ def create_rerank(
     reranker: str | None = None,
     candidates: int = 50,
     reranker_options: Mapping[str, Any] | None = None,
+    resolver: Resolver | None = None,
 ) -> RerankRetriever:
     """Factory of the ``rerank`` plugin.
 
@@ -91,9 +88,9 @@ def create_rerank(
     (how many first-stage results to rerank, 50; asked for more, the first stage's order
     fills the rest) and ``reranker_options`` (a table). It reports its stages: the first
     stage's (nested under its name when it has stages of its own), then ``rerank``.
+    ``resolver`` is handed in by retrievalkit and finds the parts by name.
     """
-    from retrievalkit.plugins import registry as plugins
-    from retrievalkit.plugins.resolution import active_config, resolve_retriever
+    from retrievalkit.plugins.resolution import Resolver
 
     if not first_stage or not reranker:
         raise InputError(
@@ -103,15 +100,7 @@ def create_rerank(
         )
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
         raise InputError(f"must be a whole number >= 1, got {candidates!r}", field="candidates")
-    first = resolve_retriever(first_stage, active_config())
-    factory = plugins.load(plugins.find_one(RERANKERS, reranker))
-    try:
-        instance = factory(**dict(reranker_options or {}))
-    except TypeError as error:
-        raise InputError(
-            f"reranker '{reranker}' does not accept these options: {error}",
-            field="reranker_options",
-        ) from None
-    if not isinstance(instance, Reranker):
-        raise InputError(f"reranker '{reranker}' has no rerank(question, candidates) method")
+    parts = resolver or Resolver()
+    first = parts.retriever(first_stage)
+    instance = parts.reranker(reranker, reranker_options)
     return RerankRetriever(first, instance, candidates=candidates)
