@@ -49,7 +49,9 @@ def _record(count: int) -> ResultRecord:
 
 
 def _verdict() -> Verdict:
-    item = MetricComparison("hit@1", 0.9, 0.5, -0.4, (-0.6, -0.2), 0.01, 0.0, True, n=2)
+    item = MetricComparison(
+        "hit@1", 0.9, 0.5, -0.4, (-0.6, -0.2), 0.01, threshold=0.0, regressed=True, n=2
+    )
     return Verdict("20250101T000000Z-11111111", True, (item,), (item,), 2, True)
 
 

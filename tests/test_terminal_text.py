@@ -85,7 +85,9 @@ def _record(texts: list[str], *, confidence: float = 0.95) -> ResultRecord:
 
 
 def _verdict(regressed: bool) -> Verdict:
-    item = MetricComparison("hit@1", 0.9, 0.5, -0.4, (-0.6, -0.2), 0.01, 0.0, regressed, n=2)
+    item = MetricComparison(
+        "hit@1", 0.9, 0.5, -0.4, (-0.6, -0.2), 0.01, threshold=0.0, regressed=regressed, n=2
+    )
     failures = (item,) if regressed else ()
     return Verdict("20250101T000000Z-11111111", regressed, failures, (item,), 2, True)
 

@@ -27,6 +27,7 @@ from retrievalkit.metrics.judged_share import judged_warning
 from retrievalkit.metrics.scoring import as_columns, metric_column, positions_of
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
+from retrievalkit.pipeline.differences import MetricDifference, paired_fields
 from retrievalkit.stats.clusters import paired_test_by
 from retrievalkit.stats.paired import TIE, verdict
 from retrievalkit.stats.paired import holm as holm
@@ -58,41 +59,15 @@ class System:
 
 
 @attrs.frozen
-class MetricDelta:
-    """candidate - baseline for one metric, over the questions where both are defined."""
+class MetricDelta(MetricDifference):
+    """candidate - baseline for one metric, with how many questions each side won."""
 
-    metric: str
-    baseline: float | None
-    candidate: float | None
-    difference: float | None
-    ci: tuple[float, float] | None
-    p_value: float | None
-    p_holm: float | None
-    """The Holm-adjusted p-value; None when there is a single candidate."""
-    significant: bool | None
-    """Adjusted (else raw) p below 1 - confidence; None without a p-value."""
-    n: int
-    wins: int
-    ties: int
-    losses: int
-    discordant: int = 0
-    """Questions whose values differ (wins + losses): only they carry evidence."""
-    p_floor: float | None = None
-    """The smallest p-value attainable with ``discordant`` questions (Holm-adjusted with
-    more than one candidate)."""
-    verdict: str | None = None
-    """``significant``, ``not significant`` or ``unresolvable`` (the floor is not below
-    alpha: no outcome of these questions could have been significant)."""
-    p_method: str | None = None
-    """``exact`` or ``monte-carlo``."""
-    p_error: float | None = None
-    """Standard error of a Monte Carlo p-value (0 when exact)."""
-    ci_method: str | None = None
-    """How ``ci`` was computed (see `retrievalkit.stats.intervals`)."""
-    clusters: int | None = None
-    """With ``--cluster-by``: the clusters compared (``discordant`` then counts clusters)."""
-    effective_n: float | None = None
-    """With ``--cluster-by``: the effective sample size of the differences."""
+    p_holm: float | None = attrs.field(default=None, kw_only=True)
+    """The Holm-adjusted p-value (and ``p_floor`` adjusted too); None with a single
+    candidate."""
+    wins: int = attrs.field(kw_only=True)
+    ties: int = attrs.field(kw_only=True)
+    losses: int = attrs.field(kw_only=True)
 
 
 @attrs.frozen
@@ -390,27 +365,11 @@ def _delta(
     )
     both = ~np.isnan(left) & ~np.isnan(right)
     moves = right[both] - left[both]
-    interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
     return MetricDelta(
-        metric=metric,
-        baseline=paired.baseline,
-        candidate=paired.candidate,
-        difference=paired.difference,
-        ci=interval,
-        p_value=paired.p_value,
-        p_holm=None,
-        significant=None,
-        n=paired.n,
+        **paired_fields(metric, paired),
         wins=int((moves > _TIE).sum()),
         ties=int((np.abs(moves) <= _TIE).sum()),
         losses=int((moves < -_TIE).sum()),
-        discordant=paired.discordant,
-        p_floor=paired.p_floor,
-        p_method=paired.p_method,
-        p_error=paired.p_error,
-        ci_method=paired.interval_method,
-        clusters=paired.clusters,
-        effective_n=paired.effective_n,
     )
 
 

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from retrievalkit.errors import InputError
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
+from retrievalkit.pipeline.differences import MetricDifference, paired_fields
 
 if TYPE_CHECKING:
     from retrievalkit.model.outcomes import Outcomes
@@ -49,34 +50,13 @@ _TOLERANCE = 1e-9
 
 
 @attrs.frozen
-class MetricComparison:
-    metric: str
-    baseline: float | None
-    candidate: float | None
-    difference: float | None
-    ci: tuple[float, float] | None
-    p_value: float | None
-    threshold: float
-    regressed: bool
-    slice: str | None = None
+class MetricComparison(MetricDifference):
+    """A gated metric's difference, its threshold and whether it regressed."""
+
+    threshold: float = attrs.field(kw_only=True)
+    regressed: bool = attrs.field(kw_only=True)
+    slice: str | None = attrs.field(default=None, kw_only=True)
     """``FIELD=LABEL`` (e.g. ``hard_class=near-duplicate``) for a slice threshold."""
-    significant: bool | None = None
-    """Whether the paired p-value is below 1 - confidence; None without a test."""
-    n: int = 0
-    """Questions compared (where both runs have a defined value)."""
-    discordant: int = 0
-    """Questions whose values differ between the runs."""
-    p_floor: float | None = None
-    """The smallest p-value attainable with ``discordant`` questions."""
-    verdict: str | None = None
-    """``significant``, ``not significant`` or ``unresolvable``."""
-    p_method: str | None = None
-    p_error: float | None = None
-    ci_method: str | None = None
-    clusters: int | None = None
-    """With ``--cluster-by``: the clusters compared (``discordant`` then counts clusters)."""
-    effective_n: float | None = None
-    """With ``--cluster-by``: the effective sample size of the differences."""
 
 
 @attrs.frozen
@@ -343,30 +323,16 @@ def _compare_metric(
         threshold=threshold,
     )
     warning = undetectable_warning(row) if row.below_detectable else None
-    interval = None if paired.low is None or paired.high is None else (paired.low, paired.high)
     said = verdict(paired.p_value, paired.p_floor, 1.0 - confidence)
     dropped = -paired.difference > threshold + _TOLERANCE
     regressed = dropped and (not require_significant or said == SIGNIFICANT)
     return MetricComparison(
-        metric=metric,
-        baseline=paired.baseline,
-        candidate=paired.candidate,
-        difference=paired.difference,
-        ci=interval,
-        p_value=paired.p_value,
+        **paired_fields(metric, paired),
         threshold=threshold,
         regressed=regressed,
         slice=slice_name,
         significant=None if said is None else said == SIGNIFICANT,
-        n=paired.n,
-        discordant=paired.discordant,
-        p_floor=paired.p_floor,
         verdict=said,
-        p_method=paired.p_method,
-        p_error=paired.p_error,
-        ci_method=paired.interval_method,
-        clusters=paired.clusters,
-        effective_n=paired.effective_n,
     ), warning
 
 
