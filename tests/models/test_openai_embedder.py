@@ -68,7 +68,9 @@ def test_a_slow_server_meets_the_deadline(server: Any) -> None:
     assert len(server.requests) == 1
 
 
-@pytest.mark.parametrize("fault, message", [("malformed", "not JSON"), ("short", "11 embeddings")])
+@pytest.mark.parametrize(
+    "fault, message", [("malformed", "not valid JSON"), ("short", "11 embeddings")]
+)
 def test_malformed_replies_are_not_retried(server: Any, fault: str, message: str) -> None:
     server.faults.append(fault)
     with pytest.raises(PluginError, match=message):

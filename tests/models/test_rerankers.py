@@ -88,7 +88,7 @@ def test_rerank_api_faults(server: Any, small_scifact: Path, questions: list[str
     server.faults.extend(["503"] * 3)
     with pytest.raises(PluginError, match="gave up after 3 attempts"):
         api.rerank(questions[0], candidates)
-    for fault, message in (("malformed", "not JSON"), ("short", "did not return 5 results")):
+    for fault, message in (("malformed", "not valid JSON"), ("short", "did not return 5 results")):
         server.faults.append(fault)
         with pytest.raises(PluginError, match=message):
             api.rerank(questions[0], candidates)
