@@ -25,9 +25,14 @@ from retrievalkit.errors import InputError
 from retrievalkit.metrics.definitions import metric_order
 from retrievalkit.metrics.judged_share import judged_warning
 from retrievalkit.metrics.scoring import as_columns, metric_column, positions_of
+from retrievalkit.model.comparisons import ComparedRuns as ComparedRuns
+from retrievalkit.model.comparisons import MetricDelta as MetricDelta
+from retrievalkit.model.comparisons import PairComparison as PairComparison
+from retrievalkit.model.comparisons import QuestionChange as QuestionChange
+from retrievalkit.model.comparisons import System as System
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
-from retrievalkit.pipeline.differences import MetricDifference, paired_fields
+from retrievalkit.pipeline.differences import paired_fields
 from retrievalkit.stats.clusters import paired_test_by
 from retrievalkit.stats.paired import TIE, verdict
 from retrievalkit.stats.paired import holm as holm
@@ -41,77 +46,9 @@ _TIE = TIE
 
 
 @attrs.frozen
-class System:
-    """One side of a comparison: a fresh or stored run, and its share of judged documents."""
-
-    label: str
-    run_id: str
-    retriever: str
-    set_name: str
-    set_hash: str
-    questions: int
-    """Questions in the run (before restricting to the shared ones)."""
-    errored: int
-    """Errored questions among the compared ones."""
-    judged: dict[str, float | None]
-    """``judged@k`` -> mean over the compared questions; empty when the set has no judged@k."""
-    saved_to: str | None = None
-
-
-@attrs.frozen
-class MetricDelta(MetricDifference):
-    """candidate - baseline for one metric, with how many questions each side won."""
-
-    p_holm: float | None = attrs.field(default=None, kw_only=True)
-    """The Holm-adjusted p-value (and ``p_floor`` adjusted too); None with a single
-    candidate."""
-    wins: int = attrs.field(kw_only=True)
-    ties: int = attrs.field(kw_only=True)
-    losses: int = attrs.field(kw_only=True)
-
-
-@attrs.frozen
-class QuestionChange:
-    """A question whose value moved, with the rank of its first relevant document on each side."""
-
-    question_id: str
-    question: str | None
-    baseline: float
-    candidate: float
-    difference: float
-    baseline_rank: int | None
-    """Rank of the first relevant document (None: none in the scored depth)."""
-    candidate_rank: int | None
-    baseline_error: str | None = None
-    candidate_error: str | None = None
-
-
-@attrs.frozen
-class PairComparison:
-    baseline: str
-    candidate: str
-    metrics: tuple[MetricDelta, ...]
-    changed_by: str
-    changed: tuple[QuestionChange, ...]
-    """The questions whose ``changed_by`` value moved most, largest move first."""
-
-
-@attrs.frozen
-class Comparison:
-    """Everything ``retrievalkit compare`` shows, computed once and rendered many ways."""
-
-    set_name: str
-    systems: tuple[System, ...]
-    pairs: tuple[PairComparison, ...]
-    shared_questions: int
-    same_set: bool
-    confidence: float
-    resamples: int
-    correction: str | None
-    """``holm`` with more than one candidate, else None."""
-    warnings: tuple[str, ...]
-    cluster_by: str | None = None
-    """The field whose clusters the paired tests treated as the unit; None: questions."""
+class Comparison(ComparedRuns):
+    """Everything ``retrievalkit compare`` shows, computed once, with its displays:
+    Markdown, rich tables and plain text."""
 
     def to_markdown(self) -> str:
         """The comparison as Markdown, as ``compare --format markdown`` prints it."""

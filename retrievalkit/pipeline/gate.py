@@ -24,9 +24,10 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievalkit.errors import InputError
+from retrievalkit.model.comparisons import MetricDifference
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
-from retrievalkit.pipeline.differences import MetricDifference, paired_fields
+from retrievalkit.pipeline.differences import paired_fields
 
 if TYPE_CHECKING:
     from retrievalkit.model.outcomes import Outcomes

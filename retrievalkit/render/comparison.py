@@ -14,12 +14,8 @@ from retrievalkit.render.text import p_text as p_text
 if TYPE_CHECKING:
     from rich.console import Group
 
-    from retrievalkit.pipeline.comparison import (
-        Comparison,
-        MetricDelta,
-        PairComparison,
-        QuestionChange,
-    )
+    from retrievalkit.model.comparisons import ComparedRuns as Comparison
+    from retrievalkit.model.comparisons import MetricDelta, PairComparison, QuestionChange
 
 
 def comparison_document(comparison: Comparison) -> dict[str, Any]:

@@ -1,0 +1,118 @@
+"""What a comparison of runs found: the values `retrievalkit.pipeline.comparison` computes.
+
+Plain frozen values, so that renderers can name them without importing the pipeline
+that computes them (`retrievalkit.pipeline.comparison.Comparison` adds the displays).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class MetricDifference:
+    """candidate - baseline for one metric over the questions where both are defined,
+    with the paired test of `retrievalkit.stats.paired`."""
+
+    metric: str
+    baseline: float | None
+    candidate: float | None
+    difference: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+    significant: bool | None = None
+    """Whether the p-value (Holm-adjusted in a comparison of several candidates) is below
+    1 - confidence; None without a test."""
+    n: int = 0
+    """Questions compared (where both runs have a defined value)."""
+    discordant: int = 0
+    """Questions whose values differ: only they carry evidence."""
+    p_floor: float | None = None
+    """The smallest p-value attainable with ``discordant`` questions."""
+    verdict: str | None = None
+    """``significant``, ``not significant`` or ``unresolvable`` (the floor is not below
+    alpha: no outcome of these questions could have been significant)."""
+    p_method: str | None = None
+    """``exact`` or ``monte-carlo``."""
+    p_error: float | None = None
+    """Standard error of a Monte Carlo p-value (0 when exact)."""
+    ci_method: str | None = None
+    """How ``ci`` was computed (see `retrievalkit.stats.intervals`)."""
+    clusters: int | None = None
+    """With ``--cluster-by``: the clusters compared (``discordant`` then counts clusters)."""
+    effective_n: float | None = None
+    """With ``--cluster-by``: the effective sample size of the differences."""
+
+
+@attrs.frozen
+class System:
+    """One side of a comparison: a fresh or stored run, and its share of judged documents."""
+
+    label: str
+    run_id: str
+    retriever: str
+    set_name: str
+    set_hash: str
+    questions: int
+    """Questions in the run (before restricting to the shared ones)."""
+    errored: int
+    """Errored questions among the compared ones."""
+    judged: dict[str, float | None]
+    """``judged@k`` -> mean over the compared questions; empty when the set has no judged@k."""
+    saved_to: str | None = None
+
+
+@attrs.frozen
+class MetricDelta(MetricDifference):
+    """candidate - baseline for one metric, with how many questions each side won."""
+
+    p_holm: float | None = attrs.field(default=None, kw_only=True)
+    """The Holm-adjusted p-value (and ``p_floor`` adjusted too); None with a single
+    candidate."""
+    wins: int = attrs.field(kw_only=True)
+    ties: int = attrs.field(kw_only=True)
+    losses: int = attrs.field(kw_only=True)
+
+
+@attrs.frozen
+class QuestionChange:
+    """A question whose value moved, with the rank of its first relevant document on each side."""
+
+    question_id: str
+    question: str | None
+    baseline: float
+    candidate: float
+    difference: float
+    baseline_rank: int | None
+    """Rank of the first relevant document (None: none in the scored depth)."""
+    candidate_rank: int | None
+    baseline_error: str | None = None
+    candidate_error: str | None = None
+
+
+@attrs.frozen
+class PairComparison:
+    baseline: str
+    candidate: str
+    metrics: tuple[MetricDelta, ...]
+    changed_by: str
+    changed: tuple[QuestionChange, ...]
+    """The questions whose ``changed_by`` value moved most, largest move first."""
+
+
+@attrs.frozen
+class ComparedRuns:
+    """Everything ``retrievalkit compare`` shows, computed once and rendered many ways."""
+
+    set_name: str
+    systems: tuple[System, ...]
+    pairs: tuple[PairComparison, ...]
+    shared_questions: int
+    same_set: bool
+    confidence: float
+    resamples: int
+    correction: str | None
+    """``holm`` with more than one candidate, else None."""
+    warnings: tuple[str, ...]
+    cluster_by: str | None = None
+    """The field whose clusters the paired tests treated as the unit; None: questions."""
