@@ -359,3 +359,22 @@ def test_loaded_empty_labels_share_one_mapping(tmp_path: Path) -> None:
     questions = load_jsonl(write(tmp_path / "set.jsonl", rows)).questions
     assert questions[0].grades == {} and type(questions[0].grades) is FrozenDict
     assert questions[0].grades is questions[2].grades is questions[1].meta
+
+
+def test_the_question_schema_is_the_fields_of_golden_question(tmp_path: Path) -> None:
+    names = tuple(field.name for field in attrs.fields(GoldenQuestion))
+    assert names == QUESTION_FIELDS
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps({"id": "q", "question": "x?", "expected": [], "colour": 1}) + "\n")
+    with pytest.raises(InputError) as caught:
+        load_jsonl(path)
+    assert caught.value.field == "colour"
+    assert caught.value.hint == "known fields: " + ", ".join(names)
+    # the canonical writer writes what the reader reads, in the schema's order
+    question = GoldenQuestion(
+        "q", "x?", expected=("d",), cluster="c", expected_chunks=("d#1",), gist="g"
+    )
+    written = golden_files.question_record(question)
+    assert list(written) == [name for name in names if name in written]
+    golden_files.write_jsonl([question], path)
+    assert load_jsonl(path).questions == (question,)

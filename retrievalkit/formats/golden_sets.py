@@ -27,6 +27,7 @@ from retrievalkit.formats.text_files import (
     toml_error_line,
 )
 from retrievalkit.model.values import (
+    QUESTION_FIELDS,
     FrozenDict,
     GoldenQuestion,
     GoldenQuestionSet,
@@ -43,18 +44,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 #: A question longer than this is almost certainly a pasted document, not a question.
 MAX_QUESTION_CHARS = 10_000
 
-_KNOWN_FIELDS = (
-    "id",
-    "question",
-    "form",
-    "expected",
-    "grades",
-    "hard_class",
-    "gist",
-    "meta",
-    "expected_chunks",
-    "cluster",
-)
+#: The fields a question line may have: `GoldenQuestion`'s, in its order.
+_KNOWN_FIELDS = QUESTION_FIELDS
 
 #: Free text (a question, a gist, a description) may hold tabs and line breaks (also
 #: U+2028 and U+2029); nothing else a terminal could act on (ESC, OSC, bidirectional

@@ -174,19 +174,9 @@ class GoldenQuestion:
         return bool(self.expected) or any(grade >= 1 for grade in self.grades.values())
 
 
-#: The fields of `GoldenQuestion`, in their order (`questions_from_columns` fills them).
-QUESTION_FIELDS = (
-    "id",
-    "question",
-    "form",
-    "expected",
-    "grades",
-    "hard_class",
-    "gist",
-    "meta",
-    "expected_chunks",
-    "cluster",
-)
+#: The fields of `GoldenQuestion`, in their order: the one question schema, which the set
+#: readers, the canonical writer and `questions_from_columns` all follow.
+QUESTION_FIELDS: tuple[str, ...] = tuple(field.name for field in attrs.fields(GoldenQuestion))
 
 
 def questions_from_columns(
