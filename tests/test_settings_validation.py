@@ -263,3 +263,34 @@ def test_the_report_says_the_gate_failed_on_what_it_could_not_check() -> None:
     assert first.startswith("GATE FAILED against baseline"), first
     assert "could not be checked" in first
     assert any(line.startswith("NOT checked") for line in rest)
+
+
+def test_every_command_reads_a_shared_setting_with_the_same_check_as_eval() -> None:
+    """A setting offered by several commands is parsed by one type everywhere, so that
+    ``--confidence 1`` is refused by sweep and power as eval refuses it."""
+    import argparse
+    import importlib
+
+    from retrievalkit.cli.commands.options import at_most
+    from retrievalkit.formats.limits import MAX_K
+
+    def types(command: str) -> dict[str, Any]:
+        parser = argparse.ArgumentParser()
+        importlib.import_module(f"retrievalkit.cli.commands.{command}").configure(parser)
+        return {a.option_strings[0]: same(a.type) for a in parser._actions if a.option_strings}
+
+    def same(check: Any) -> Any:
+        """A check, and the bound it was made with (``at_most(N)`` makes a new one each time)."""
+        cells = getattr(check, "__closure__", None) or ()
+        return (getattr(check, "__qualname__", check), tuple(c.cell_contents for c in cells))
+
+    flags = {flag for _, flag, _ in CASES}
+    of_eval = types("evaluate")
+    for command in ("compare", "sweep", "power", "fidelity", "judge", "judge_agreement"):
+        mine = types(command)
+        for flag in flags & set(mine):
+            if (command, flag) in (("fidelity", "--k"), ("judge", "--k")):
+                # one depth, not a list of cut-offs: bounded as a cut-off is
+                assert mine[flag] == same(at_most(MAX_K)), (command, flag)
+                continue
+            assert mine[flag] == of_eval[flag], (command, flag)

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.generate import progress_bar
-from retrievalkit.cli.commands.options import add_common, load_config, positive, stored_run
+from retrievalkit.cli.commands.options import add_common, at_most, load_config, stored_run
 from retrievalkit.errors import EXIT_OK, EvaluationError, InputError, PluginError
+from retrievalkit.formats.limits import MAX_K
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config, PluginInstance
@@ -54,7 +55,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN_ID", help="the run whose results to judge")
     add_judge_options(parser)
     parser.add_argument(
-        "--k", type=positive, default=10, help="judge the top k documents of each question (10)"
+        "--k",
+        type=at_most(MAX_K),
+        default=10,
+        help="judge the top k documents of each question (10)",
     )
     parser.add_argument(
         "--set",

@@ -6,7 +6,13 @@ import argparse
 from typing import TYPE_CHECKING
 
 from retrievalkit.cli.commands import SUMMARIES
-from retrievalkit.cli.commands.options import add_common, fraction, load_config, store_url
+from retrievalkit.cli.commands.options import (
+    add_common,
+    confidence_level,
+    fraction,
+    load_config,
+    store_url,
+)
 from retrievalkit.errors import EXIT_OK, InputError
 
 if TYPE_CHECKING:
@@ -47,7 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--confidence",
-        type=fraction,
+        type=confidence_level,
         metavar="X",
         help="confidence of the paired test, alpha = 1 - X (default 0.95, or [eval] confidence)",
     )

@@ -11,6 +11,7 @@ from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
     add_common,
     at_most,
+    confidence_level,
     console,
     fraction,
     k_list,
@@ -62,7 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--confidence",
-        type=fraction,
+        type=confidence_level,
         metavar="X",
         help="confidence level; 1 - X is the significance level (default 0.95)",
     )
