@@ -30,8 +30,6 @@ from retrievalkit.errors import (
 )
 from retrievalkit.redaction import RedactingFilter, scrub_known
 
-COMMANDS_GROUP = "retrievalkit.commands"  # plugins.COMMANDS
-
 EXIT_CODES = """\
 exit codes:
   0  done (a regression without --fail-on-regression still exits 0 and says so)
@@ -137,7 +135,7 @@ def build_parser(
     plugin_commands: dict[str, Any] = {}
     from retrievalkit.plugins import registry as plugins
 
-    for plugin in plugins.find(COMMANDS_GROUP):
+    for plugin in plugins.find(plugins.COMMANDS):
         if plugin.name in plugin_commands or plugin.name in commands.choices:
             continue
         plugin_commands[plugin.name] = plugin
