@@ -19,7 +19,13 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from retrievalkit.plugin_api import InputError, PluginError, create_embedder, embed_queries
 from retrievalkit.testing import check_retriever
 
-from retrievalkit_langchain import LangChainRetriever, RetrievalkitEmbeddings, create_langchain
+from retrievalkit_langchain import (
+    LangChainRetriever,
+    RetrievalkitEmbeddings,
+    StagedLangChainRetriever,
+    create_langchain,
+    wrap,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 DOCS = REPO / "docs" / "langchain.md"
@@ -99,9 +105,10 @@ def test_an_ensemble_reports_its_parts_and_the_fusion(
 ) -> None:
     bm25 = BM25Retriever.from_documents(documents)
     dense = store.as_retriever()
-    adapter = LangChainRetriever(
-        EnsembleRetriever(retrievers=[bm25, dense]), id_field="metadata.doc_id"
-    )
+    adapter = wrap(EnsembleRetriever(retrievers=[bm25, dense]), id_field="metadata.doc_id")
+    assert isinstance(adapter, StagedLangChainRetriever)
+    # A retriever that calls no other has no stages: its ranking is the answer.
+    assert not hasattr(wrap(bm25), "retrieve_stages")
     stages = adapter.retrieve_stages(QUESTION, 6)
     assert list(stages) == ["BM25Retriever", "VectorStoreRetriever", "fusion"]
     ids = LangChainRetriever(bm25, id_field="metadata.doc_id")
@@ -119,7 +126,9 @@ def test_an_ensemble_reports_its_parts_and_the_fusion(
     # A nested ensemble's parts under its name, the outer fusion last.
     named = bm25.with_config(run_name="bm25")
     outer = EnsembleRetriever(retrievers=[EnsembleRetriever(retrievers=[named, dense]), bm25])
-    nested = LangChainRetriever(outer, id_field="metadata.doc_id").retrieve_stages(QUESTION, 5)
+    nested = StagedLangChainRetriever(outer, id_field="metadata.doc_id").retrieve_stages(
+        QUESTION, 5
+    )
     assert list(nested) == [
         "EnsembleRetriever.bm25",
         "EnsembleRetriever.VectorStoreRetriever",
@@ -146,6 +155,9 @@ def test_the_documented_retriever_runs_with_its_stages(
                       git_commit=None)  # fmt: skip
     assert run.record.manifest.plugin == "langchain"
     assert run.metrics["ndcg@10"].mean > 0.3
+    assert run.record.stages is not None
+    assert run.record.stages.order == ("BM25Retriever", "VectorStoreRetriever", "fusion")
+    assert run.record.stages.metrics["fusion"]["ndcg@10"].mean == run.metrics["ndcg@10"].mean
     # Found by its entry point; fusion's top k depends on k, as approximate search does.
     retriever = check_retriever(
         "langchain", factory="my_rag:build_retriever", id_field="metadata.doc_id",

@@ -7,6 +7,17 @@ retrievalkit embedder behind LangChain's ``Embeddings`` interface.
 """
 
 from retrievalkit_langchain.embeddings import RetrievalkitEmbeddings
-from retrievalkit_langchain.retriever import LangChainRetriever, create_langchain
+from retrievalkit_langchain.retriever import (
+    LangChainRetriever,
+    StagedLangChainRetriever,
+    create_langchain,
+    wrap,
+)
 
-__all__ = ["LangChainRetriever", "RetrievalkitEmbeddings", "create_langchain"]
+__all__ = [
+    "LangChainRetriever",
+    "RetrievalkitEmbeddings",
+    "StagedLangChainRetriever",
+    "create_langchain",
+    "wrap",
+]

@@ -6,9 +6,10 @@ its thread pool). The number of results asked for is handed through as LangChain
 ``k`` field of retrievers such as ``BM25Retriever``, and the same for the parts of an
 ``EnsembleRetriever`` or ``MergerRetriever`` and the base of a
 ``ContextualCompressionRetriever``; the answer is then cut to the limit. The stages are the
-retrievers a run calls (seen through LangChain's callbacks), so an ensemble reports each
-part and then its fused answer. Ids come from ``id_field`` (``metadata.doc_id`` by default,
-``metadata.source``, ``id``...), chunk ids collapsed by ``doc_id_separator``.
+retrievers a composite's run calls (seen through LangChain's callbacks), so an ensemble
+reports each part and then its fused answer; a retriever that calls no other is not
+staged. Ids come from ``id_field`` (``metadata.doc_id`` by default, ``metadata.source``,
+``id``...), chunk ids collapsed by ``doc_id_separator``.
 """
 
 from __future__ import annotations
@@ -148,6 +149,26 @@ class LangChainRetriever:
             failed: BaseException = error
             return failed
 
+
+def is_composite(target: Any) -> bool:
+    """Whether ``target`` calls other retrievers: an ensemble or merger (``retrievers``), a
+    compression retriever (``base_retriever``) or a multi-query one (``retriever``)."""
+    from langchain_core.runnables import Runnable, RunnableBinding
+
+    while isinstance(target, RunnableBinding):
+        target = target.bound
+    fields = getattr(type(target), "model_fields", {})
+    parts = getattr(target, "retrievers", None) if "retrievers" in fields else None
+    inner = [getattr(target, name, None) for name in ("base_retriever", "retriever")]
+    return (isinstance(parts, list) and bool(parts)) or any(
+        name in fields and isinstance(value, Runnable)
+        for name, value in zip(("base_retriever", "retriever"), inner, strict=True)
+    )
+
+
+class StagedLangChainRetriever(LangChainRetriever):
+    """A composite LangChain retriever, its inner retrievers reported as stages."""
+
     def retrieve_stages(self, question: str, limit: int) -> dict[str, list[str]]:
         """Every retriever the run called, inner ones first, the answer last."""
         recorder = StageRecorder()
@@ -183,6 +204,13 @@ class LangChainRetriever:
         return stages
 
 
+def wrap(target: Any, **options: Any) -> LangChainRetriever:
+    """The adapter for ``target``: staged when it calls other retrievers, else plain (a
+    plain retriever's one ranking is its answer, and keeps retrievalkit's chunk scoring)."""
+    staged = is_composite(target)
+    return (StagedLangChainRetriever if staged else LangChainRetriever)(target, **options)
+
+
 def create_langchain(
     factory: str | None = None,
     *,
@@ -214,7 +242,7 @@ def create_langchain(
         raise PluginError(
             f"{factory} failed while building the retriever: {type(error).__name__}: {error}"
         ) from error
-    return LangChainRetriever(
+    return wrap(
         target,
         id_field=id_field,
         doc_id_separator=doc_id_separator,
