@@ -8,6 +8,17 @@
 """
 
 from retrievalkit_llamaindex.embeddings import RetrievalkitEmbedding
-from retrievalkit_llamaindex.retriever import LlamaIndexRetriever, create_llamaindex
+from retrievalkit_llamaindex.retriever import (
+    LlamaIndexRetriever,
+    StagedLlamaIndexRetriever,
+    create_llamaindex,
+    wrap,
+)
 
-__all__ = ["LlamaIndexRetriever", "RetrievalkitEmbedding", "create_llamaindex"]
+__all__ = [
+    "LlamaIndexRetriever",
+    "RetrievalkitEmbedding",
+    "StagedLlamaIndexRetriever",
+    "create_llamaindex",
+    "wrap",
+]

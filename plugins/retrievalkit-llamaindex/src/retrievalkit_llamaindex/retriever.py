@@ -4,9 +4,9 @@ Each question is one ``retrieve``; the number of results asked for is set as
 ``similarity_top_k`` on a copy of the retriever (``VectorIndexRetriever``, the BM25
 retriever, capped at its number of nodes as bm25s needs, ``QueryFusionRetriever`` and each
 of its parts), and the answer is cut to the limit. A ``QueryFusionRetriever``'s parts are
-its stages, each asked the question, then ``fusion``. Ids come from ``id_field``
-(``node.ref_doc_id`` by default: the document a node was parsed from; ``metadata.doc_id``,
-``node_id``...), chunk ids collapsed by ``doc_id_separator``.
+its stages, each asked the question, then ``fusion``; other retrievers are not staged.
+Ids come from ``id_field`` (``node.ref_doc_id`` by default: the document a node was parsed
+from; ``metadata.doc_id``, ``node_id``...), chunk ids collapsed by ``doc_id_separator``.
 """
 
 from __future__ import annotations
@@ -111,18 +111,27 @@ class LlamaIndexRetriever:
     def retrieve(self, question: str, limit: int) -> list[str]:
         return self._ask(self._asking(limit), question, limit)
 
+
+class StagedLlamaIndexRetriever(LlamaIndexRetriever):
+    """A ``QueryFusionRetriever``, its parts reported as stages."""
+
     def retrieve_stages(self, question: str, limit: int) -> dict[str, list[str]]:
-        """A fusion's parts, each asked the question, then ``fusion``; else the answer alone."""
+        """Each part, asked the question, under its class name, then ``fusion``."""
         asking = self._asking(limit)
-        parts = _parts(asking)
-        if parts is None:
-            return {"answer": self._ask(asking, question, limit)}
+        parts = _parts(asking) or []
         stages = {
             name: self._ask(part, question, limit)
             for name, part in zip(part_names(parts), parts, strict=True)
         }
         stages["fusion"] = self._ask(asking, question, limit)
         return stages
+
+
+def wrap(target: Any, **options: Any) -> LlamaIndexRetriever:
+    """The adapter for ``target``: staged for a ``QueryFusionRetriever``, else plain (a
+    plain retriever's one ranking is its answer, and keeps retrievalkit's chunk scoring)."""
+    staged = _parts(target) is not None
+    return (StagedLlamaIndexRetriever if staged else LlamaIndexRetriever)(target, **options)
 
 
 def create_llamaindex(
@@ -154,6 +163,4 @@ def create_llamaindex(
         raise PluginError(
             f"{factory} failed while building the retriever: {type(error).__name__}: {error}"
         ) from error
-    return LlamaIndexRetriever(
-        target, id_field=id_field, doc_id_separator=doc_id_separator, set_top_k=set_top_k
-    )
+    return wrap(target, id_field=id_field, doc_id_separator=doc_id_separator, set_top_k=set_top_k)
