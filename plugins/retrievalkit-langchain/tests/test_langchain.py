@@ -138,6 +138,27 @@ def test_an_ensemble_reports_its_parts_and_the_fusion(
     ]
 
 
+def test_a_compression_retriever_reports_its_base_and_the_rerank(
+    documents: list[Document], wordllama: Any
+) -> None:
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+    from langchain_classic.retrievers.document_compressors import EmbeddingsFilter
+
+    bm25 = BM25Retriever.from_documents(documents)
+    # Keeps every document and orders them by embedding similarity: a bi-encoder rerank.
+    reorder = EmbeddingsFilter(
+        embeddings=RetrievalkitEmbeddings(wordllama), k=None, similarity_threshold=-1.0
+    )
+    compression = ContextualCompressionRetriever(base_compressor=reorder, base_retriever=bm25)
+    adapter = wrap(compression, id_field="metadata.doc_id")
+    stages = adapter.retrieve_stages(QUESTION, 8)
+    assert list(stages) == ["BM25Retriever", "rerank"]
+    # The limit reached the base retriever through the compression retriever.
+    assert stages["BM25Retriever"] == wrap(bm25, id_field="metadata.doc_id").retrieve(QUESTION, 8)
+    assert sorted(stages["rerank"]) == sorted(stages["BM25Retriever"])
+    assert stages["rerank"] != stages["BM25Retriever"]
+
+
 def test_the_documented_retriever_runs_with_its_stages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,12 +4,13 @@ Each question is one ``invoke`` (many questions are one ``batch``, which LangCha
 its thread pool). The number of results asked for is handed through as LangChain allows:
 ``search_kwargs["k"]`` of a vector-store retriever (``fetch_k`` raised with it for MMR), the
 ``k`` field of retrievers such as ``BM25Retriever``, and the same for the parts of an
-``EnsembleRetriever`` or ``MergerRetriever`` and the base of a
-``ContextualCompressionRetriever``; the answer is then cut to the limit. The stages are the
-retrievers a composite's run calls (seen through LangChain's callbacks), so an ensemble
-reports each part and then its fused answer; a retriever that calls no other is not
-staged. Ids come from ``id_field`` (``metadata.doc_id`` by default, ``metadata.source``,
-``id``...), chunk ids collapsed by ``doc_id_separator``.
+``EnsembleRetriever`` or ``MergerRetriever`` and the inner retriever of a
+``ContextualCompressionRetriever`` or ``MultiQueryRetriever``; the answer is then cut to
+the limit. The stages are the retrievers a composite's run calls (seen through
+LangChain's callbacks), so an ensemble reports each part and then its fused answer; a
+retriever that calls no other is not staged. Ids come from ``id_field``
+(``metadata.doc_id`` by default, ``metadata.source``, ``id``...), chunk ids collapsed by
+``doc_id_separator``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from retrievalkit.plugin_api import InputError, PluginError, load_factory
 
 from retrievalkit_langchain.documents import check_id_field, ranked_ids
 from retrievalkit_langchain.stages import StageRecorder
+
+#: Fields that hold the one retriever a composite calls.
+INNER_FIELDS = ("base_retriever", "retriever")
 
 
 def with_limit(retriever: Any, limit: int) -> Any:
@@ -53,9 +57,10 @@ def with_limit(retriever: Any, limit: int) -> Any:
     parts = getattr(retriever, "retrievers", None)
     if "retrievers" in fields and isinstance(parts, list):
         update["retrievers"] = [with_limit(part, limit) for part in parts]
-    base = getattr(retriever, "base_retriever", None)
-    if "base_retriever" in fields and base is not None:
-        update["base_retriever"] = with_limit(base, limit)
+    for name in INNER_FIELDS:  # a compression retriever's base, a multi-query one's
+        inner = getattr(retriever, name, None)
+        if name in fields and inner is not None:
+            update[name] = with_limit(inner, limit)
     return retriever.model_copy(update=update) if update else retriever
 
 
@@ -159,10 +164,9 @@ def is_composite(target: Any) -> bool:
         target = target.bound
     fields = getattr(type(target), "model_fields", {})
     parts = getattr(target, "retrievers", None) if "retrievers" in fields else None
-    inner = [getattr(target, name, None) for name in ("base_retriever", "retriever")]
     return (isinstance(parts, list) and bool(parts)) or any(
-        name in fields and isinstance(value, Runnable)
-        for name, value in zip(("base_retriever", "retriever"), inner, strict=True)
+        name in fields and isinstance(getattr(target, name, None), Runnable)
+        for name in INNER_FIELDS
     )
 
 
