@@ -243,7 +243,8 @@ class Site:
 def warm_up(site: Site) -> None:
     """Run in a thread once the server listens: import what the pages compute with, then
     compute the default history page of the store's newest keys (their runs' summaries,
-    their newest runs' verdicts), so that a first view is answered from memory. A request
+    their newest runs' verdicts) and read their sets' questions, so that a first view is
+    answered from memory. A request
     for a page being computed here waits for it rather than computing it again; a failure
     is left for that page to report."""
     import importlib
@@ -263,6 +264,10 @@ def warm_up(site: Site) -> None:
         keys.sort(key=lambda key: key.newest_created_at or "", reverse=True)
         for key in keys[:WARM_KEYS]:
             history_view(site, key.set_name, key.model, None, "", HISTORY_ROWS)
+        for key in keys[:WARM_KEYS]:  # the sets whose questions the other views show
+            runs = site.runs_of(key.set_name, key.model)
+            if runs:
+                site.questions(runs[0])
     except Exception:
         log.debug("warm-up stopped", exc_info=True)
 
