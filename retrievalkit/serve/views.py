@@ -241,35 +241,37 @@ class Site:
 
 
 def warm_up(site: Site) -> None:
-    """Run in a thread once the server listens: import what the pages compute with, then
-    compute the default history page of the store's newest keys (their runs' summaries,
-    their newest runs' verdicts) and read their sets' questions, so that a first view is
-    answered from memory. A request
-    for a page being computed here waits for it rather than computing it again; a failure
-    is left for that page to report."""
+    """Run in a thread once the server listens: compute the default history page of the
+    store's newest keys (their runs' summaries, their newest runs' verdicts), import what
+    the other pages compute with, and read the keys' sets, so that a first view is
+    answered from memory. A request for a page being computed here waits for it rather
+    than computing it again; a failure is left for that page to report."""
     import importlib
 
     from retrievalkit.model.records import GRADER
     from retrievalkit.stores import store_keys
 
+    keys = []
+    if callable(getattr(site.store, "keys", None)):  # else listing them reads every run
+        try:
+            keys = [key for key in store_keys(site.store) if key.grader == GRADER]
+            keys.sort(key=lambda key: key.newest_created_at or "", reverse=True)
+            for key in keys[:WARM_KEYS]:
+                history_view(site, key.set_name, key.model, None, "", HISTORY_ROWS)
+        except Exception:
+            log.debug("warm-up: history stopped", exc_info=True)
     for name in WARM_MODULES:
         try:
             importlib.import_module(name)
         except ImportError:  # an optional part; its page says what to install
             log.debug("warm-up: no %s", name)
-    if not callable(getattr(site.store, "keys", None)):
-        return  # listing the keys would read every run: left to the first visitor
     try:
-        keys = [key for key in store_keys(site.store) if key.grader == GRADER]
-        keys.sort(key=lambda key: key.newest_created_at or "", reverse=True)
-        for key in keys[:WARM_KEYS]:
-            history_view(site, key.set_name, key.model, None, "", HISTORY_ROWS)
         for key in keys[:WARM_KEYS]:  # the sets whose questions the other views show
             runs = site.runs_of(key.set_name, key.model)
             if runs:
                 site.questions(runs[0])
     except Exception:
-        log.debug("warm-up stopped", exc_info=True)
+        log.debug("warm-up: sets stopped", exc_info=True)
 
 
 # ---------------------------------------------------------------- the store's keys
