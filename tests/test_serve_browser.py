@@ -31,6 +31,7 @@ from test_report_escaping import FAMILIES, FIELDS, _payload, _record
 
 from retrievalkit.demo import DEMO_CORPUS
 from retrievalkit.formats.labels import Label, label_effect
+from retrievalkit.model.records import ResultRecord
 from retrievalkit.stores import open_store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -226,6 +227,67 @@ def test_history_compare_question_judge_restart_and_eval(
     )
 
 
+def test_compare_shows_each_stage_and_where_each_question_lost_its_document(
+    browser: Browser, tmp_path: Path
+) -> None:
+    from test_stage_comparison import staged_config
+
+    folder = tmp_path / "staged"
+    folder.mkdir()
+    config = staged_config(folder)
+    with config.open("a", encoding="utf-8") as handle:
+        handle.write('\n[store]\nurl = "jsonl:///runs.jsonl"\n')
+    for retriever in ("narrow", "wide"):
+        ok(retrievalkit("eval", "--set", "demo", "--retriever", retriever, "--quiet", cwd=folder))
+    store = open_store(f"jsonl:///{folder / 'runs.jsonl'}")
+    (narrow,) = store.runs("demo", "narrow")
+    (wide,) = store.runs("demo", "wide")
+    assert narrow.stages is not None and wide.stages is not None
+    with serving(folder, "--labels", str(tmp_path / "human.tsv")) as server:
+        browser.open(f"{server.url}/compare?run={wide.run_id}&other={narrow.run_id}")
+        rows = browser.evaluate(
+            "Array.from(document.querySelectorAll('#stage-metrics tbody tr')).map(r =>"
+            " [r.dataset.metric].concat(Array.from(r.cells).map(c => c.textContent.trim())))"
+        )
+        metrics = sorted({row[0] for row in rows})
+        assert len(rows) == len(wide.stages.order) * len(metrics) and "rr" in metrics
+        stage = ""
+        for metric, name, shown, before, _, after, _, between, *_ in rows:
+            stage = name or stage
+            assert metric == shown
+            assert before.split(" ")[0] == f"{narrow.stages.metrics[stage][metric].mean:.3f}"
+            assert after.split(" ")[0] == f"{wide.stages.metrics[stage][metric].mean:.3f}"
+            old = narrow.stages.metrics[stage][metric].mean
+            new = wide.stages.metrics[stage][metric].mean
+            assert old is not None and new is not None
+            assert float(between.split(" ")[0]) == pytest.approx(new - old, abs=5e-4)
+        assert [row[1] for row in rows if row[1]] == list(wide.stages.order)
+        counts = browser.evaluate(
+            "Array.from(document.querySelectorAll('#stage-attribution tbody tr'))"
+            ".map(r => Array.from(r.cells).map(c => c.textContent.trim()))"
+        )
+        assert {label: (int(b), int(a)) for label, b, a in counts} == {
+            label: (narrow.stages.attribution.get(label, 0), wide.stages.attribution.get(label, 0))
+            for label in {*narrow.stages.attribution, *wide.stages.attribution}
+        }
+        listed = browser.evaluate(
+            "Array.from(document.querySelectorAll('#stage-questions tbody tr')).map(r =>"
+            " [r.className].concat(Array.from(r.cells).map(c => c.textContent.trim())))"
+        )
+        labelled = {*narrow.stages.questions, *wide.stages.questions}
+        assert {row[1] for row in listed} == labelled
+        for kind, question_id, _, before, after in listed:
+            assert before == narrow.stages.questions.get(question_id, "–")
+            assert after == wide.stages.questions.get(question_id, "–")
+            assert (kind == "changed") == (before != after)
+        assert any(kind == "changed" for kind, *_ in listed)
+        shoot(browser, tmp_path, "compare-stages")
+        # A question of the stage view opens in both runs.
+        browser.click("#stage-questions tr.changed a.question-link")
+        assert browser.evaluate("document.querySelectorAll('section.ranking').length") == 2
+        assert browser.problems() == []
+
+
 # ---------------------------------------------------------------- hostile text
 
 
@@ -245,8 +307,56 @@ PROBE = """
 """
 
 
+#: The fields of the HTML report's hardening tests, and the stage names a retriever reports.
+SERVE_FIELDS = (*FIELDS, "stage")
+
+
 def _value(field: str, spaces: bool) -> str:
+    if field == "stage":
+        number = SERVE_FIELDS.index(field) + 1
+        return "".join(
+            pattern.format(n=number, s=" " if spaces else "/") for pattern in FAMILIES.values()
+        )
     return "".join(_payload(family, field, spaces=spaces) for family in FAMILIES)
+
+
+def _staged(record: ResultRecord, folder: Path) -> ResultRecord:
+    """``record`` with stages named by a payload, scored on its set as a staged run's are:
+    the hostile question's expected document is lost in the (hostile) fusion."""
+    from retrievalkit.formats.golden_sets import load_set_file
+    from retrievalkit.metrics.scoring import ScoringOptions
+    from retrievalkit.model.outcomes import Outcomes
+    from retrievalkit.pipeline.evaluator import Retrievals
+    from retrievalkit.pipeline.stages import StageScorer
+
+    questions = load_set_file(folder / "set.jsonl").questions
+    prefix = _value("stage", True)
+    retrieved, expected = _value("retrieved", False), _value("expected", False)
+    stages = [
+        {f"{prefix}.bm25": (expected, retrieved), f"{prefix}.fusion": (retrieved,)},
+        {f"{prefix}.bm25": ("doc-2", "doc-1"), f"{prefix}.fusion": ("doc-2", "doc-1")},
+        None,
+    ]
+    scorer = StageScorer(questions, ScoringOptions(ks=(1, 3), resamples=50))
+    answers = Retrievals([(retrieved,), ("doc-2", "doc-1"), ()], [1.0] * 3, [1, 2, 0], {2: "x"})
+    scorer.add(answers, stages)
+    report, columns = scorer.finish()
+    assert report is not None and report.questions == {
+        _value("question-id", False): f"lost in fusion ({prefix}.fusion)"
+    }
+    held = record.outcomes
+    outcomes = Outcomes.from_arrays(
+        held.question_ids,
+        {**{name: held.values(name) for name in held.metric_names}, **columns},
+        latency_ms=held.latency_ms,
+        errors=held.errors,
+        forms=held.forms,
+        hard_classes=held.hard_classes,
+        documents=held.documents,
+        rankings=held.rankings,
+        judgments=held.judgments,
+    )
+    return attrs.evolve(record, outcomes=outcomes, stages=report)
 
 
 @attrs.frozen
@@ -263,7 +373,7 @@ class Hostile:
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
     folder = tmp_path_factory.mktemp("hostile")
-    record = _record(folder, _value)
+    record = _staged(_record(folder, _value), folder)
     later = attrs.evolve(
         record,
         run_id="20990101T000000Z-00000002",
@@ -318,7 +428,8 @@ def test_every_payload_family_stays_text_in_every_view(
     hostile: Hostile, browser: Browser, tmp_path: Path
 ) -> None:
     labels = tmp_path / "human.tsv"
-    arguments = ("--store", f"jsonl:///{hostile.folder / 'runs.jsonl'}", "--labels", str(labels))
+    arguments: tuple[str, ...] = ("--store", f"jsonl:///{hostile.folder / 'runs.jsonl'}")
+    arguments += ("--labels", str(labels))
     arguments += ("--corpus", str(hostile.folder / "corpus.jsonl"))
     with serving(hostile.folder, *arguments) as server:
         # A grader name, so that the judging view shows its item.
@@ -340,7 +451,8 @@ def test_every_payload_family_stays_text_in_every_view(
         for name, path in pages.items():
             browser.open(server.url + path)
             findings = browser.evaluate(PROBE)
-            assert findings["pwned"] is None, f"{name}: field {FIELDS[findings['pwned'] - 1]} ran"
+            ran = findings["pwned"]
+            assert ran is None, f"{name}: field {SERVE_FIELDS[ran - 1]} ran"
             assert findings["injected"] == 0, name
             assert findings["scripts"] == 1, name  # /static/serve.js only
             assert findings["title"].endswith("· retrievalkit serve"), (name, findings["title"])
@@ -359,7 +471,7 @@ def test_every_payload_family_stays_text_in_every_view(
     expectations = {
         "keys": ("set", "retriever"),
         "history": ("set", "retriever", "option-value", "commit", "meta-name", "meta-value"),
-        "compare": ("set", "retriever"),
+        "compare": ("set", "retriever", "stage", "question-id", "question"),
         "question": (
             "question-id",
             "question",
@@ -374,6 +486,11 @@ def test_every_payload_family_stays_text_in_every_view(
     for name, fields in expectations.items():
         for field in fields:
             spaces = field in ("set", "retriever", "option-value", "option-name", "question",
-                               "hard-class", "meta-name", "meta-value", "error")  # fmt: skip
+                               "hard-class", "meta-name", "meta-value", "error",
+                               "stage")  # fmt: skip
             assert _value(field, spaces) in texts[name], (name, field)
-    print(f"{len(FAMILIES)} payload families in {len(FIELDS)} fields through {len(pages)} views")
+    # The stage view shows the stage names and the label that names the losing stage.
+    assert f"lost in fusion ({_value('stage', True)}.fusion)" in texts["compare"]
+    print(
+        f"{len(FAMILIES)} payload families in {len(SERVE_FIELDS)} fields through {len(pages)} views"
+    )

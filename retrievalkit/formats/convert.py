@@ -69,6 +69,51 @@ def _finite_or_none(value: Any, _: Any) -> float | None:
 
 converter.register_structure_hook(float | None, _finite_or_none)
 
+_structure_metric_fields = make_dict_structure_fn(
+    MetricValue, converter, _cattrs_forbid_extra_keys=True
+)
+_METRIC_KEYS = frozenset(("mean", "ci", "n", "method", "clusters", "effective_n"))
+_NUMBER = (int, float)
+
+
+def _structure_metric(data: Any, cls: type[MetricValue]) -> MetricValue:
+    """A metric value from the plain dict stores write, built directly: a history of a
+    thousand runs holds tens of thousands of them, and cattrs' generated function spent
+    most of the time of reading the runs' summaries. Anything else (a missing or extra
+    key, a value of another type) goes through that function, its checks and its errors."""
+    if type(data) is dict and data.keys() <= _METRIC_KEYS:
+        mean, ci, n = data.get("mean", data), data.get("ci", data), data.get("n")
+        effective = data.get("effective_n")
+        method, clusters = data.get("method"), data.get("clusters")
+        if (
+            type(n) is int
+            and (mean is None or type(mean) is float or type(mean) is int)
+            and (
+                ci is None
+                or (
+                    type(ci) is list
+                    and len(ci) == 2
+                    and type(ci[0]) in _NUMBER
+                    and type(ci[1]) in _NUMBER
+                )
+            )
+            and (method is None or type(method) is str)
+            and (clusters is None or type(clusters) is int)
+            and (effective is None or type(effective) in _NUMBER)
+        ):
+            return MetricValue(
+                None if mean is None or mean != mean else float(mean),
+                None if ci is None else (float(ci[0]), float(ci[1])),
+                n,
+                method,
+                clusters,
+                None if effective is None or effective != effective else float(effective),
+            )
+    return _structure_metric_fields(data, cls)
+
+
+converter.register_structure_hook(MetricValue, _structure_metric)
+
 
 def _unstructure_outcomes(outcomes: Outcomes) -> list[dict[str, Any]]:
     """Outcomes as the list of plain dicts the JSON export has always shown."""

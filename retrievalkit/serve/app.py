@@ -172,7 +172,7 @@ def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> 
                 query.get("retriever", ""),
                 query.get("metric"),
                 query.get("slice", ""),
-                _integer(query.get("limit"), 20, 1, 100_000),
+                _integer(query.get("limit"), views.HISTORY_ROWS, 1, 100_000),
             ),
         )
 
@@ -352,7 +352,7 @@ def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> 
         visitor does not wait for it (run in a thread once the server listens)."""
         for name in ("keys", "history", "compare", "question", "judge", "login", "error"):
             templates.get_template(name)
-        views.warm_up()
+        views.warm_up(site)
 
     app.state.warm_up = warm_up
     return app

@@ -21,15 +21,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from retrievalkit.formats.labels import (
-    HUMAN_JUDGE,
-    Label,
-    append_labels,
-    latest_labels,
-    read_labels,
-)
-
 if TYPE_CHECKING:
+    # The labels module imports the metrics (and numpy): imported when a page needs it,
+    # not when the server starts.
+    from retrievalkit.formats.labels import Label
     from retrievalkit.model.outcomes import Outcomes
 
 #: How long a document shown to one grader is kept from the others (seconds).
@@ -196,16 +191,22 @@ class LabelsFile:
                 return []
             seen = (stat.st_mtime_ns, stat.st_size)
             if seen != self._seen:
+                from retrievalkit.formats.labels import read_labels
+
                 self._labels = read_labels(self.path)
                 self._seen = seen
             return list(self._labels)
 
     def human(self) -> dict[tuple[str, str], Label]:
         """The grade that counts for each pair people graded: the latest line's."""
+        from retrievalkit.formats.labels import latest_labels
+
         return {label.pair: label for label in latest_labels(self.labels()) if label.is_human}
 
     def model_grades(self) -> dict[tuple[str, str], Label]:
         """A model judge's latest grade of each pair: from this file and the judge files."""
+        from retrievalkit.formats.labels import latest_labels, read_labels
+
         found: dict[tuple[str, str], Label] = {}
         for path in self.judge_files:
             for label in latest_labels(read_labels(path)):
@@ -218,6 +219,7 @@ class LabelsFile:
 
     def grade(self, question_id: str, document_id: str, grade: int, grader: str) -> Label:
         """Append one human grade, stamped with the grader and the time."""
+        from retrievalkit.formats.labels import HUMAN_JUDGE, Label, append_labels
         from retrievalkit.pipeline.judging import MAX_GRADE
 
         if not 0 <= grade <= MAX_GRADE:

@@ -169,6 +169,55 @@ COMPARE = """{% extends "base" %}
 </tbody>
 </table>
 {% endif %}
+{% if stages %}{% set st = stages %}
+<section id="stages">
+<h2>Stages</h2>
+<p class="muted">Each stage of the retriever scored on every question (mean with its interval); "step" is the
+paired difference from the run's stage before, "candidate − baseline" the paired difference between the runs on that
+stage over the {{ st.shared_questions }} questions both have (p-values not corrected across stages).
+{% if not st.baseline_order %}The baseline has no stages.{% elif not st.candidate_order %}The candidate has no stages.{% endif %}</p>
+<table id="stage-metrics">
+<thead><tr><th>stage</th><th>metric</th><th>baseline</th><th>step</th><th>candidate</th><th>step</th><th>candidate − baseline</th><th>p</th><th>verdict</th></tr></thead>
+<tbody>
+{% for row in st.rows %}{% set d = row.between %}
+<tr class="stage-row{% if d and d.significant and d.difference and d.difference > 0 %} better{% elif d and d.significant and d.difference and d.difference < 0 %} worse{% endif %}" data-metric="{{ row.metric }}">
+<td class="stage-name">{% if loop.first or loop.previtem.stage != row.stage %}<code>{{ row.stage }}</code>{% endif %}</td>
+<td>{{ row.metric }}</td>
+<td class="number">{{ mean_ci(row.baseline) }}</td><td class="number">{{ step(row.baseline_step) }}</td>
+<td class="number">{{ mean_ci(row.candidate) }}</td><td class="number">{{ step(row.candidate_step) }}</td>
+<td class="number between">{% if d %}{{ signed(d.difference) }}{% if d.ci %} [{{ signed(d.ci[0]) }}, {{ signed(d.ci[1]) }}]{% endif %}{% else %}–{% endif %}</td>
+<td class="number">{{ pvalue(d.p_value) if d else "–" }}</td><td>{{ d.verdict or "–" if d else "–" }}</td>
+</tr>
+{% endfor %}
+</tbody>
+</table>
+<h2>Where the right document was lost</h2>
+<p class="muted">Each question the answer misses put down to the stage that lost it (top {{ st.baseline_k or "–" }} in the baseline, top {{ st.candidate_k or "–" }} in the candidate); rescues are questions a later stage brought back.</p>
+<table id="stage-attribution">
+<thead><tr><th>what happened</th><th>baseline</th><th>candidate</th></tr></thead>
+<tbody>
+{% for label, before, after in st.attribution %}<tr><td>{{ label }}</td><td class="number">{{ before }}</td><td class="number">{{ after }}</td></tr>
+{% else %}<tr><td colspan="3" class="muted">No miss or rescue to put down to a stage.</td></tr>
+{% endfor %}
+</tbody>
+</table>
+{% if st.questions %}
+<table id="stage-questions">
+<thead><tr><th>question</th><th></th><th>baseline</th><th>candidate</th></tr></thead>
+<tbody>
+{% for q in st.questions[:stage_questions] %}
+<tr class="{{ 'changed' if q.changed else '' }}">
+<td><a class="question-link" href="{{ url('/question', run=candidate.run_id, id=q.question_id, other=baseline.run_id) }}"><code>{{ q.question_id }}</code></a></td>
+<td>{{ q.question or "" }}</td>
+<td>{{ q.baseline or "–" }}</td><td>{{ q.candidate or "–" }}</td>
+</tr>
+{% endfor %}
+</tbody>
+</table>
+{% if st.questions|length > stage_questions %}<p class="muted">and {{ st.questions|length - stage_questions }} more questions with a stage to blame (those whose stage changed are listed first).</p>{% endif %}
+{% endif %}
+</section>
+{% endif %}
 <p><a href="{{ url('/history', set=candidate.set, retriever=candidate.model) }}">history of {{ candidate.set }} × {{ candidate.model }}</a> ·
 <a class="judge-link" href="{{ url('/judge', run=candidate.run_id) }}">judge the candidate's unjudged documents</a></p>
 {% endblock %}
@@ -319,6 +368,7 @@ dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2em 1em;
 dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
 .rankings { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 1em; }
 .ranking { background: #fff; border: 1px solid #e5e5e5; padding: .2em 1em; }
+tr.changed td { background: #fffbeb; } td.stage-name code, #stage-metrics td.number { white-space: nowrap; }
 li.doc { margin: .4em 0; } li.expected { background: #f0fdf4; } li.unjudged { background: #fffbeb; }
 .snippet { color: #444; font-size: .92em; }
 .document { background: #fff; border: 1px solid #e5e5e5; padding: .4em 1.2em 1em; max-height: 24em; overflow: auto; }
@@ -369,6 +419,24 @@ def signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.3f}"
 
 
+def mean_ci(value: Any) -> str:
+    """A `MetricValue` as ``0.512 [0.401, 0.620]``; ``–`` for None or an undefined mean."""
+    if value is None or value.mean is None:
+        return "–"
+    if value.ci is None:
+        return f"{value.mean:.3f}"
+    return f"{value.mean:.3f} [{value.ci[0]:.3f}, {value.ci[1]:.3f}]"
+
+
+def step(delta: Any) -> str:
+    """A `StageDelta` as ``+0.012 [-0.010, +0.034]``; ``–`` for a first stage."""
+    if delta is None or delta.difference is None:
+        return "–"
+    if delta.ci is None:
+        return signed(delta.difference)
+    return f"{signed(delta.difference)} [{signed(delta.ci[0])}, {signed(delta.ci[1])}]"
+
+
 def pvalue(value: float | None) -> str:
     if value is None:
         return "–"
@@ -392,5 +460,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=loader, autoescape=True, undefined=jinja2.StrictUndefined, auto_reload=False
     )
-    env.globals.update(url=url, number=number, signed=signed, pvalue=pvalue)
+    env.globals.update(
+        url=url, number=number, signed=signed, pvalue=pvalue, mean_ci=mean_ci, step=step
+    )
     return env

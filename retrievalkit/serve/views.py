@@ -8,6 +8,7 @@ run's judging queue. Runs are immutable once stored, so what is computed from a 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from retrievalkit.model.values import GoldenQuestion, MetricValue, QuestionOutcome
     from retrievalkit.pipeline.comparison import Comparison
     from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.pipeline.stage_comparison import StageComparison
     from retrievalkit.stores import ResultStore
 
 #: Runs kept in memory at once (a 100k-question run's columns are tens of MB).
@@ -48,6 +50,28 @@ SNIPPET = 300
 COMPARE_CHOICES = 200
 #: The rankings of the question view stop here.
 QUESTION_DEPTH = 20
+#: Questions listed in a comparison's stage view (those whose stage changed first).
+STAGE_QUESTIONS = 100
+#: Rows of the history table unless the page asks for more.
+HISTORY_ROWS = 20
+#: Keys whose default history page is computed as the server starts (the newest first).
+WARM_KEYS = 8
+#: What the pages compute with, imported as the server starts (after it listens).
+WARM_MODULES = (
+    "numpy",
+    "retrievalkit.api",
+    "retrievalkit.formats.labels",
+    "retrievalkit.pipeline.comparison",
+    "retrievalkit.pipeline.gate",
+    "retrievalkit.pipeline.history",
+    "retrievalkit.pipeline.judging",
+    "retrievalkit.pipeline.stage_comparison",
+    "retrievalkit.render.stages",
+    "retrievalkit.stats.power",
+    "scipy.special",
+)
+
+log = logging.getLogger("retrievalkit.serve")
 
 T = TypeVar("T")
 
@@ -57,25 +81,38 @@ class NotFound(Exception):
 
 
 class _Cache(OrderedDict[Any, Any]):
-    """A small least-recently-used cache, safe across the server's threads."""
+    """A small least-recently-used cache, safe across the server's threads: a value being
+    computed is computed once, the other requests for it wait for it."""
 
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
         self.lock = threading.Lock()
+        self.pending: dict[Any, threading.Event] = {}
 
     def get_or(self, key: Any, make: Callable[[], T]) -> T:
-        with self.lock:
-            if key in self:
-                self.move_to_end(key)
-                found: T = self[key]
-                return found
-        value = make()
-        with self.lock:
-            self[key] = value
-            while len(self) > self.size:
-                self.popitem(last=False)
-        return value
+        while True:
+            with self.lock:
+                if key in self:
+                    self.move_to_end(key)
+                    found: T = self[key]
+                    return found
+                waiting = self.pending.get(key)
+                if waiting is None:
+                    done = self.pending[key] = threading.Event()
+                    break
+            waiting.wait()  # then take its value, or compute it if that failed
+        try:
+            value = make()
+            with self.lock:
+                self[key] = value
+                while len(self) > self.size:
+                    self.popitem(last=False)
+            return value
+        finally:
+            with self.lock:
+                del self.pending[key]
+            done.set()
 
 
 @attrs.define
@@ -85,7 +122,8 @@ class Site:
     store: ResultStore
     config: Config
     labels: LabelsFile
-    thresholds: Thresholds
+    thresholds: Thresholds | None = None
+    """The gate's thresholds; None: the configuration's, read when a verdict is first shown."""
     corpus: Path | None = None
     claims: Claims = attrs.field(factory=Claims)
     read_only: str | None = None
@@ -96,7 +134,45 @@ class Site:
     _queues: _Cache = attrs.field(factory=lambda: _Cache(4))
     _verdicts: _Cache = attrs.field(factory=lambda: _Cache(256))
     _comparisons: _Cache = attrs.field(factory=lambda: _Cache(8))
+    _stage_views: _Cache = attrs.field(factory=lambda: _Cache(8))
     _histories: _Cache = attrs.field(factory=lambda: _Cache(16))
+    _key_runs: _Cache = attrs.field(factory=lambda: _Cache(16))
+
+    def key_marker(self, set_name: str, retriever: str) -> tuple[int, str] | None:
+        """(runs, newest run id) of a key, for a store that counts its keys from an index
+        (`retrievalkit.stores.store_keys`); None for any other store or an unknown key."""
+        from retrievalkit.model.records import GRADER
+        from retrievalkit.stores import store_keys
+
+        if not callable(getattr(self.store, "keys", None)):
+            return None
+        return next(
+            (
+                (key.runs, key.newest_run_id)
+                for key in store_keys(self.store)
+                if (key.set_name, key.model, key.grader) == (set_name, retriever, GRADER)
+            ),
+            None,
+        )
+
+    def runs_of(self, set_name: str, retriever: str) -> list[ResultRecord]:
+        """The runs of a key, newest first: read once while the key gains no run (its
+        summaries only; a run's outcomes are read when a page needs them)."""
+        marker = self.key_marker(set_name, retriever)
+        if marker is None:
+            return self.store.runs(set_name, retriever)
+        runs: list[ResultRecord] = self._key_runs.get_or(
+            (set_name, retriever, marker), lambda: self.store.runs(set_name, retriever)
+        )
+        return runs
+
+    def gate_thresholds(self) -> Thresholds:
+        """The thresholds of the gate verdicts (importing the gate only when first asked)."""
+        if self.thresholds is None:
+            from retrievalkit.api import Thresholds
+
+            self.thresholds = Thresholds.from_config(self.config)
+        return self.thresholds
 
     def record(self, run_id: str) -> ResultRecord:
         def load() -> ResultRecord:
@@ -164,8 +240,38 @@ class Site:
         )
 
 
-def warm_up() -> None:
-    """Import the modules the pages compute with (statistics, comparison, corpora)."""
+def warm_up(site: Site) -> None:
+    """Run in a thread once the server listens: compute the default history page of the
+    store's newest keys (their runs' summaries, their newest runs' verdicts), import what
+    the other pages compute with, and read the keys' sets, so that a first view is
+    answered from memory. A request for a page being computed here waits for it rather
+    than computing it again; a failure is left for that page to report."""
+    import importlib
+
+    from retrievalkit.model.records import GRADER
+    from retrievalkit.stores import store_keys
+
+    keys = []
+    if callable(getattr(site.store, "keys", None)):  # else listing them reads every run
+        try:
+            keys = [key for key in store_keys(site.store) if key.grader == GRADER]
+            keys.sort(key=lambda key: key.newest_created_at or "", reverse=True)
+            for key in keys[:WARM_KEYS]:
+                history_view(site, key.set_name, key.model, None, "", HISTORY_ROWS)
+        except Exception:
+            log.debug("warm-up: history stopped", exc_info=True)
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional part; its page says what to install
+            log.debug("warm-up: no %s", name)
+    try:
+        for key in keys[:WARM_KEYS]:  # the sets whose questions the other views show
+            runs = site.runs_of(key.set_name, key.model)
+            if runs:
+                site.questions(runs[0])
+    except Exception:
+        log.debug("warm-up: sets stopped", exc_info=True)
 
 
 # ---------------------------------------------------------------- the store's keys
@@ -207,15 +313,16 @@ def _verdict(
         from retrievalkit.pipeline.gate import compare_runs
 
         manifest = record.manifest
+        thresholds = site.gate_thresholds()
         verdict: Verdict = compare_runs(
             record.outcomes,
             manifest.set_hash,
             baseline,
-            site.thresholds.metrics,
+            thresholds.metrics,
             resamples=manifest.resamples,
             confidence=manifest.confidence,
             seed=manifest.seed,
-            require_significant=site.thresholds.require_significant,
+            require_significant=thresholds.require_significant,
             baseline_kind=kind,
         )
         if verdict.regressed:
@@ -227,7 +334,7 @@ def _verdict(
             return VerdictCell(f"regressed: {dropped}", True, baseline.run_id)
         return VerdictCell(f"passed against the {kind}", False, baseline.run_id)
 
-    key = (record.run_id, baseline.run_id, repr(site.thresholds))
+    key = (record.run_id, baseline.run_id, repr(site.gate_thresholds()))
     return site._verdicts.get_or(key, compute)
 
 
@@ -239,20 +346,12 @@ def history_view(
     With a store that counts its keys from an index (`retrievalkit.stores.store_keys`),
     the page is kept until the key gains a run or its pin moves.
     """
-    from retrievalkit.model.records import GRADER
-    from retrievalkit.stores import pinned_run_id, store_keys
+    from retrievalkit.stores import pinned_run_id
 
     pinned = pinned_run_id(site.store, set_name, retriever)
-    if not callable(getattr(site.store, "keys", None)):
+    marker = site.key_marker(set_name, retriever)
+    if marker is None:
         return _history(site, set_name, retriever, metric, slice_name, limit, pinned)
-    marker = next(
-        (
-            (key.runs, key.newest_run_id)
-            for key in store_keys(site.store)
-            if (key.set_name, key.model, key.grader) == (set_name, retriever, GRADER)
-        ),
-        None,
-    )
     return site._histories.get_or(
         (set_name, retriever, marker, pinned, metric, slice_name, limit),
         lambda: _history(site, set_name, retriever, metric, slice_name, limit, pinned),
@@ -271,7 +370,7 @@ def _history(
     from retrievalkit.metrics.definitions import TREND, headline
     from retrievalkit.pipeline.history import build_history
 
-    runs = site.store.runs(set_name, retriever)
+    runs = site.runs_of(set_name, retriever)
     if not runs:
         raise NotFound(f"no runs of {set_name} × {retriever} in {site.store.url}")
     history = build_history(
@@ -332,7 +431,7 @@ def _history(
         "total": len(runs),
         "limit": limit,
         "pinned": pinned,
-        "thresholds": dict(site.thresholds.metrics),
+        "thresholds": dict(site.gate_thresholds().metrics),
     }
 
 
@@ -346,11 +445,28 @@ def baseline_of(site: Site, record: ResultRecord) -> ResultRecord | None:
     pinned = pinned_run_id(site.store, record.set, record.model)
     if pinned and pinned != record.run_id:
         return site.record(pinned)
-    runs = site.store.runs(record.set, record.model)
+    runs = site.runs_of(record.set, record.model)
     ids = [run.run_id for run in runs]
     if record.run_id in ids and ids.index(record.run_id) + 1 < len(ids):
         return runs[ids.index(record.run_id) + 1]
     return None
+
+
+def runs_of_set(site: Site, record: ResultRecord) -> list[ResultRecord]:
+    """The runs of ``record``'s set, newest first: from the runs of each of the set's keys
+    (kept between requests) when the store counts its keys, else from every run."""
+    from retrievalkit.model.records import GRADER
+    from retrievalkit.stores import store_keys
+
+    if not callable(getattr(site.store, "keys", None)):
+        return [each for each in site.store.all_runs() if each.set == record.set]
+    found = [
+        each
+        for key in store_keys(site.store)
+        if key.set_name == record.set and key.grader == GRADER
+        for each in site.runs_of(key.set_name, key.model)
+    ]
+    return sorted(found, key=lambda each: each.manifest.created_at, reverse=True)
 
 
 def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
@@ -376,10 +492,15 @@ def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
             raise NotFound(str(error)) from None
 
     comparison = site._comparisons.get_or((baseline.run_id, candidate.run_id), paired)
+    stages = site._stage_views.get_or(
+        (baseline.run_id, candidate.run_id),
+        lambda: stage_view(
+            baseline, candidate, {qid: question.question for qid, question in questions.items()}
+        ),
+    )
     choices = [
         (record.run_id, f"{record.model} {record.run_id}")
-        for record in site.store.all_runs()
-        if record.set == candidate.set
+        for record in runs_of_set(site, candidate)
     ][:COMPARE_CHOICES]
     return {
         "choices": choices,
@@ -387,7 +508,30 @@ def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
         "candidate": candidate,
         "comparison": comparison,
         "pair": comparison.pairs[0] if comparison.pairs else None,
+        "stages": stages,
+        "stage_questions": STAGE_QUESTIONS,
     }
+
+
+def stage_view(
+    baseline: ResultRecord, candidate: ResultRecord, texts: Mapping[str, str]
+) -> StageComparison | None:
+    """The stages of two runs side by side (`retrievalkit.pipeline.stage_comparison`), with
+    the metrics and the paired test settings ``compare`` uses; None when neither has stages."""
+    from retrievalkit.pipeline.stage_comparison import compare_stages
+    from retrievalkit.render.stages import stage_metrics
+    from retrievalkit.stats.intervals import DEFAULT_SEED
+
+    shown = candidate.stages or baseline.stages
+    return compare_stages(
+        baseline,
+        candidate,
+        resamples=baseline.manifest.resamples,
+        confidence=baseline.manifest.confidence,
+        seed=DEFAULT_SEED,
+        question_texts=texts,
+        metrics=None if shown is None else stage_metrics(shown),
+    )
 
 
 # ---------------------------------------------------------------- one question

@@ -90,7 +90,6 @@ def run(args: argparse.Namespace) -> int:
             "serve needs its web stack, which is not installed",
             hint="pip install 'retrievalkit-eval[serve]'",
         ) from None
-    from retrievalkit.api import Thresholds
     from retrievalkit.serve.app import create_app
     from retrievalkit.serve.judging_queue import LabelsFile
     from retrievalkit.serve.views import Site
@@ -109,7 +108,6 @@ def run(args: argparse.Namespace) -> int:
         store=store,
         config=config,
         labels=labels,
-        thresholds=Thresholds.from_config(config),
         corpus=corpus,
         read_only=store_read_only(store),
     )
