@@ -248,3 +248,27 @@ def test_an_ephemeral_collection_lives_for_one_run(tmp_path: Path) -> None:
     first.close()
     first.close()
     assert [getattr(c, "name", c) for c in client(tmp_path).list_collections()] == []
+
+
+def test_an_ephemeral_collection_is_deleted_when_the_process_dies_of_an_error(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    program = textwrap.dedent(
+        f"""
+        from retrievalkit_chroma.retriever import create_chroma
+        retriever = create_chroma(**{_ephemeral(tmp_path)!r})
+        retriever.retrieve("library card", 3)
+        print("built", flush=True)
+        raise RuntimeError("the run broke")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert done.returncode == 1 and "built" in done.stdout and "the run broke" in done.stderr
+    assert "could not delete" not in done.stderr, done.stderr
+    assert [getattr(c, "name", c) for c in client(tmp_path).list_collections()] == []
