@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from collections.abc import Iterator
@@ -60,7 +61,9 @@ def exact(folder: Path) -> Iterator[Any]:
     retriever.close()
 
 
+@functools.cache
 def dense() -> Any:
+    """The built-in dense retriever over the demo corpus, checked by the contract kit once."""
     return check_retriever(
         "dense", corpus=str(CORPUS), doc_id_separator="#", cache_dir="",
         probe_questions=["library card"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 from retrievalkit_qdrant.retriever import create_qdrant
-from support import CORPUS, cli, run_cli, write_config
+from support import CORPUS, run_cli, write_config
 
 import retrievalkit as rk
 from retrievalkit.plugin_api import InputError, RetrievalkitError, create_embedder, read_corpus
@@ -39,7 +40,9 @@ def exact(folder: Path) -> Iterator[Any]:
     retriever.close()
 
 
+@functools.cache
 def dense() -> Any:
+    """The built-in dense retriever over the demo corpus, checked by the contract kit once."""
     return check_retriever(
         "dense", corpus=str(CORPUS), doc_id_separator="#", cache_dir="",
         probe_questions=["library card"],
@@ -210,12 +213,11 @@ def test_an_unreachable_server_is_one_clear_line_and_exit_3(
         remote={"plugin": "qdrant", "url": "http://127.0.0.1:9", "collection": "demo",
                 "embedder": "wordllama", "api_key_env": "RK_QDRANT_KEY", "timeout": 5},
     )  # fmt: skip
-    done = cli("eval", "--set", "demo", "--retriever", "remote", "--no-save", cwd=tmp_path)
-    assert done.returncode == 3, done.stderr
-    assert done.stderr.count("\n") == 1 and "cannot reach Qdrant at http://127.0.0.1:9" in (
-        done.stderr
-    )
-    assert "s3cret" not in done.stderr + done.stdout
+    code, out, err = run_cli("eval", "--set", "demo", "--retriever", "remote", "--no-save",
+                             cwd=tmp_path)  # fmt: skip
+    assert code == 3, err
+    assert err.count("\n") == 1 and "cannot reach Qdrant at http://127.0.0.1:9" in err
+    assert "s3cret" not in err + out
     code, _, err = run_cli(
         "qdrant", "index", "--corpus", str(CORPUS), "--collection", "demo", "--url",
         "http://127.0.0.1:9", "--embedder", "wordllama", "--cache-dir", "", "--timeout", "5",
