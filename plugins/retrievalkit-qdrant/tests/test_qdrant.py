@@ -255,3 +255,12 @@ def test_index_refuses_an_existing_collection_recreates_and_drops(folder: Path) 
     assert code == 2 and "has no Qdrant collection demo" in err
     with pytest.raises(InputError, match="has no Qdrant collection demo"):
         create_qdrant(path=str(folder), collection="demo", embedder="wordllama")
+
+
+def test_a_collection_whose_build_broke_off_is_refused_as_incomplete(folder: Path) -> None:
+    client = QdrantClient(path=str(folder))
+    client.update_collection("demo", metadata={"complete": False})  # as a killed build leaves it
+    client.close()
+    with pytest.raises(InputError, match="is incomplete") as raised:
+        create_qdrant(path=str(folder), collection="demo", embedder="wordllama")
+    assert "--recreate --collection demo" in str(raised.value)
