@@ -12,6 +12,7 @@ nox -s models            # real models offline: sentence-transformers, OpenAI-co
 nox -s haystack          # the Haystack adapter against Haystack's in-memory components
 nox -s langchain         # the LangChain adapter against LangChain's in-memory store and BM25
 nox -s llamaindex        # the LlamaIndex adapter against a VectorStoreIndex, BM25 and fusion
+nox -s vectordb          # the Qdrant (local mode) and Chroma (PersistentClient) retrievers
 nox -s integration       # the Elasticsearch plugin against real nodes and a three-node
                          # cluster (started for you)
 nox -s es-up / es-down   # start or stop the development Elasticsearch nodes and cluster
@@ -46,6 +47,7 @@ nox.options.sessions = [
     "haystack",
     "langchain",
     "llamaindex",
+    "vectordb",
     "lint",
     "typecheck",
     "docs",
@@ -427,6 +429,31 @@ def llamaindex(session: nox.Session) -> None:
     MockLLM: no torch, nothing from OpenAI)."""
     session.install("-e", ".[test,dense]", "-e", "plugins/retrievalkit-llamaindex[test]")
     session.run("pytest", "plugins/retrievalkit-llamaindex/tests", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def vectordb(session: nox.Session) -> None:
+    """The Qdrant and Chroma plugins' tests against the real qdrant-client (local mode, on
+    disk and in memory) and chromadb (PersistentClient), docs/qdrant.md's and docs/chroma.md's
+    examples included; wordllama embeds (no torch). No Qdrant server runs here: the `url`
+    mode is tested only for its errors when the server is unreachable.
+
+    chromadb is the heavy part: qdrant-client adds about 90 MB to a virtualenv, chromadb
+    about 380 MB (onnxruntime, kubernetes, opentelemetry, grpcio come with it).
+    """
+    session.install(
+        "-e", ".[test,dense]",
+        "-e", "plugins/retrievalkit-qdrant[test]",
+        "-e", "plugins/retrievalkit-chroma[test]",
+    )  # fmt: skip
+    # One pytest per plugin: both test folders have a support.py of their own.
+    for plugin in ("retrievalkit-qdrant", "retrievalkit-chroma"):
+        session.run(
+            "pytest",
+            f"plugins/{plugin}/tests",
+            *session.posargs,
+            env={"ANONYMIZED_TELEMETRY": "False"},
+        )
 
 
 @nox.session(python=PYTHON)
