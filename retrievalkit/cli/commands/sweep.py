@@ -10,8 +10,10 @@ from pathlib import Path
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
     add_common,
+    add_executor_options,
     at_most,
     console,
+    executor_settings,
     fraction,
     k_list,
     load_config,
@@ -48,6 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="questions asked at once (default 1)",
     )
+    add_executor_options(parser)
     parser.add_argument(
         "--timeout",
         type=seconds,
@@ -147,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
             ),
             config=config,
             progress_file=progress,
+            **executor_settings(args),
         )
     except KeyboardInterrupt:
         print(
