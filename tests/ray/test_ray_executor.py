@@ -47,6 +47,7 @@ DEMO = Path(rk.__file__).parent / "demo"
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 FAST = {"resamples": 200, "git_commit": None, "now": NOW}
 START_SECONDS = 240
+START_ATTEMPTS = 3
 
 
 def _free_ports(count: int) -> list[int]:
@@ -59,11 +60,8 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-@pytest.fixture(scope="session")
-def ray_address() -> Iterator[str]:
-    """A Ray head on 127.0.0.1 with two CPUs (two workers), for the whole session."""
-    saved = os.environ.pop("RAY_ADDRESS", None)
-    temp = tempfile.mkdtemp(prefix="rk-ray-", dir="/tmp")
+def _start_head(temp: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """`ray start --head --block` on 127.0.0.1 in a process group of its own."""
     gcs, grpc, listen, runtime, metrics = _free_ports(5)
     ray_cli = Path(sys.executable).with_name("ray")
     log = Path(temp) / "start.log"
@@ -85,39 +83,62 @@ def ray_address() -> Iterator[str]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
-    address = f"127.0.0.1:{gcs}"
+    return head, f"127.0.0.1:{gcs}", log
+
+
+@pytest.fixture(scope="session")
+def ray_address() -> Iterator[str]:
+    """A Ray head on 127.0.0.1 with two CPUs (two workers), for the whole session.
+
+    Ray gives its node a fixed 30 s to register; a loaded machine can miss that, so a
+    start that failed is tried again (three times in all) before the session fails.
+    """
+    saved = os.environ.pop("RAY_ADDRESS", None)
+    temps: list[str] = []
+    head = None
     try:
-        deadline = time.monotonic() + START_SECONDS
-        while "Ray runtime started" not in log.read_text(errors="replace"):
-            if head.poll() is not None or time.monotonic() > deadline:
+        for attempt in range(START_ATTEMPTS):
+            temps.append(tempfile.mkdtemp(prefix="rk-ray-", dir="/tmp"))
+            head, address, log = _start_head(temps[-1])
+            deadline = time.monotonic() + START_SECONDS
+            while "Ray runtime started" not in log.read_text(errors="replace"):
+                if head.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            else:
+                break
+            _stop(head)
+            if attempt == START_ATTEMPTS - 1:
                 pytest.fail(f"the Ray head did not start: {log.read_text(errors='replace')}")
-            time.sleep(0.5)
         yield address
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        _stop(head)
-        shutil.rmtree(temp, ignore_errors=True)
+        if head is not None:
+            _stop(head)
+        for temp in temps:
+            shutil.rmtree(temp, ignore_errors=True)
         if saved is not None:
             os.environ["RAY_ADDRESS"] = saved
 
 
 def _stop(head: subprocess.Popen[bytes]) -> None:
-    """End the head's process group (the raylet, the GCS, the workers it started)."""
-    group = os.getpgid(head.pid)
+    """End the head's process group (the raylet, the GCS, the workers it started): its
+    id is the head's, which started it (start_new_session)."""
     for sign, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
         try:
-            os.killpg(group, sign)
+            os.killpg(head.pid, sign)
         except ProcessLookupError:
-            return
+            break
         try:
             head.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             continue
-        # The group may outlive its leader for a moment.
-        time.sleep(1.0)
+        time.sleep(1.0)  # the group may outlive its leader for a moment
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(group, signal.SIGKILL)
+        os.killpg(head.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        head.wait(timeout=5)
 
 
 def _config(tmp_path: Path, extra: str = "") -> rk.Config:
