@@ -450,7 +450,7 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: ratios against pytrec_eval, ranx and Elasticsearch's _rank_eval."""
     session.install(
         "-e",
-        ".[test]",
+        ".[test,ray]",  # bench_sweep_ray.py: the sweep on a two-worker Ray head
         "-r",
         "benchmarks/requirements.txt",
         "-e",
@@ -461,6 +461,7 @@ def bench(session: nox.Session) -> None:
         # bench_startup.py measures start-up with every plugin of the repository installed.
         "-e",
         "plugins/retrievalkit-example",
+        env={"UV_COMPILE_BYTECODE": "1"},  # a Ray node's processes start without compiling
     )
     started: list[str] = []
     try:

@@ -326,6 +326,7 @@ def evaluate(
             now=now,
             max_error_rate=max_error_rate,
             provider=provider,
+            concurrency=concurrency,
         )
     asked = resolved.retriever
     keeper = None

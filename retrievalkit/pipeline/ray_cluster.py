@@ -10,6 +10,7 @@ that says what happened, or an `InputError` (exit code 2) when Ray is not instal
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
@@ -184,7 +185,8 @@ class Pool:
                         submit(actor)
         except BaseException:
             for reference in running:
-                ray.cancel(reference, force=True)
+                with contextlib.suppress(Exception):  # a dead worker's task is gone already
+                    ray.cancel(reference)
             raise
         return [[parts[low] for low in sorted(parts)] for parts in results]
 
@@ -196,7 +198,7 @@ class Pool:
         except exceptions.RayActorError as error:
             raise EvaluationError(
                 f"a Ray worker died while asking the questions of '{label}' "
-                f"({_first_line(error).split(' The actor')[0][:200]}); the run was not saved "
+                f"({type(error).__name__}); the run was not saved "
                 "(a retriever that exits its process, or a worker out of memory, ends its worker)"
             ) from None
         except exceptions.RayTaskError as error:

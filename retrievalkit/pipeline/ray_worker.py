@@ -159,6 +159,7 @@ class Worker:
                 overfetch=overfetch,
                 timeout=timeout,
                 secrets=resolved.secrets,
+                concurrency=concurrency,
             )
             return Answers(answers, stages=stages)
         asked = resolved.retriever

@@ -324,9 +324,11 @@ def _staged_run(
     now: dt.datetime | None,
     max_error_rate: float | None,
     provider: Any,
+    concurrency: int = 1,
 ) -> Run:
     """A run of a retriever that reports its stages: its answer scored as any run's, and
-    every stage scored beside it (`retrievalkit.pipeline.stages`)."""
+    every stage scored beside it (`retrievalkit.pipeline.stages`); ``concurrency``
+    questions (or groups of them) are asked at once."""
     from retrievalkit.pipeline.evaluator import STREAM_BATCH
     from retrievalkit.pipeline.stages import StageScorer, ask_stages
 
@@ -341,6 +343,7 @@ def _staged_run(
             timeout=timeout,
             secrets=resolved.secrets,
             progress=progress,
+            concurrency=concurrency,
         )
         scorer.add(answers)
         staged.add(answers, stages)
