@@ -27,6 +27,8 @@ RAY_ENV = {
     "RAY_AUTH_TOKEN": secrets.token_hex(32),
     "RAY_USAGE_STATS_ENABLED": "0",
 }
+# Before anything imports Ray, which reads them then.
+os.environ.update(RAY_ENV)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -51,7 +53,6 @@ def _stop(head: subprocess.Popen[bytes]) -> None:
 @contextlib.contextmanager
 def ray_head(cpus: int = 2, attempts: int = 3, wait: float = 240.0) -> Iterator[str]:
     """The address of a running head with ``cpus`` CPUs (one worker each)."""
-    os.environ.update(RAY_ENV)
     os.environ.pop("RAY_ADDRESS", None)
     ray_cli = Path(sys.executable).with_name("ray")
     for attempt in range(attempts):

@@ -299,3 +299,28 @@ def test_eval_on_the_command_line_prints_the_local_metrics(
 
     mine, theirs = json.loads(local.stdout), json.loads(remote.stdout)
     assert mine["metrics"] == theirs["metrics"]
+
+
+def test_compare_and_sweep_on_the_command_line_print_the_local_results(
+    cli: RunCli, tmp_path: Path, ray_address: str
+) -> None:
+    import json
+
+    _config(tmp_path, SWEEP)
+    golden = str(DEMO / "golden.jsonl")
+    ray_flags = ("--executor", "ray", "--ray-address", ray_address)
+    compare = ("compare", "--set", golden, "--retriever", "stemmed", "--retriever", "plain",
+               "--no-save", "--format", "json", "--resamples", "200")  # fmt: skip
+    sweep = ("sweep", "rrf", "--set", golden, "--format", "json", "--resamples", "200")
+    for command in (compare, sweep):
+        local, remote = cli(*command), cli(*command, *ray_flags)
+        assert local.returncode == 0, local.stderr
+        assert remote.returncode == 0, remote.stderr
+        mine, theirs = json.loads(local.stdout), json.loads(remote.stdout)
+        if command is compare:
+            assert mine["pairs"] == theirs["pairs"]
+        else:
+            assert mine["winner"] == theirs["winner"]
+            assert [c["metrics"] for c in mine["configurations"]] == [
+                c["metrics"] for c in theirs["configurations"]
+            ]
