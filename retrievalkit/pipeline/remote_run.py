@@ -29,7 +29,11 @@ def build_of(plan: _Plan) -> Build:
     """What a worker builds ``plan``'s retriever from: its name and the configuration's
     tables (secrets stay ``*_env`` names, read on the worker), or the object itself."""
     if plan.instance is not None:
-        return Build(plan.name, plan.config, dict(plan.options), plan.instance)
+        from retrievalkit.redaction import redact_options
+
+        # An object's options only describe it: their secrets stay here, where the
+        # errors coming back are scrubbed of them.
+        return Build(plan.name, plan.config, redact_options(plan.options), plan.instance)
     return Build(plan.name, plan.config)
 
 
@@ -78,7 +82,9 @@ def evaluate_on_ray(
                 label=plan.name,
                 progress=progress,
             )
-            answers = Retrievals.joined([part.retrievals for part in parts])
+            answers = _scrubbed(
+                Retrievals.joined([part.retrievals for part in parts]), plan.secrets
+            )
             for part in parts:
                 if part.changed:
                     notes.changed += part.changed
@@ -146,4 +152,28 @@ class RaySweepAsker:
             chunk_separator=None,
             label=label,
         )
-        return [list(Retrievals.joined([part.retrievals for part in parts])) for parts in answered]
+        secrets = _configured_secrets(jobs[0][1]) if jobs else []
+        return [
+            list(_scrubbed(Retrievals.joined([part.retrievals for part in parts]), secrets))
+            for parts in answered
+        ]
+
+
+def _configured_secrets(config: Config) -> list[str]:
+    """The secrets this process knows of the configuration (its ``*_env`` values here)."""
+    from retrievalkit.redaction import secret_values
+
+    return [value for entry in config.retrievers.values() for value in secret_values(entry.options)]
+
+
+def _scrubbed(retrievals: Retrievals, secrets: Sequence[str]) -> Retrievals:
+    """``retrievals`` with this process's secrets scrubbed from their errors too (the
+    worker scrubbed its own): a worker's environment may hold other values."""
+    if not retrievals.errors or not secrets:
+        return retrievals
+    from retrievalkit.redaction import scrub
+
+    retrievals.errors = {
+        position: scrub(message, secrets) for position, message in retrievals.errors.items()
+    }
+    return retrievals

@@ -324,3 +324,29 @@ def test_compare_and_sweep_on_the_command_line_print_the_local_results(
             assert [c["metrics"] for c in mine["configurations"]] == [
                 c["metrics"] for c in theirs["configurations"]
             ]
+
+
+SECRET = "s3cr3t-token-4d9e"
+
+
+class _Leaky:
+    """Quotes its credential in its error, as a careless client might."""
+
+    identifier = "leaky"
+
+    def retrieve(self, question: str, limit: int) -> list[str]:
+        raise PermissionError(f"denied for key {SECRET}")
+
+
+def test_a_secret_in_an_error_on_a_worker_never_reaches_the_run(ray_address: str) -> None:
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    golden = rk.load_set(DEMO / "golden.jsonl")
+    options = {"api_key": SECRET}
+    local = rk.evaluate(golden, _Leaky(), options=options, max_error_rate=None, **FAST)
+    remote = rk.evaluate(
+        golden, _Leaky(), options=options, max_error_rate=None,
+        executor="ray", ray_address=ray_address, **FAST,
+    )  # fmt: skip
+    _same(local, remote)
+    assert all(SECRET not in (o.error or "") for o in remote.outcomes)
+    assert SECRET not in repr(remote.record.manifest)
