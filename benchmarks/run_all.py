@@ -39,6 +39,7 @@ QUICK = {
     "clustered": ["--replicates", "60"],
     "outcomes": ["--questions", "20000", "--repeats", "1"],
     "sweep": ["--quick"],
+    "sweep_ray": [],
     "serve": ["--quick"],
     "models": ["--throughput-docs", "100"],
 }

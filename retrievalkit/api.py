@@ -181,6 +181,8 @@ def evaluate(
     progress: Callable[[int], None] | None = None,
     now: dt.datetime | None = None,
     chunk_separator: str | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> Run:
     """Ask `retriever` every question of `set` and score the answers.
 
@@ -218,6 +220,10 @@ def evaluate(
     - `chunk_separator`: the retriever returns chunk ids (`doc-7#3`); the document
       metrics score their documents, and for questions with `expected_chunks` the chunk
       metrics (`chunk_rr`, ...) score the raw chunk ranking (`retrievalkit.pipeline.chunks`).
+    - `executor`: `"local"` (this process) or `"ray"`: the questions are asked in batches
+      by Ray workers on the cluster at `ray_address` (else `RAY_ADDRESS`, else a cluster
+      Ray starts on this machine for the run), each building the retriever once from its
+      configuration; the outcomes are those of the local run. Needs the `[ray]` extra.
 
     Returns a [`Run`][retrievalkit.pipeline.run.Run]; nothing is saved (`store.save(run.record)`).
     """
@@ -250,6 +256,7 @@ def evaluate(
     timeout = arguments.check_timeout(timeout)
     max_error_rate = arguments.check_max_error_rate(max_error_rate)
     slices = arguments.check_names(slices, field="--slice")
+    executor = arguments.check_executor(executor, ray_address)
     provider = None
     from retrievalkit.formats.ids import ReturnedIds, canonical_set, check_separators
 
@@ -276,6 +283,27 @@ def evaluate(
         configured = settings.retrievers.get(retriever)
         planned = options if options is not None else (configured.options if configured else {})
         check_separators(golden, planned, name or retriever)
+    if executor == "ray":
+        from retrievalkit.pipeline.remote_run import evaluate_on_ray
+        from retrievalkit.pipeline.run import _plan
+
+        plan = _plan(retriever, options, name, settings)
+        check_separators(golden, plan.options, plan.name)
+        return evaluate_on_ray(
+            golden,
+            plan,
+            scoring,
+            address=ray_address,
+            overfetch=overfetch,
+            concurrency=concurrency,
+            timeout=timeout,
+            chunk_separator=chunk_separator,
+            progress=progress,
+            git_commit=git_commit,
+            now=now,
+            max_error_rate=max_error_rate,
+            provider=provider,
+        )
     resolved = _resolve(retriever, options, name, settings)
     check_separators(golden, resolved.options, resolved.name)
     questions = golden.questions
@@ -298,6 +326,7 @@ def evaluate(
             now=now,
             max_error_rate=max_error_rate,
             provider=provider,
+            concurrency=concurrency,
         )
     asked = resolved.retriever
     keeper = None
@@ -583,6 +612,8 @@ def sweep(
     config: Config | str | os.PathLike[str] | None = None,
     progress_file: str | os.PathLike[str] | None = None,
     share_stages: bool = True,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> SweepResult:
     """Tune a retriever over a grid of options and confirm the winner on held-out questions.
 
@@ -596,6 +627,9 @@ def sweep(
     - `share_stages`: build each distinct retriever once and answer a question asked
       again of a shared stage (the same first stage under other fusion or reranking
       options) from what it answered before; the results are those of asking again.
+    - `executor`, `ray_address`: as in [`evaluate`][retrievalkit.api.evaluate]; on Ray,
+      every configuration is built on the workers, and the configurations of the grid (or
+      of a halving round) are asked all at once, spread over the cluster.
 
     Returns a [`SweepResult`][retrievalkit.pipeline.sweep.SweepResult]; nothing is saved.
     """
@@ -621,20 +655,33 @@ def sweep(
     else:
         spec = sweep
     from retrievalkit.metrics.definitions import normalise_ks
+    from retrievalkit.pipeline.arguments import check_executor
 
-    return run_sweep(
-        golden,
-        spec,
-        settings,
-        Settings(
-            ks=normalise_ks(k),
-            overfetch=overfetch,
-            resamples=resamples,
-            confidence=confidence,
-            concurrency=concurrency,
-            timeout=timeout,
-            max_error_rate=max_error_rate,
-        ),
-        progress_file=None if progress_file is None else Path(progress_file),
-        share=share_stages,
-    )
+    executor = check_executor(executor, ray_address)
+
+    def run(remote: Any = None) -> SweepResult:
+        return run_sweep(
+            golden,
+            spec,
+            settings,
+            Settings(
+                ks=normalise_ks(k),
+                overfetch=overfetch,
+                resamples=resamples,
+                confidence=confidence,
+                concurrency=concurrency,
+                timeout=timeout,
+                max_error_rate=max_error_rate,
+            ),
+            progress_file=None if progress_file is None else Path(progress_file),
+            share=share_stages,
+            remote=remote,
+        )
+
+    if executor == "local":
+        return run()
+    from retrievalkit.pipeline.ray_cluster import pool
+    from retrievalkit.pipeline.remote_run import RaySweepAsker
+
+    with pool(ray_address) as workers:
+        return run(RaySweepAsker(workers, spec.retriever, spec.name, share_stages))

@@ -46,6 +46,9 @@ FORBIDDEN = (
     "uvicorn",
     "jinja2",
     "retrievalkit.serve",
+    # --executor ray: imported only when a run asks for it
+    "ray",
+    "retrievalkit.pipeline.ray_cluster",
 )
 
 DECLARED_PYPROJECT = """\

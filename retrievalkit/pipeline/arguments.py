@@ -69,6 +69,32 @@ def check_concurrency(value: Any) -> int:
     return check_count(value, field="--concurrency", maximum=MAX_CONCURRENCY)
 
 
+#: Where questions are asked: in this process, or on a Ray cluster.
+EXECUTORS = ("local", "ray")
+
+
+def check_executor(value: Any, address: Any = None) -> str:
+    """``local`` or ``ray``; a Ray address only with ``ray``."""
+    if value is None:
+        value = "local"
+    if not isinstance(value, str) or value not in EXECUTORS:
+        raise InputError(
+            f"expected one of {', '.join(EXECUTORS)}, got {value!r}",
+            field="--executor",
+            hint="ray asks the questions on a Ray cluster (the [ray] extra)",
+        )
+    if address is not None:
+        if not isinstance(address, str) or not address.strip():
+            raise InputError(f"expected HOST:PORT, got {address!r}", field="--ray-address")
+        if value != "ray":
+            raise InputError(
+                "a Ray address without --executor ray would not be used",
+                field="--ray-address",
+                hint="add --executor ray, or leave --ray-address out",
+            )
+    return value
+
+
 def check_timeout(value: Any, *, field: str = "--timeout") -> float | None:
     """Seconds a question may take: None (wait), or a finite number above 0, at most a week."""
     if value is None:

@@ -198,39 +198,67 @@ class _Retriever:
     """The (name, version) of the package of its plugin, when it came from one."""
 
 
-def _resolve(
-    retriever: Any,
-    options: Mapping[str, Any] | None,
-    name: str | None,
-    config: Config,
-    *,
-    share: Builder | None = None,
-) -> _Retriever:
+@attrs.frozen
+class _Plan:
+    """A retriever as named, before it is built: what the manifest records, the
+    configuration it is built from, and (for one given as an object) the object."""
+
+    name: str
+    plugin: str
+    options: Mapping[str, Any]
+    config: Config
+    secrets: tuple[str, ...]
+    package: tuple[str, str] | None = None
+    instance: Any = None
+
+    def build(self, *, share: Builder | None = None) -> _Retriever:
+        """The retriever, built (for a named one) in this process; with ``share``, as a
+        sweep's builder hands it and its parts out."""
+        if self.instance is not None:
+            found = self.instance
+        else:
+            from retrievalkit.plugins.resolution import resolve_retriever
+
+            found = resolve_retriever(self.name, self.config, share=share).retriever
+        return self.build_as(found)
+
+    def build_as(self, retriever: Any) -> _Retriever:
+        """The plan with ``retriever`` standing for what it builds (for a retriever built
+        elsewhere: what the record needs to know of it)."""
+        return _Retriever(
+            self.name, self.plugin, self.options, retriever, self.secrets, self.package
+        )
+
+
+def _plan(
+    retriever: Any, options: Mapping[str, Any] | None, name: str | None, config: Config
+) -> _Plan:
+    """`_resolve` up to building: checks the name (or the object) and gathers the secrets."""
     from retrievalkit.redaction import secret_values
 
+    instance = None
     if isinstance(retriever, str):
         from retrievalkit.formats.config import RetrieverConfig
-        from retrievalkit.plugins.resolution import resolve_retriever
+        from retrievalkit.plugins.resolution import plan_retriever
 
         if options is not None:
             from retrievalkit.pipeline.arguments import check_plugin_options
 
             options = check_plugin_options(options)
             # Options given here configure the plugin of that name for this call.
-            instance = name or retriever
+            named = name or retriever
             config = attrs.evolve(
                 config,
                 retrievers={
                     **config.retrievers,
-                    instance: RetrieverConfig(instance, retriever, dict(options)),
+                    named: RetrieverConfig(named, retriever, dict(options)),
                 },
             )
-            retriever = instance
+            retriever = named
         from retrievalkit.plugins.registry import RETRIEVERS, find_one
 
-        resolved = resolve_retriever(retriever, config, share=share)
-        found, plugin, used = resolved.retriever, resolved.plugin, resolved.options
-        label = resolved.name
+        plugin, used = plan_retriever(retriever, config)
+        label = retriever
         entry = find_one(RETRIEVERS, plugin)
         package: tuple[str, str] | None = (entry.package, entry.version)
     else:
@@ -240,7 +268,7 @@ def _resolve(
                 field="retriever",
                 hint="give a retriever object, a [retrievers.NAME] or a retriever plugin's name",
             )
-        found, plugin, used = retriever, OBJECT_PLUGIN, dict(options or {})
+        instance, plugin, used = retriever, OBJECT_PLUGIN, dict(options or {})
         label = name or str(getattr(retriever, "identifier", "") or type(retriever).__name__)
         package = None
     # Every configured secret, not only this retriever's: a composed one (fusion) holds
@@ -253,7 +281,18 @@ def _resolve(
         },
         key=lambda value: (-len(value), value),
     )
-    return _Retriever(label, plugin, used, found, tuple(hidden), package)
+    return _Plan(label, plugin, used, config, tuple(hidden), package, instance)
+
+
+def _resolve(
+    retriever: Any,
+    options: Mapping[str, Any] | None,
+    name: str | None,
+    config: Config,
+    *,
+    share: Builder | None = None,
+) -> _Retriever:
+    return _plan(retriever, options, name, config).build(share=share)
 
 
 def _check_slices(golden: GoldenQuestionSet, slices: Sequence[str]) -> None:
@@ -292,9 +331,11 @@ def _staged_run(
     now: dt.datetime | None,
     max_error_rate: float | None,
     provider: Any,
+    concurrency: int = 1,
 ) -> Run:
     """A run of a retriever that reports its stages: its answer scored as any run's, and
-    every stage scored beside it (`retrievalkit.pipeline.stages`)."""
+    every stage scored beside it (`retrievalkit.pipeline.stages`); ``concurrency``
+    questions (or groups of them) are asked at once."""
     from retrievalkit.pipeline.evaluator import STREAM_BATCH
     from retrievalkit.pipeline.stages import StageScorer, ask_stages
 
@@ -309,6 +350,7 @@ def _staged_run(
             timeout=timeout,
             secrets=resolved.secrets,
             progress=progress,
+            concurrency=concurrency,
         )
         scorer.add(answers)
         staged.add(answers, stages)

@@ -30,6 +30,8 @@ names it: ``lost in fusion (engine.fusion)``. Errored and no-answer questions ge
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -156,10 +158,12 @@ def ask_stages(
     timeout: float | None = None,
     secrets: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
+    concurrency: int = 1,
 ) -> tuple[Retrievals, list[dict[str, tuple[str, ...]] | None]]:
     """The answer (last stage) of every question, and each question's stages (None for
     one that errored), asked one question at a time or with ``retrieve_many_stages`` in
-    groups of 64. ``timeout`` bounds each question as in `retrievalkit.pipeline.evaluator`."""
+    groups of 64, ``concurrency`` questions (or groups) at once. ``timeout`` bounds each
+    question as in `retrievalkit.pipeline.evaluator`."""
     limit = depth * overfetch
     batched = callable(getattr(retriever, "retrieve_many_stages", None))
     order: list[str] | None = None
@@ -179,7 +183,10 @@ def ask_stages(
         if batched
         else [[t] for t in texts]
     )
-    for group in groups:
+
+    def fetch(group: list[str]) -> tuple[list[Any], float]:
+        """A group's answers (an exception in place of each answer it cost), and the
+        milliseconds each question took."""
         start = time.perf_counter()
         try:
             bound = None if timeout is None else timeout * len(group)
@@ -201,7 +208,15 @@ def ask_stages(
                 ]
         except Exception as error:
             answers = [error] * len(group)
-        each = (time.perf_counter() - start) * 1000.0 / len(group)
+        return answers, (time.perf_counter() - start) * 1000.0 / len(group)
+
+    # Asked ``concurrency`` groups at once; checked below in the set's order, so the
+    # stage names every question must repeat are the first question's either way.
+    fetched = None
+    if concurrency > 1:
+        fetched = _fetched_concurrently(fetch, groups, concurrency, progress)
+    for number, group in enumerate(groups):
+        answers, each = fetched[number] if fetched is not None else fetch(group)
         for answer in answers:
             position = len(rankings)
             try:
@@ -221,9 +236,44 @@ def ask_stages(
                 returned.append(len(final))
                 stages.append(checked)
             latency.append(each)
-        if progress is not None:
+        if progress is not None and fetched is None:
             progress(len(group))
     return Retrievals(rankings, latency, returned, errors), stages
+
+
+def _fetched_concurrently(
+    fetch: Callable[[list[str]], tuple[list[Any], float]],
+    groups: list[list[str]],
+    concurrency: int,
+    progress: Callable[[int], None] | None,
+) -> list[tuple[list[Any], float]]:
+    """``fetch`` of every group from ``concurrency`` daemon threads (as the evaluator asks
+    concurrently: a hung retriever cannot keep the process alive), in the groups' order."""
+    results: list[tuple[list[Any], float] | None] = [None] * len(groups)
+    pending: queue.Queue[int] = queue.Queue()
+    finished: queue.Queue[int] = queue.Queue()
+    for index in range(len(groups)):
+        pending.put(index)
+
+    def work() -> None:
+        while True:
+            try:
+                index = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results[index] = fetch(groups[index])
+            except BaseException as error:  # never lose a question, whatever escaped
+                results[index] = ([error] * len(groups[index]), 0.0)
+            finished.put(index)
+
+    for number in range(min(concurrency, len(groups))):
+        threading.Thread(target=work, name=f"retrievalkit-stages-{number}", daemon=True).start()
+    for _ in groups:
+        done = finished.get()
+        if progress is not None:
+            progress(len(groups[done]))
+    return [result for result in results if result is not None]
 
 
 def _inputs(order: Sequence[str]) -> dict[int, list[int]]:

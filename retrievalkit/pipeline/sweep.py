@@ -28,7 +28,7 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import numpy as np
@@ -168,6 +168,17 @@ class Settings:
 
 #: What asks questions: (resolved retriever, questions, settings) -> one Retrieval each.
 Asker = Callable[["_Retriever", Sequence[GoldenQuestion], Settings], list[Retrieval]]
+
+
+class RemoteAsker(Protocol):
+    """Asks configurations' questions elsewhere (on Ray), building each retriever there:
+    for each (retriever key, configuration, questions), one Retrieval a question."""
+
+    def ask_many(
+        self,
+        jobs: Sequence[tuple[str, Config, Sequence[GoldenQuestion]]],
+        settings: Settings,
+    ) -> list[list[Retrieval]]: ...
 
 
 def ask_locally(
@@ -327,6 +338,7 @@ class _Evaluations:
         progress: Progress,
         share: bool,
         asker: Asker,
+        remote: RemoteAsker | None = None,
     ) -> None:
         from retrievalkit.metrics.definitions import normalise_ks
         from retrievalkit.metrics.scoring import ScoringOptions
@@ -337,6 +349,7 @@ class _Evaluations:
         self.progress = progress
         self.shared = SharedRetrievers() if share else None
         self.asker = asker
+        self.remote = remote
         self.scoring: ScoringOptions = ScoringOptions(
             ks=normalise_ks(settings.ks),
             resamples=settings.resamples,
@@ -354,12 +367,36 @@ class _Evaluations:
             self._resolved[key] = found
         return found
 
+    def prefetch(
+        self, points: Sequence[tuple[str, Config]], questions: Sequence[GoldenQuestion]
+    ) -> None:
+        """Ask every configuration of ``points`` its missing ``questions`` at once, when
+        the questions are asked elsewhere (all of them spread over the workers together);
+        a local sweep asks each in turn as `retrievals` needs it."""
+        if self.remote is None:
+            return
+        jobs: list[tuple[str, Config, list[GoldenQuestion]]] = []
+        seen: set[str] = set()
+        for key, config in points:
+            have = self.progress.answers.get(key, {})
+            missing = [question for question in questions if question.id not in have]
+            if missing and key not in seen:
+                seen.add(key)
+                jobs.append((key, config, missing))
+        if jobs:
+            answered = self.remote.ask_many(jobs, self.settings)
+            for (key, _, missing), answers in zip(jobs, answered, strict=True):
+                self.progress.add(key, {q.id: r for q, r in zip(missing, answers, strict=True)})
+
     def retrievals(
         self, key: str, config: Config, questions: Sequence[GoldenQuestion]
     ) -> list[Retrieval]:
         have = self.progress.answers.get(key, {})
         missing = [question for question in questions if question.id not in have]
-        if missing:
+        if missing and self.remote is not None:
+            self.prefetch([(key, config)], questions)
+            have = self.progress.answers[key]
+        elif missing:
             resolved = self._retriever(key, config)
             if self.shared is not None:
                 self.shared.charges(())  # forget what an earlier asking left behind
@@ -452,13 +489,16 @@ def run_sweep(
     progress_file: Path | None = None,
     share: bool = True,
     asker: Asker = ask_locally,
+    remote: RemoteAsker | None = None,
 ) -> SweepResult:
     """Evaluate every configuration of ``spec``'s grid on ``golden`` and confirm the best.
 
     ``share`` builds each distinct retriever once and answers a question asked again of
     a shared stage from memory (`retrievalkit.pipeline.shared_answers`); the results
     are those of asking again. ``progress_file`` keeps the answers so far for a resumed
-    sweep. ``asker`` asks a configuration's questions (in this process by default).
+    sweep. ``asker`` asks a configuration's questions (in this process by default);
+    ``remote`` instead builds and asks every configuration elsewhere (a Ray cluster), the
+    configurations of a halving round or of the grid all at once.
     """
     from retrievalkit.metrics.definitions import parse_metric
 
@@ -488,7 +528,7 @@ def run_sweep(
     ]
     base_key = retriever_key(spec.retriever, config)
     progress = Progress(progress_file, progress_identity(golden, settings))
-    work = _Evaluations(golden, spec, settings, progress, share, asker)
+    work = _Evaluations(golden, spec, settings, progress, share, asker, remote)
     select = metric.name
     halving: list[HalvingRound] = []
     if spec.folds is not None:
@@ -592,12 +632,14 @@ def _confirm(
                     break
                 prefix.update(unit)
             chosen = [questions[i] for i in sorted(prefix)]
+            work.prefetch([(points[i].key, points[i].config) for i in sorted(alive)], chosen)
             for index in sorted(alive):
                 _evaluate(work, points[index], chosen)
                 points[index].round = number
             halving.append(HalvingRound(number, len(alive), len(chosen)))
         best = max(alive, key=lambda i: (_score(_run_of(points[i]), select), -i))
     else:
+        work.prefetch([(point.key, point.config) for point in points], tuning_questions)
         for point in points:
             _evaluate(work, point, tuning_questions)
         best = _best(points, select)
@@ -660,6 +702,7 @@ def _cross_validate(
     configured_run, configured_retrievals = work.run(
         base_key, config, questions, "the configured retriever"
     )
+    work.prefetch([(point.key, point.config) for point in points], questions)
     for point in points:
         _evaluate(work, point, questions)
     values = np.array([point.run.outcomes.values(select) for point in points if point.run])

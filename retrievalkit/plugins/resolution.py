@@ -125,20 +125,26 @@ def resolve_retriever(
     return _resolve_retriever(name, config, None)
 
 
-def _resolve_retriever(name: str, config: Config, share: Builder | None) -> ResolvedRetriever:
+def plan_retriever(name: str, config: Config) -> tuple[str, dict[str, Any]]:
+    """The plugin and options ``name`` stands for, without building it: what a run's
+    manifest records, and what a worker of another process builds it from."""
     configured = config.retrievers.get(name)
     if configured is not None:
-        plugin_name, options = configured.plugin, dict(configured.options)
-    else:
-        plugin_name, options = name, {}
-        known = {plugin.name for plugin in plugins.find(plugins.RETRIEVERS)}
-        if name not in known:
-            raise PluginError(
-                f"unknown retriever '{name}' (--retriever): no [retrievers.{name}] in "
-                f"{config.source or 'any config file'} and no plugin of that name "
-                f"(configured: {', '.join(sorted(config.retrievers)) or 'none'}; "
-                f"plugins: {', '.join(sorted(known)) or 'none'})"
-            )
+        return configured.plugin, dict(configured.options)
+    known = {plugin.name for plugin in plugins.find(plugins.RETRIEVERS)}
+    if name not in known:
+        raise PluginError(
+            f"unknown retriever '{name}' (--retriever): no [retrievers.{name}] in "
+            f"{config.source or 'any config file'} and no plugin of that name "
+            f"(configured: {', '.join(sorted(config.retrievers)) or 'none'}; "
+            f"plugins: {', '.join(sorted(known)) or 'none'})"
+        )
+    return name, {}
+
+
+def _resolve_retriever(name: str, config: Config, share: Builder | None) -> ResolvedRetriever:
+    configured = config.retrievers.get(name)
+    plugin_name, options = plan_retriever(name, config)
     retriever = create_retriever(
         plugin_name,
         options,

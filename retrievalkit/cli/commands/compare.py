@@ -10,6 +10,7 @@ from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
     add_cluster_by,
     add_common,
+    add_executor_options,
     at_most,
     confidence_level,
     console,
@@ -92,6 +93,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="questions asked at once (default 1)",
     )
+    add_executor_options(parser)
     parser.add_argument(
         "--resamples",
         type=at_most(MAX_RESAMPLES),

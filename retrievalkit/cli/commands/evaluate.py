@@ -13,6 +13,7 @@ from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
     add_cluster_by,
     add_common,
+    add_executor_options,
     at_most,
     confidence_level,
     console,
@@ -132,6 +133,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="ask N questions at once from threads, or N batches for a retriever that batches "
         "(only for thread-safe retrievers; default 1)",
     )
+    add_executor_options(parser)
     parser.add_argument(
         "--timeout",
         type=seconds,
@@ -316,6 +318,13 @@ def run(args: argparse.Namespace) -> int:
             "--cluster-by and [eval] cluster_by for a sequential run",
         )
     if args.sequential:
+        settings.pop("ray_address", None)
+        if settings.pop("executor", None) is not None:
+            raise InputError(
+                "--sequential asks one question after another in this process",
+                field="--executor",
+                hint="leave --executor ray out of a sequential run",
+            )
         if settings.pop("chunk_separator", None) is not None:
             raise InputError(
                 "--sequential cannot score chunk ids as documents",

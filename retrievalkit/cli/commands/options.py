@@ -241,6 +241,35 @@ def add_cluster_by(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """``--executor`` and ``--ray-address``, the same on every command that asks questions."""
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where the questions are asked: in this process (local, the default) or in "
+        "batches by workers of a Ray cluster (ray; needs the [ray] extra)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        help="the Ray cluster for --executor ray (default: RAY_ADDRESS, else a cluster "
+        "Ray starts on this machine for the run)",
+    )
+
+
+def executor_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``executor`` and ``ray_address`` keywords of the Python API."""
+    executor = getattr(args, "executor", None) or "local"
+    address = getattr(args, "ray_address", None)
+    from retrievalkit.pipeline.arguments import check_executor
+
+    check_executor(executor, address)
+    if executor == "local":
+        return {}
+    return {"executor": executor, "ray_address": address}
+
+
 def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     """The keyword arguments of `retrievalkit.evaluate` from the options and the
     configuration, the same for every command that evaluates, so that ``eval`` and
@@ -278,4 +307,5 @@ def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, A
         ),
         "config": config,
         "chunk_separator": getattr(args, "chunk_separator", None) or settings.chunk_separator,
+        **executor_settings(args),
     }

@@ -10,9 +10,11 @@ from pathlib import Path
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
     add_common,
+    add_executor_options,
     at_most,
     confidence_level,
     console,
+    executor_settings,
     fraction,
     k_list,
     load_config,
@@ -49,6 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="questions asked at once (default 1)",
     )
+    add_executor_options(parser)
     parser.add_argument(
         "--timeout",
         type=seconds,
@@ -148,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
             ),
             config=config,
             progress_file=progress,
+            **executor_settings(args),
         )
     except KeyboardInterrupt:
         print(
