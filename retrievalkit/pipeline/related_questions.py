@@ -101,8 +101,8 @@ def _text_keys(
     questions: Sequence[GoldenQuestion],
 ) -> Iterator[tuple[Iterable[Hashable], list[int]]]:
     """Keys of each text (its words whole; of 3 to `_MAX_WORDS` words, also less each word
-    in turn, with and without the place of the word left out), each with the index of its
-    question: questions that share a key are near-identical.
+    in turn), each with the index of its question: questions that share a key are
+    near-identical (equal, equal but one word, or one word more).
 
     A key is its words joined by spaces (a word holds none), a string, so that a million
     keys are no million objects for the cyclic collector to walk; texts of one length are
@@ -131,10 +131,10 @@ def _text_keys(
             others = columns[:position] + columns[position + 1 :]
             shorter = list(map(" ".join, zip(*others, strict=True)))
             # One word more or fewer: the shorter text whole is the longer one less a word.
+            # Two texts that differ in one word at the same place share this key too, so
+            # it joins them as well: no key of its own is needed for that.
             text_keys.extend(shorter)
             text_holders.extend(indices)
-            # Near: the same words but one, at the same place (one key space per place).
-            yield shorter, indices
     yield text_keys, text_holders
 
 
