@@ -12,6 +12,9 @@ printed with each figure says how busy the shared machine was.
   ``--history-runs`` (1,000) stored runs of that size. The history store is built by
   saving copies of the first run under new run ids and times through the public
   store API (``open_store(url).save``), not by 1,000 evaluations.
+- ``compare`` of two stored runs of that size: the first run and a run of rankings
+  that differ on every other question (each such ranking rotated by one place), saved
+  after the history is built; best of ``--history-repeats``.
 - At ``--large`` (1,000,000): ``eval`` with a first save, ``eval`` against it,
   ``history`` over those two runs, ``validate``.
 
@@ -47,8 +50,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np
 from bench_overhead import prepare, run_eval
 from harness import BENCHMARKS, REPO, emit, goal, run_worker, table, worker_env
+from harness import target as release_target
 
 HERE = Path(__file__).resolve()
 #: The issue's targets, at 100,000 and 1,000,000 questions: 3 s and 30 s over the
@@ -231,6 +236,55 @@ def store_bytes(path: Path) -> int:
     )
 
 
+def rotated_run(folder: Path, store: Path, questions: int) -> dict[str, Any]:
+    """Save a run whose every other ranking is rotated by one place: a run that differs."""
+    other = folder / "rotated"
+    other.mkdir()
+    rankings = np.load(folder / "rankings.npy")
+    rankings[1::2] = np.roll(rankings[1::2], 1, axis=1)
+    np.save(other / "rankings.npy", rankings)
+    for name in ("golden.jsonl", "site"):
+        (other / name).symlink_to(folder / name)
+    (other / "retrievalkit.toml").write_text(
+        (folder / "retrievalkit.toml")
+        .read_text(encoding="utf-8")
+        .replace(str(folder / "rankings.npy"), str(other / "rankings.npy")),
+        encoding="utf-8",
+    )
+    result = run_eval(other, store)
+    if result["summary"]["questions"] != questions:
+        raise Disagreement(f"the rotated run has {result['summary']['questions']} questions")
+    return result
+
+
+def compare_runs(
+    folder: Path,
+    url: str,
+    runs: tuple[str, str],
+    expected: dict[str, float],
+    questions: int,
+    repeats: int,
+) -> dict[str, Any]:
+    """``retrievalkit compare --run A --run B`` (JSON) of two stored runs, checked."""
+    arguments = ["compare", "--run", runs[0], "--run", runs[1], "--store", url]
+    result = best_of(repeats, folder, [*arguments, "--format", "json"])
+    progress(f"compare of two stored runs at {questions:,}: {result['wall']:.2f} s")
+    (pair,) = json.loads(result["stdout"])["pairs"]
+    moved = 0
+    for metric in pair["metrics"]:
+        if metric["n"] != questions:
+            raise Disagreement(f"compare: {metric['metric']} over {metric['n']} questions")
+        wanted = expected.get(metric["metric"])
+        if wanted is not None and abs(metric["baseline"] - wanted) > 5e-5:
+            raise Disagreement(
+                f"compare: baseline {metric['metric']} {metric['baseline']}, not {wanted}"
+            )
+        moved += metric["discordant"] or 0
+    if not moved:
+        raise Disagreement("compare found no question that moved between different runs")
+    return result
+
+
 # ---------------------------------------------------------------- the two sizes
 
 
@@ -298,7 +352,18 @@ def measure_mid(
                 history(folder, url, set_name, stored, expected, questions, history_repeats),
             )
         )
+    history_bytes = store_bytes(store)
+    rotated = rotated_run(folder, store, questions)
+    compared_runs = compare_runs(
+        folder,
+        url,
+        (first["summary"]["run_id"], rotated["summary"]["run_id"]),
+        expected,
+        questions,
+        history_repeats,
+    )
     return {
+        "compare": compared_runs,
         "expected": expected,
         "no_save": no_save,
         "first": first,
@@ -307,7 +372,7 @@ def measure_mid(
         "first_bytes": first_bytes,
         "histories": histories,
         "building": building,
-        "store_bytes": store_bytes(store),
+        "store_bytes": history_bytes,
     }
 
 
@@ -377,6 +442,7 @@ def report(
     ]
     for runs, result in mid["histories"]:
         rows.append(row(f"history over {runs:,} runs", result, None))
+    rows.append(row("compare of two stored runs", mid["compare"], None))
     print(table(HEADER, rows))
     print(
         f"one stored run: {mid['run_bytes'] / 1e6:.2f} MB (the SQLite file grew by "
@@ -455,6 +521,7 @@ def report(
             f"{mid['run_bytes'] / 2**20:.2f} MB",
         )
     )
+    targets(args, mid, large)
     (low_runs, low), (high_runs, high) = mid["histories"][0], mid["histories"][-1]
     if high_runs >= HISTORY_GOAL_RUNS:
         figure = high["wall"]
@@ -473,6 +540,58 @@ def report(
             figure < HISTORY_SECONDS,
             f"history over {HISTORY_GOAL_RUNS:,} stored {questions:,}-question runs under "
             f"{HISTORY_SECONDS:g} s: {how}",
+        )
+    )
+
+
+def targets(args: argparse.Namespace, mid: dict[str, Any], large: dict[str, Any] | None) -> None:
+    """The release's rows (targets.py) this benchmark measures; MISSED at smaller sizes."""
+    full_mid = args.questions == 100_000
+    size = "" if full_mid else f"measured at {args.questions:,} questions, not 100,000: "
+    compared = mid["compared"]
+    per = (compared["wall"] - compared["retriever"]) / args.questions * 1e6
+    print(
+        release_target(
+            "eval-100k",
+            full_mid and per <= 12.0,
+            f"{size}{per:.1f} us a question (wall {compared['wall']:.2f} s, retriever "
+            f"{compared['retriever']:.2f} s, CPU {compared['cpu']:.2f} s, peak "
+            f"{gigabytes_or_mb(compared['peak_mb'])}; load {compared['load']:.2f})",
+        )
+    )
+    compare = mid["compare"]
+    print(
+        release_target(
+            "compare-100k",
+            full_mid and compare["wall"] <= 1.5,
+            f"{size}{compare['wall']:.2f} s (CPU {compare['cpu']:.2f} s, peak "
+            f"{gigabytes_or_mb(compare['peak_mb'])}; load {compare['load']:.2f})",
+        )
+    )
+    if large is None:
+        for key in ("eval-1m", "validate-1m"):
+            print(release_target(key, False, "not measured: --large 0"))
+        return
+    full = args.large == 1_000_000
+    size = "" if full else f"measured at {args.large:,} questions, not 1,000,000: "
+    compared = large["compared"]
+    over = compared["wall"] - compared["retriever"]
+    print(
+        release_target(
+            "eval-1m",
+            full and over <= 12.0 and compared["peak_mb"] <= 1024.0,
+            f"{size}{over:.1f} s over the retriever, {gigabytes_or_mb(compared['peak_mb'])} "
+            f"(wall {compared['wall']:.1f} s, CPU {compared['cpu']:.1f} s; "
+            f"load {compared['load']:.2f})",
+        )
+    )
+    validated = large["validate"]
+    print(
+        release_target(
+            "validate-1m",
+            full and validated["wall"] <= 5.0 and validated["peak_mb"] <= 500.0,
+            f"{size}{validated['wall']:.1f} s, {gigabytes_or_mb(validated['peak_mb'])} "
+            f"(CPU {validated['cpu']:.1f} s; load {validated['load']:.2f})",
         )
     )
 

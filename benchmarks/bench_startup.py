@@ -24,9 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import REPO, goal, seconds, table, worker_env
+from harness import REPO, goal, load_now, seconds, table, target, worker_env
 
 GOAL_SECONDS = 0.25
+#: The release's start-up row (targets.py): ``--help`` and ``list`` over bare python.
+TARGET_SECONDS = 0.1
 #: The commands the goal is about (``--version`` is measured too, for comparison).
 GOALS = ("retrievalkit --help", "retrievalkit list", "retrievalkit eval --help")
 
@@ -124,6 +126,13 @@ def main() -> int:
                     "them; --allow-missing measures anyway)",
                 )
             )
+        print(
+            target(
+                "startup",
+                False,
+                f"not measured: the plugins {', '.join(missing)} are not installed",
+            )
+        )
         return 0
     rk = _command()
     cases = {
@@ -163,6 +172,17 @@ def main() -> int:
                 f"{seconds(extra)}",
             )
         )
+    over = {name: best[name] - bare for name in ("retrievalkit --help", "retrievalkit list")}
+    figure = ", ".join(f"{name} {seconds(extra)}" for name, extra in over.items())
+    installed_all = "" if not missing else f" (NOT installed: {', '.join(missing)})"
+    print(
+        target(
+            "startup",
+            not missing and max(over.values()) <= TARGET_SECONDS,
+            f"{figure} over bare python {seconds(bare)}, best of {args.repeats}"
+            f"{installed_all}; {load_now()}",
+        )
+    )
     return 0
 
 

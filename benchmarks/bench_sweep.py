@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import EXIT_SKIPPED, REPO, goal, seconds, table
+from harness import EXIT_SKIPPED, REPO, goal, load_now, seconds, table, target
 
 #: ../shared/data/scifact beside the repository (or beside the folder holding it).
 DATA = next(
@@ -99,6 +99,13 @@ def main() -> int:
         f"{confirmation.verdict}; {shared.reused_answers} answers of the first stages reused"
     )
     print(goal(swept < 27 * one / 3, "a 27-configuration sweep costs under 9 evaluations"))
+    print(
+        target(
+            "sweep",
+            swept <= 1.5 * one,
+            f"{swept / one:.3f}x ({seconds(swept)} against {seconds(one)}; {load_now()})",
+        )
+    )
     if not agree:
         print("the sweeps with and without shared first stages disagree")
         return 1

@@ -96,6 +96,22 @@ def goal(met: bool, text: str) -> str:
     return f"goal: {'MET ' if met else 'MISSED'} {text}"
 
 
+def target(key: str, met: bool, figure: str) -> str:
+    """The ``goal:`` line of one row of targets.py's table, its figure and ``[KEY]`` at the end.
+
+    Pass ``met=False`` for a figure measured at another size than the goal's.
+    """
+    from targets import TARGETS
+
+    what, wanted, _ = TARGETS[key]
+    return f"{goal(met, f'{what} ({wanted}): {figure}')} [{key}]"
+
+
+def load_now() -> str:
+    """``load 1.23``: the one-minute load average, said with every figure on a shared machine."""
+    return f"load {os.getloadavg()[0]:.2f}"
+
+
 def seconds(value: float) -> str:
     return f"{value:.3f} s" if value >= 0.1 else f"{value * 1000:.1f} ms"
 

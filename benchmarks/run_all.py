@@ -4,7 +4,9 @@ This is what ``nox -s bench`` runs. A benchmark that lacks something it needs (s
 Elasticsearch node for the throughput benchmark) exits with code 77 and is reported
 as skipped, not failed. Goals are collected from the ``goal:`` lines the benchmarks
 print and summed up at the end; a missed goal is reported, not fatal, because
-timings vary with the machine. The exit code is 1 when a benchmark crashed or found
+timings vary with the machine. The release's goal table (targets.py) comes last: every
+row with the figure a benchmark reported for it and MET or MISSED, and "not measured"
+(MISSED) for a row no benchmark reported. The exit code is 1 when a benchmark crashed or found
 values that disagree, since then its times mean nothing.
 
     python benchmarks/run_all.py [--only scoring,intervals] [--quick]
@@ -20,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import BENCHMARKS, EXIT_SKIPPED, REPO, blas_kernel, worker_env
+from harness import BENCHMARKS, EXIT_SKIPPED, REPO, blas_kernel, table, worker_env
+from targets import TARGETS
 
 #: Fewer repeats and smaller sizes, for checking that the benchmarks run at all.
 QUICK = {
@@ -43,6 +46,60 @@ QUICK = {
     "serve": ["--quick"],
     "models": ["--throughput-docs", "100"],
 }
+
+
+def reported_rows(goals: list[str]) -> dict[str, tuple[bool, str]]:
+    """KEY -> (met, figure) from the ``goal: ... [KEY]`` lines of targets.py's rows."""
+    rows: dict[str, tuple[bool, str]] = {}
+    for line in goals:
+        body = line.removeprefix("goal:").strip()
+        if not body.endswith("]") or "[" not in body:
+            continue
+        body, key = body[:-1].rsplit("[", 1)
+        if key not in TARGETS:
+            continue
+        met = body.startswith("MET")
+        figure = body.split(": ", 1)[1].strip() if ": " in body else body
+        # A row reported twice (two sizes, two pages) is met only when every report is.
+        if key in rows:
+            was_met, was = rows[key]
+            rows[key] = (was_met and met, f"{was}; {figure}")
+        else:
+            rows[key] = (met, figure)
+    return rows
+
+
+def goal_table(goals: list[str], skipped: list[str], ran: set[str]) -> str:
+    """The release's goals, every row with its figure and a MET / MISSED line."""
+    reported = reported_rows(goals)
+    why_skipped = dict(line.split(": ", 1) for line in skipped)
+    rows, lines = [], []
+    for key, (what, wanted, benchmark) in TARGETS.items():
+        if key in reported:
+            met, figure = reported[key]
+        elif benchmark in why_skipped:
+            met, figure = (
+                False,
+                f"not measured: bench_{benchmark}.py skipped ({why_skipped[benchmark]})",
+            )
+        elif benchmark not in ran:
+            met, figure = False, f"not measured: bench_{benchmark}.py was not run"
+        else:
+            met, figure = False, f"not measured: bench_{benchmark}.py reported no figure"
+        status = "MET" if met else "MISSED"
+        rows.append((what if len(what) <= 60 else what[:57] + "...", wanted, status))
+        lines.append(f"{status:<6} {what} ({wanted}): {figure}")
+    met_count = sum(1 for line in lines if line.startswith("MET"))
+    return "\n".join(
+        [
+            "## The release's goals (benchmarks/targets.py)",
+            table(("what", "goal", ""), rows),
+            "",
+            *lines,
+            "",
+            f"{met_count} of {len(lines)} goals MET",
+        ]
+    )
 
 
 def main() -> int:
@@ -90,6 +147,10 @@ def main() -> int:
     print("\n".join(goals) if goals else "(none reported)")
     for line in skipped:
         print(f"skipped: {line}")
+    print()
+    print(
+        goal_table(goals, skipped, ran={script.stem.removeprefix("bench_") for script in scripts})
+    )
     if failed:
         print(f"FAILED: {', '.join(failed)}")
         return 1

@@ -285,6 +285,20 @@ def test_loading_leaves_the_cyclic_collector_as_it_found_it(tmp_path: Path, enab
         (gc.enable if was else gc.disable)()
 
 
+def test_loading_never_switches_or_freezes_the_cyclic_collector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The collector is the whole interpreter's: a library that loads a file leaves it alone.
+    def refuse() -> None:
+        raise AssertionError("loading a set touched the cyclic collector")
+
+    for name in ("disable", "enable", "freeze", "unfreeze", "set_threshold"):
+        monkeypatch.setattr(gc, name, refuse)
+    rows = random_rows(5, 3000)
+    golden = load_jsonl(write(tmp_path / "good.jsonl", rows))
+    assert [question.id for question in golden.questions] == [row["id"] for row in rows]
+
+
 def test_a_graded_expected_document_id_is_one_string(tmp_path: Path) -> None:
     row = {"id": "q1", "question": "q", "expected": ["doc-1", "doc-2"], "grades": {"doc-2": 3}}
     question = load_jsonl(write(tmp_path / "set.jsonl", [row])).questions[0]

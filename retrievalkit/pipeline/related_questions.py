@@ -10,8 +10,11 @@ unit; `related_warning` says so.
 
 from __future__ import annotations
 
+import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from itertools import chain, compress, repeat
+from typing import Any
 
 import attrs
 
@@ -21,6 +24,9 @@ from retrievalkit.stats.clusters import relevant_documents
 _WORD = re.compile(r"\w+")
 #: Texts of more words than this are keyed whole only (each left-out word is a key).
 _MAX_WORDS = 40
+_QUESTION_TEXT = operator.attrgetter("question")
+_EXPECTED = operator.attrgetter("expected")
+_GRADES = operator.attrgetter("grades")
 
 
 @attrs.frozen
@@ -38,42 +44,127 @@ class RelatedGroups:
 def related_groups(questions: Sequence[GoldenQuestion], *, by: str) -> RelatedGroups:
     """Join questions that share an expected document (``by="expected"``) or have
     near-identical text (``by="text"``)."""
-    parent = list(range(len(questions)))
+    count = len(questions)
+    firsts: list[list[int]] = []
+    owners: list[list[int]] = []
+    if by == "expected":
+        documents, holders = _relevant_pairs(questions)
+        firsts.append(_first_holders(documents, holders))
+        owners.append(holders)
+    elif by == "text":
+        for keys, holders in _text_keys(questions):
+            firsts.append(_first_holders(keys, holders))
+            owners.append(holders)
+    sizes = _component_sizes(count, owners, firsts)
+    grouped = sizes[sizes > 1]
+    return RelatedGroups(int(grouped.size), int(grouped.sum()), count)
 
-    def root(item: int) -> int:
-        while parent[item] != item:
-            parent[item] = parent[parent[item]]
-            item = parent[item]
-        return item
 
-    first: dict[object, int] = {}
-    for index, question in enumerate(questions):
-        keys: list[object] = []
-        if by == "expected":
-            keys.extend(("expected", document) for document in relevant_documents(question))
-        words = tuple(_WORD.findall(question.question.lower())) if by == "text" else ()
-        if words:
-            keys.append(("text", words))
-            if 3 <= len(words) <= _MAX_WORDS:
-                keys.extend(
-                    ("near", position, words[:position] + words[position + 1 :])
-                    for position in range(len(words))
-                )
-                # One word more or fewer: the shorter text whole is the longer one less a word.
-                keys.extend(
-                    ("text", words[:position] + words[position + 1 :])
-                    for position in range(len(words))
-                )
-        for key in keys:
-            other = first.setdefault(key, index)
-            if other != index:
-                parent[root(index)] = root(other)
-    sizes: dict[int, int] = {}
-    for index in range(len(questions)):
-        top = root(index)
-        sizes[top] = sizes.get(top, 0) + 1
-    grouped = [size for size in sizes.values() if size > 1]
-    return RelatedGroups(len(grouped), sum(grouped), len(questions))
+def _first_holders(keys: Iterable[Hashable], holders: list[int]) -> list[int]:
+    """For each key, the first holder of that key: each holder is joined to it."""
+    first: dict[Hashable, int] = {}
+    return list(map(first.setdefault, keys, holders))
+
+
+def _relevant_pairs(questions: Sequence[GoldenQuestion]) -> tuple[list[str], list[int]]:
+    """(document, question index) for every document of grade 1 or more of each question
+    (`relevant_documents`: expected ids, unless graded 0, and graded ids), a document
+    possibly twice for one question (which joins it to nothing)."""
+    import numpy as np
+
+    expected = list(map(_EXPECTED, questions))
+    grades = list(map(_GRADES, questions))
+    documents = list(chain(chain.from_iterable(expected), chain.from_iterable(grades)))
+    counts = list(chain(map(len, expected), map(len, grades)))
+    holders = np.tile(np.arange(len(questions)), 2).repeat(counts).tolist()
+    values = np.fromiter(chain.from_iterable(map(dict.values, grades)), dtype=np.int64)
+    if values.size and values.min() < 1:
+        # Grade 0 takes a document out (an expected one too): those questions one by one.
+        keep = np.ones(len(documents), dtype=bool)
+        keep[len(documents) - values.size :] = values >= 1
+        zeroed = {index for index, labels in enumerate(grades) if 0 in labels.values()}
+        start = 0
+        for index, count in enumerate(map(len, expected)):
+            if index in zeroed:
+                keep[start : start + count] = False
+            start += count
+        documents = list(compress(documents, keep.tolist()))
+        holders = list(compress(holders, keep.tolist()))
+        for index in sorted(zeroed):
+            relevant = relevant_documents(questions[index])
+            documents.extend(relevant)
+            holders.extend(repeat(index, len(relevant)))
+    return documents, holders
+
+
+def _text_keys(
+    questions: Sequence[GoldenQuestion],
+) -> Iterator[tuple[Iterable[Hashable], list[int]]]:
+    """Keys of each text (its words whole; of 3 to `_MAX_WORDS` words, also less each word
+    in turn), each with the index of its question: questions that share a key are
+    near-identical (equal, equal but one word, or one word more).
+
+    A key is its words joined by spaces (a word holds none), a string, so that a million
+    keys are no million objects for the cyclic collector to walk; texts of one length are
+    keyed a column of words at a time.
+    """
+    lowered = map(str.lower, map(_QUESTION_TEXT, questions))
+    wholes = list(map(" ".join, map(_WORD.findall, lowered)))
+    by_length: dict[int, list[int]] = {}
+    for index, spaces in enumerate(map(str.count, wholes, repeat(" "))):
+        if wholes[index]:
+            by_length.setdefault(spaces + 1, []).append(index)
+    text_keys: list[Hashable] = []
+    text_holders: list[int] = []
+    for length, indices in by_length.items():
+        texts = list(map(wholes.__getitem__, indices))
+        text_keys.extend(texts)
+        text_holders.extend(indices)
+        if not 3 <= length <= _MAX_WORDS:
+            continue
+        # A column of words at a time: the split lists live no longer than their word.
+        columns = [
+            list(map(operator.itemgetter(place), map(str.split, texts))) for place in range(length)
+        ]
+        del texts
+        for position in range(length):
+            others = columns[:position] + columns[position + 1 :]
+            shorter = list(map(" ".join, zip(*others, strict=True)))
+            # One word more or fewer: the shorter text whole is the longer one less a word.
+            # Two texts that differ in one word at the same place share this key too, so
+            # it joins them as well: no key of its own is needed for that.
+            text_keys.extend(shorter)
+            text_holders.extend(indices)
+    yield text_keys, text_holders
+
+
+def _component_sizes(count: int, owners: list[list[int]], firsts: list[list[int]]) -> Any:
+    """The size of each group of questions joined by the edges (owner, first), as an array
+    with one entry per group (connected components, by hooking and pointer jumping)."""
+    import numpy as np
+
+    if not count:
+        return np.zeros(0, dtype=np.int64)
+    left = np.fromiter(chain.from_iterable(owners), dtype=np.int64)
+    right = np.fromiter(chain.from_iterable(firsts), dtype=np.int64)
+    joined = left != right
+    left, right = left[joined], right[joined]
+    labels = np.arange(count, dtype=np.int64)
+    while left.size:
+        ends = labels[left], labels[right]
+        low, high = np.minimum(*ends), np.maximum(*ends)
+        moving = low != high
+        if not moving.any():
+            break
+        left, right = left[moving], right[moving]
+        # Hook each larger root onto the smaller one, then point every label at its root.
+        np.minimum.at(labels, high[moving], low[moving])
+        while True:
+            jumped = labels[labels]
+            if np.array_equal(jumped, labels):
+                break
+            labels = jumped
+    return np.bincount(np.unique(labels, return_inverse=True)[1])
 
 
 def _groups(count: int) -> str:

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
+from itertools import compress, repeat
 from typing import Any
 
 from retrievalkit.model.values import GoldenQuestionSet
+
+_EXPECTED = operator.attrgetter("expected")
+_GRADES = operator.attrgetter("grades")
+_FORM = operator.attrgetter("form")
+_HARD_CLASS = operator.attrgetter("hard_class")
+_TEXT = operator.attrgetter("question")
+_CLUSTER = operator.attrgetter("cluster")
+
+
+def _counts(counted: Counter[Any], name: Callable[[Any], Hashable]) -> Counter[Any]:
+    """``counted`` with its keys renamed (two may become one), in order of first use."""
+    renamed: Counter[Any] = Counter()
+    for key, count in counted.items():
+        renamed[name(key)] += count
+    return renamed
 
 
 def lint_set(
@@ -17,11 +34,18 @@ def lint_set(
     from retrievalkit.formats.ids import separator_problem, separators_of
 
     questions = golden.questions
-    forms = Counter(q.form.value if q.form else "(none)" for q in questions)
-    classes = Counter(q.hard_class or "(none)" for q in questions)
-    no_answer = [q.id for q in questions if not q.answerable]
-    multi = sum(1 for q in questions if len(q.expected) > 1)
-    graded = sum(1 for q in questions if q.grades)
+    # A column of each field once; every count below is a pass over a column in C.
+    expected = list(map(_EXPECTED, questions))
+    grades = list(map(_GRADES, questions))
+    forms = _counts(Counter(map(_FORM, questions)), lambda form: form.value if form else "(none)")
+    classes = _counts(Counter(map(_HARD_CLASS, questions)), lambda name: name or "(none)")
+    no_answer = [
+        questions[index].id
+        for index in compress(range(len(questions)), map(operator.not_, expected))
+        if not any(grade >= 1 for grade in grades[index].values())
+    ]
+    multi = sum(map((1).__lt__, map(len, expected)))
+    graded = sum(map(bool, grades))
     warnings: list[str] = list(golden.warnings)
     for retriever, options in sorted((separators or {}).items()):
         for separator in separators_of(options):
@@ -34,9 +58,14 @@ def lint_set(
                     f"hit it (eval refuses the set with it): label the document as "
                     f"{label.partition(separator)[0]!r}, or choose another separator"
                 )
-    texts = Counter(q.question.strip().lower() for q in questions)
-    for q in questions:
-        if texts[q.question.strip().lower()] > 1:
+    keys = list(map(str.lower, map(str.strip, map(_TEXT, questions))))
+    texts = Counter(keys)
+    repeated = map((1).__lt__, map(texts.__getitem__, keys))
+    # Graded ids all expected (the usual case) leave nothing to say: checked in C.
+    beyond = map(operator.not_, map(operator.le, map(dict.keys, grades), map(set, expected)))
+    for index in compress(range(len(questions)), map(operator.or_, repeated, beyond)):
+        q = questions[index]
+        if texts[keys[index]] > 1:
             warnings.append(f"question {q.id}: the same text appears in more than one question")
         extra = sorted(
             doc for doc, grade in q.grades.items() if grade >= 1 and doc not in q.expected
@@ -46,7 +75,7 @@ def lint_set(
                 f"question {q.id}: {', '.join(extra)} graded relevant but not in expected "
                 "(it counts as relevant everywhere)"
             )
-    if not any(q.cluster is not None for q in questions):
+    if not any(map(operator.is_not, map(_CLUSTER, questions), repeat(None))):
         from retrievalkit.pipeline.related_questions import related_warning
 
         related = related_warning(questions)
@@ -57,8 +86,9 @@ def lint_set(
             f"{len(questions)} questions: intervals will be wide; 100 or more are needed to "
             "see differences of a few points"
         )
+    content_hash = golden.content_hash
     summary = [
-        f"set {golden.name}: {len(questions)} questions, content hash {golden.content_hash[:12]}",
+        f"set {golden.name}: {len(questions)} questions, content hash {content_hash[:12]}",
         "forms: " + ", ".join(f"{name} {count}" for name, count in sorted(forms.items())),
         "hard classes: " + ", ".join(f"{name} {count}" for name, count in sorted(classes.items())),
         f"multi-target: {multi}, graded: {graded}, no-answer: {len(no_answer)}",
@@ -66,7 +96,7 @@ def lint_set(
     return {
         "set": golden.name,
         "questions": len(questions),
-        "content_hash": golden.content_hash,
+        "content_hash": content_hash,
         "forms": dict(forms),
         "hard_classes": dict(classes),
         "multi_target": multi,

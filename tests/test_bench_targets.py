@@ -1,0 +1,50 @@
+"""The release's goal table of ``nox -s bench``: every row printed, MET only when reported met."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def run_all():  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import run_all as module
+
+        yield module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_unreported_rows_are_missed_and_reported_rows_carry_their_figure(run_all) -> None:  # type: ignore[no-untyped-def]
+    from harness import target
+    from targets import TARGETS
+
+    goals = [
+        target("sweep", True, "1.17x (load 1.00)"),
+        target("compare-100k", False, "7.20 s"),
+        "goal: MET  something that is no row of the table",
+    ]
+    text = run_all.goal_table(goals, ["serve: no server"], ran={"sweep", "scale", "serve"})
+    lines = {line.split(" (", 1)[0].split(None, 1)[1]: line for line in text.splitlines()
+             if line.startswith(("MET ", "MISSED "))}  # fmt: skip
+    assert len(lines) == len(TARGETS)
+    assert lines[TARGETS["sweep"][0]].startswith("MET ")
+    assert lines[TARGETS["sweep"][0]].endswith("1.17x (load 1.00)")
+    assert lines[TARGETS["compare-100k"][0]].startswith("MISSED")
+    assert "skipped (no server)" in lines[TARGETS["serve"][0]]
+    assert lines[TARGETS["scoring"][0]].endswith("bench_scoring.py was not run")
+    assert lines[TARGETS["eval-1m"][0]].endswith("bench_scale.py reported no figure")
+    assert text.rstrip().endswith(f"1 of {len(TARGETS)} goals MET")
+
+
+def test_a_row_reported_twice_is_met_only_when_both_reports_are(run_all) -> None:  # type: ignore[no-untyped-def]
+    from harness import target
+
+    rows = run_all.reported_rows([target("serve", True, "a 10 ms"), target("serve", False, "b")])
+    assert rows["serve"] == (False, "a 10 ms; b")
