@@ -8,20 +8,16 @@ from typing import TYPE_CHECKING
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
+    add_asking_options,
     add_cluster_by,
     add_common,
-    add_executor_options,
-    at_most,
-    confidence_level,
+    add_interval_options,
     console,
     evaluation_settings,
-    fraction,
-    k_list,
     load_config,
     open_configured_store,
 )
 from retrievalkit.errors import EXIT_OK, InputError
-from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES
 
 if TYPE_CHECKING:
     from retrievalkit.model.records import ResultRecord
@@ -77,42 +73,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="how many of the questions that changed most to list per pair (default 10)",
     )
-    parser.add_argument(
-        "--k",
-        type=k_list,
-        metavar="K,K,...",
-        help="cut-offs for the retrievers run now (default: [eval] k of the configuration, "
+    add_asking_options(
+        parser,
+        k_help="cut-offs for the retrievers run now (default: [eval] k of the configuration, "
         "else 1,3,5,10, plus the cut-off of every gated metric; 1 and 3 are always added)",
     )
-    parser.add_argument(
-        "--overfetch", type=at_most(MAX_OVERFETCH), metavar="N", help="overfetch factor (default 3)"
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=at_most(MAX_CONCURRENCY),
-        metavar="N",
-        help="questions asked at once (default 1)",
-    )
-    add_executor_options(parser)
-    parser.add_argument(
-        "--resamples",
-        type=at_most(MAX_RESAMPLES),
-        metavar="N",
-        help="bootstrap resamples for the intervals of the differences (default 2000)",
-    )
-    parser.add_argument(
-        "--confidence",
-        type=confidence_level,
-        metavar="X",
-        help="confidence level of the intervals; 1 - X is the significance level (default 0.95)",
-    )
-    parser.add_argument(
-        "--max-error-rate",
-        type=fraction,
-        metavar="X",
-        help="largest share of questions a retriever may fail on; above it compare stops with "
-        "code 3 (default 0)",
-    )
+    add_interval_options(parser)
     parser.add_argument(
         "--no-save", action="store_true", help="do not save the runs of the retrievers run now"
     )

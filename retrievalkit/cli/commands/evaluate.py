@@ -11,18 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
+    add_asking_options,
     add_cluster_by,
     add_common,
-    add_executor_options,
-    at_most,
-    confidence_level,
+    add_interval_options,
     console,
     evaluation_settings,
     fraction,
-    k_list,
     load_config,
     open_configured_store,
-    seconds,
     store_place,
     store_url,
     thresholds,
@@ -35,7 +32,7 @@ from retrievalkit.errors import (
     InputError,
     RetrievalkitError,
 )
-from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES, check_path
+from retrievalkit.formats.limits import check_path
 
 if TYPE_CHECKING:
     from retrievalkit.api import Thresholds
@@ -60,18 +57,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a [retrievers.NAME] of the config, or a retriever plugin that needs no options",
     )
-    parser.add_argument(
-        "--k",
-        type=k_list,
-        metavar="K,K,...",
-        help="cut-offs for the per-k metrics (default 1,3,5,10; 1 and 3 are always added)",
-    )
-    parser.add_argument(
-        "--overfetch",
-        type=at_most(MAX_OVERFETCH),
-        metavar="N",
-        help="ask for max(k) * N ids, so that max(k) distinct documents remain after chunk ids "
-        "collapse (default 3)",
+    add_asking_options(
+        parser,
+        k_help="cut-offs for the per-k metrics (default 1,3,5,10; 1 and 3 are always added)",
     )
     parser.add_argument(
         "--chunk-separator",
@@ -118,29 +106,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "asked whole is decided by the paired test, as --require-significant decides. "
         "Needs a baseline; a run that stopped early is not saved",
     )
-    parser.add_argument(
-        "--max-error-rate",
-        type=fraction,
-        metavar="X",
-        help="largest share of questions whose retrieval may fail; above it the run stops with "
-        "code 3 and is not saved (default 0: any error)",
-    )
     parser.add_argument("--no-save", action="store_true", help="do not save the run")
-    parser.add_argument(
-        "--concurrency",
-        type=at_most(MAX_CONCURRENCY),
-        metavar="N",
-        help="ask N questions at once from threads, or N batches for a retriever that batches "
-        "(only for thread-safe retrievers; default 1)",
-    )
-    add_executor_options(parser)
-    parser.add_argument(
-        "--timeout",
-        type=seconds,
-        metavar="SECONDS",
-        help="record a question as a timeout error when the retriever has not answered within "
-        "SECONDS (default: wait; also [eval] timeout in the config)",
-    )
     add_cluster_by(parser)
     parser.add_argument(
         "--slice",
@@ -150,18 +116,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also break results down by this meta field (repeatable); form and hard_class "
         "are always reported",
     )
-    parser.add_argument(
-        "--resamples",
-        type=at_most(MAX_RESAMPLES),
-        metavar="N",
-        help="bootstrap resamples for the confidence intervals (default 2000)",
-    )
-    parser.add_argument(
-        "--confidence",
-        type=confidence_level,
-        metavar="X",
-        help="confidence level of the intervals (default 0.95)",
-    )
+    add_interval_options(parser)
     parser.add_argument(
         "--output-dir",
         metavar="DIR",

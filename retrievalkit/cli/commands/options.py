@@ -241,6 +241,64 @@ def add_cluster_by(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_asking_options(parser: argparse.ArgumentParser, *, k_help: str) -> None:
+    """How the questions are asked, worded and checked the same on every command that asks
+    them: ``--k`` (its help says what this command adds), ``--overfetch``,
+    ``--concurrency``, ``--executor``/``--ray-address``, ``--timeout`` and
+    ``--max-error-rate``."""
+    from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH
+
+    parser.add_argument("--k", type=k_list, metavar="K,K,...", help=k_help)
+    parser.add_argument(
+        "--overfetch",
+        type=at_most(MAX_OVERFETCH),
+        metavar="N",
+        help="ask for max(k) * N ids, so that max(k) distinct documents remain after chunk ids "
+        "collapse (default 3, or [eval] overfetch)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=at_most(MAX_CONCURRENCY),
+        metavar="N",
+        help="ask N questions at once from threads, or N batches for a retriever that batches "
+        "(only for thread-safe retrievers; default 1, or [eval] concurrency)",
+    )
+    add_executor_options(parser)
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        metavar="SECONDS",
+        help="record a question as a timeout error when the retriever has not answered within "
+        "SECONDS (default: wait, or [eval] timeout)",
+    )
+    parser.add_argument(
+        "--max-error-rate",
+        type=fraction,
+        metavar="X",
+        help="largest share of questions whose retrieval may fail; above it the command stops "
+        "with code 3 and saves nothing (default 0: any error)",
+    )
+
+
+def add_interval_options(parser: argparse.ArgumentParser) -> None:
+    """``--resamples`` and ``--confidence``, the same on every command that gives intervals."""
+    from retrievalkit.formats.limits import MAX_RESAMPLES
+
+    parser.add_argument(
+        "--resamples",
+        type=at_most(MAX_RESAMPLES),
+        metavar="N",
+        help="bootstrap resamples for the confidence intervals (default 2000, or [eval] resamples)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=confidence_level,
+        metavar="X",
+        help="confidence level of the intervals; 1 - X is the significance level of the "
+        "paired tests (default 0.95, or [eval] confidence)",
+    )
+
+
 def add_executor_options(parser: argparse.ArgumentParser) -> None:
     """``--executor`` and ``--ray-address``, the same on every command that asks questions."""
     parser.add_argument(

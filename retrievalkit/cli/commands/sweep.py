@@ -9,20 +9,15 @@ from pathlib import Path
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
+    add_asking_options,
     add_common,
-    add_executor_options,
-    at_most,
-    confidence_level,
+    add_interval_options,
     console,
     executor_settings,
-    fraction,
-    k_list,
     load_config,
-    seconds,
     store_url,
 )
 from retrievalkit.errors import EXIT_INTERRUPTED, EXIT_OK, InputError
-from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH, MAX_RESAMPLES
 
 NAME, HELP = SUMMARIES["sweep"]
 
@@ -36,46 +31,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--set", required=True, metavar="NAME_OR_FILE", help="the golden set to tune and confirm on"
     )
-    parser.add_argument(
-        "--k",
-        type=k_list,
-        metavar="K,K,...",
-        help="cut-offs (default 1,3,5,10, or [eval] k; the selected metric's is always added)",
+    add_asking_options(
+        parser,
+        k_help="cut-offs (default 1,3,5,10, or [eval] k; the selected metric's is always added)",
     )
-    parser.add_argument(
-        "--overfetch", type=at_most(MAX_OVERFETCH), metavar="N", help="overfetch factor (default 3)"
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=at_most(MAX_CONCURRENCY),
-        metavar="N",
-        help="questions asked at once (default 1)",
-    )
-    add_executor_options(parser)
-    parser.add_argument(
-        "--timeout",
-        type=seconds,
-        metavar="SECONDS",
-        help="record a question as a timeout error after SECONDS (default: wait)",
-    )
-    parser.add_argument(
-        "--resamples",
-        type=at_most(MAX_RESAMPLES),
-        metavar="N",
-        help="bootstrap resamples of the intervals (default 2000)",
-    )
-    parser.add_argument(
-        "--confidence",
-        type=confidence_level,
-        metavar="X",
-        help="confidence level; 1 - X is the significance level (default 0.95)",
-    )
-    parser.add_argument(
-        "--max-error-rate",
-        type=fraction,
-        metavar="X",
-        help="largest share of questions a configuration may fail on (default 0)",
-    )
+    add_interval_options(parser)
     parser.add_argument(
         "--output-dir",
         metavar="DIR",
