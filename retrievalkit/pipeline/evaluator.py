@@ -536,28 +536,51 @@ def _batches_concurrently(
 ) -> Retrievals:
     """Up to ``concurrency`` batches in flight, from daemon threads, as in
     `_evaluate_concurrently`; the outcomes keep the set's order."""
-    results: list[Retrievals | None] = [None] * len(batches)
+
+    def failed(batch: list[str], error: BaseException) -> Retrievals:
+        return Retrievals.of([Retrieval((), 0.0, _describe(error))] * len(batch))
+
+    results = in_threads(
+        ask, batches, concurrency, failed=failed, done=advance, name="retrievalkit-batch"
+    )
+    return Retrievals.joined(results)
+
+
+def in_threads(
+    work: Callable[[list[str]], T],
+    groups: list[list[str]],
+    concurrency: int,
+    *,
+    failed: Callable[[list[str], BaseException], T],
+    done: Callable[[int], None] | None,
+    name: str,
+) -> list[T]:
+    """``work(group)`` of every group, up to ``concurrency`` at once on daemon threads (a
+    hung retriever cannot keep the process alive), in the groups' order. Whatever a group
+    raises becomes ``failed(group, error)``, so no question is ever lost; ``done`` hears
+    each group's size as it finishes."""
+    results: list[T | None] = [None] * len(groups)
     pending: queue.Queue[int] = queue.Queue()
     finished: queue.Queue[int] = queue.Queue()
-    for index in range(len(batches)):
+    for index in range(len(groups)):
         pending.put(index)
 
-    def work() -> None:
+    def run() -> None:
         while True:
             try:
                 index = pending.get_nowait()
             except queue.Empty:
                 return
             try:
-                results[index] = ask(batches[index])
+                results[index] = work(groups[index])
             except BaseException as error:  # never lose a question, whatever escaped
-                results[index] = Retrievals.of(
-                    [Retrieval((), 0.0, _describe(error))] * len(batches[index])
-                )
+                results[index] = failed(groups[index], error)
             finished.put(index)
 
-    for number in range(min(concurrency, len(batches))):
-        threading.Thread(target=work, name=f"retrievalkit-batch-{number}", daemon=True).start()
-    for _ in batches:
-        advance(len(batches[finished.get()]))
-    return Retrievals.joined([batch for batch in results if batch is not None])
+    for number in range(min(concurrency, len(groups))):
+        threading.Thread(target=run, name=f"{name}-{number}", daemon=True).start()
+    for _ in groups:
+        index = finished.get()
+        if done is not None:
+            done(len(groups[index]))
+    return [result for result in results if result is not None]

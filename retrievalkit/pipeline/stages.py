@@ -30,8 +30,6 @@ names it: ``lost in fusion (engine.fusion)``. Errored and no-answer questions ge
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -43,7 +41,12 @@ import numpy.typing as npt
 from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
 from retrievalkit.model.records import ResultRecord, StageDelta, StageReport
 from retrievalkit.model.values import GoldenQuestion
-from retrievalkit.pipeline.evaluator import Retrievals, call_with_timeout, distinct_ranking
+from retrievalkit.pipeline.evaluator import (
+    Retrievals,
+    call_with_timeout,
+    distinct_ranking,
+    in_threads,
+)
 from retrievalkit.redaction import scrub
 from retrievalkit.stats.paired import paired_test, verdict
 
@@ -247,33 +250,16 @@ def _fetched_concurrently(
     concurrency: int,
     progress: Callable[[int], None] | None,
 ) -> list[tuple[list[Any], float]]:
-    """``fetch`` of every group from ``concurrency`` daemon threads (as the evaluator asks
-    concurrently: a hung retriever cannot keep the process alive), in the groups' order."""
-    results: list[tuple[list[Any], float] | None] = [None] * len(groups)
-    pending: queue.Queue[int] = queue.Queue()
-    finished: queue.Queue[int] = queue.Queue()
-    for index in range(len(groups)):
-        pending.put(index)
-
-    def work() -> None:
-        while True:
-            try:
-                index = pending.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                results[index] = fetch(groups[index])
-            except BaseException as error:  # never lose a question, whatever escaped
-                results[index] = ([error] * len(groups[index]), 0.0)
-            finished.put(index)
-
-    for number in range(min(concurrency, len(groups))):
-        threading.Thread(target=work, name=f"retrievalkit-stages-{number}", daemon=True).start()
-    for _ in groups:
-        done = finished.get()
-        if progress is not None:
-            progress(len(groups[done]))
-    return [result for result in results if result is not None]
+    """``fetch`` of every group from ``concurrency`` daemon threads, as the evaluator asks
+    concurrently, in the groups' order; a group that raised holds its error for each question."""
+    return in_threads(
+        fetch,
+        groups,
+        concurrency,
+        failed=lambda group, error: ([error] * len(group), 0.0),
+        done=progress,
+        name="retrievalkit-stages",
+    )
 
 
 def _inputs(order: Sequence[str]) -> dict[int, list[int]]:
