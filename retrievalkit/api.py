@@ -181,6 +181,7 @@ def evaluate(
     progress: Callable[[int], None] | None = None,
     now: dt.datetime | None = None,
     chunk_separator: str | None = None,
+    metrics: Sequence[str] | None = None,
 ) -> Run:
     """Ask `retriever` every question of `set` and score the answers.
 
@@ -198,6 +199,9 @@ def evaluate(
       `max(k) * overfetch` ids so that `max(k)` distinct documents remain after chunk
       ids collapse.
     - `slices`: meta fields to break the results down by, besides form and hard class.
+    - `metrics`: metrics computed besides the default table, e.g. `["ndcg_exp@10"]`
+      (nDCG with gain 2^grade - 1; alias `ndcg_burges@10`), which is computed only when
+      named; a named metric's cut-off is added to `k`. Default: `[eval] metrics`.
     - `cluster_by`: `cluster`, `hard_class`, `expected` (questions with the same expected
       documents) or `meta.NAME`: every interval is then a cluster bootstrap, and the
       record keeps the field so that `gate` treats clusters as the unit too.
@@ -240,6 +244,7 @@ def evaluate(
         chunk_separator = defaults.chunk_separator
     if cluster_by is None:
         cluster_by = defaults.cluster_by
+    metrics = metrics if metrics is not None else defaults.metrics
     # The checks of the command line's options, with the same messages (exit code 2 there).
     k = arguments.check_ks(k)
     confidence = arguments.check_confidence(confidence)
@@ -250,6 +255,8 @@ def evaluate(
     timeout = arguments.check_timeout(timeout)
     max_error_rate = arguments.check_max_error_rate(max_error_rate)
     slices = arguments.check_names(slices, field="--slice")
+    metrics = arguments.check_metric_names(metrics)
+    k = (*k, *_cut_offs(metrics))
     provider = None
     from retrievalkit.formats.ids import ReturnedIds, canonical_set, check_separators
 
@@ -263,6 +270,8 @@ def evaluate(
     wanted_slices = tuple(dict.fromkeys(slices))
     _check_slices(golden, wanted_slices)
     cluster_by = _checked_clusters(golden, cluster_by)
+    from retrievalkit.metrics.definitions import requested_metrics
+
     scoring = ScoringOptions(
         ks=normalise_ks(k),
         resamples=resamples,
@@ -270,6 +279,7 @@ def evaluate(
         seed=seed,
         slices=wanted_slices,
         cluster_by=cluster_by,
+        metrics=requested_metrics(metrics),
     )
     if isinstance(retriever, str):
         # Before the retriever is built (a corpus indexed): its labels could never be hit.
@@ -338,6 +348,14 @@ def evaluate(
         extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
         notes=notes,
     )
+
+
+def _cut_offs(names: Sequence[str]) -> tuple[int, ...]:
+    """The cut-offs of metric names (a stage's metric, ``stage.S:ndcg@20``, counts too)."""
+    from retrievalkit.metrics.definitions import parse_metric
+
+    metrics = (parse_metric(name.rpartition(":")[2]) for name in names)
+    return tuple(metric.k for metric in metrics if metric.k is not None)
 
 
 def gate(

@@ -328,7 +328,7 @@ class _Evaluations:
         share: bool,
         asker: Asker,
     ) -> None:
-        from retrievalkit.metrics.definitions import normalise_ks
+        from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
         from retrievalkit.metrics.scoring import ScoringOptions
 
         self.golden = golden
@@ -342,6 +342,8 @@ class _Evaluations:
             resamples=settings.resamples,
             confidence=settings.confidence,
             seed=spec.seed,
+            # A sweep that selects by a metric computed only on request computes it.
+            metrics=requested_metrics([spec.select]),
         )
         self._resolved: dict[str, _Retriever] = {}
 

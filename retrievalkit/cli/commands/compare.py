@@ -10,6 +10,7 @@ from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
     add_cluster_by,
     add_common,
+    add_metric,
     at_most,
     confidence_level,
     console,
@@ -123,6 +124,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(e.g. from retrievalkit judge; repeatable)",
     )
     add_cluster_by(parser)
+    add_metric(parser)
     add_common(parser)
 
 

@@ -13,6 +13,7 @@ from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
     add_cluster_by,
     add_common,
+    add_metric,
     at_most,
     confidence_level,
     console,
@@ -140,6 +141,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "SECONDS (default: wait; also [eval] timeout in the config)",
     )
     add_cluster_by(parser)
+    add_metric(parser)
     parser.add_argument(
         "--slice",
         action="append",
