@@ -510,8 +510,12 @@ def sample_intervals(
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = DEFAULT_SEED,
     value_range: tuple[float, float] = (0.0, 1.0),
+    small_samples: bool = True,
 ) -> tuple[FloatArray, FloatArray, npt.NDArray[np.object_]]:
     """(low, high, method) for each row of ``samples`` (rows: independent samples of n).
+
+    ``small_samples`` False keeps plain BCa below `SMALL_SAMPLE` values (what runs gave
+    before 0.3), for the benchmarks that compare the two.
 
     The same choice of method and the same interval code as `bootstrap_means`,
     for many samples at once: the coverage simulations draw thousands of samples and
@@ -554,7 +558,7 @@ def sample_intervals(
         bca_low, bca_high = bca_bounds(resampled, means[boot], acceleration, confidence)
         low[boot] = np.clip(np.minimum(bca_low, means[boot]), chosen.min(axis=1), None)
         high[boot] = np.clip(np.maximum(bca_high, means[boot]), None, chosen.max(axis=1))
-        if size < SMALL_SAMPLE:
+        if size < SMALL_SAMPLE and small_samples:
             # As in a run: few values get the wider interval that says so.
             low[boot], high[boot], kinds[boot] = small_sample_bounds(
                 means[boot],
