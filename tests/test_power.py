@@ -132,6 +132,20 @@ def test_power_with_evidence_from_a_retriever_and_a_stored_run(cli: RunCli, tmp_
     )
     missing = cli("power", "--set", "demo", "--run", "no-such-run")
     assert missing.returncode == 2 and "no run no-such-run" in missing.stderr
+    # The command is a shell over rk.power: the same report from Python, row for row.
+    import retrievalkit as rk
+    from retrievalkit.formats.convert import to_json
+
+    config = tmp_path / "retrievalkit.toml"
+    store = f"sqlite:///{tmp_path}/.retrievalkit/results.sqlite3"
+    from_python = rk.power("demo", run=newest, store=store, config=config)
+    assert json.loads(to_json(from_python)) == stored
+    evaluated = rk.power("demo", retriever="bm25-demo", store="memory:", config=config)
+    assert json.loads(to_json(evaluated))["rows"] == fresh["rows"]
+    from retrievalkit.errors import InputError
+
+    with pytest.raises(InputError, match="not both"):
+        rk.power("demo", run=newest, retriever="bm25-demo", config=config)
 
 
 def test_eval_warns_when_a_threshold_is_below_what_the_set_can_detect(cli: RunCli) -> None:
