@@ -37,6 +37,7 @@ QUICK = {
     "http": ["--rounds", "1", "--repeats", "1"],
     "postgres": ["--repeats", "1", "--questions", "2000"],
     "coverage": ["--samples", "300"],
+    "power": ["--replicates", "100"],
     "gate": ["--replicates", "60"],
     "sequential": ["--replicates", "20"],
     "clustered": ["--replicates", "60"],

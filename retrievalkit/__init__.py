@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         load_config,
         load_set,
         open_store,
+        power,
         sweep,
     )
     from retrievalkit.errors import RunFailed
@@ -56,6 +57,7 @@ _EXPORTS = {
     "evaluate": "retrievalkit.api",
     "fidelity": "retrievalkit.api",
     "gate": "retrievalkit.api",
+    "power": "retrievalkit.api",
     "load_config": "retrievalkit.api",
     "load_set": "retrievalkit.api",
     "open_store": "retrievalkit.api",
@@ -98,6 +100,7 @@ __all__ = [
     "load_set",
     "open_store",
     "parse_metric",
+    "power",
     "sweep",
 ]
 

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from retrievalkit.pipeline.fidelity import FidelityReport
     from retrievalkit.pipeline.gate import Verdict
     from retrievalkit.pipeline.sweep import SweepResult
+    from retrievalkit.stats.power import PowerReport
     from retrievalkit.stores import ResultStore
 
 
@@ -183,6 +184,7 @@ def evaluate(
     chunk_separator: str | None = None,
     executor: str = "local",
     ray_address: str | None = None,
+    metrics: Sequence[str] | None = None,
 ) -> Run:
     """Ask `retriever` every question of `set` and score the answers.
 
@@ -200,6 +202,9 @@ def evaluate(
       `max(k) * overfetch` ids so that `max(k)` distinct documents remain after chunk
       ids collapse.
     - `slices`: meta fields to break the results down by, besides form and hard class.
+    - `metrics`: metrics computed besides the default table, e.g. `["ndcg_exp@10"]`
+      (nDCG with gain 2^grade - 1; alias `ndcg_burges@10`), which is computed only when
+      named; a named metric's cut-off is added to `k`. Default: `[eval] metrics`.
     - `cluster_by`: `cluster`, `hard_class`, `expected` (questions with the same expected
       documents) or `meta.NAME`: every interval is then a cluster bootstrap, and the
       record keeps the field so that `gate` treats clusters as the unit too.
@@ -246,6 +251,7 @@ def evaluate(
         chunk_separator = defaults.chunk_separator
     if cluster_by is None:
         cluster_by = defaults.cluster_by
+    metrics = metrics if metrics is not None else defaults.metrics
     # The checks of the command line's options, with the same messages (exit code 2 there).
     k = arguments.check_ks(k)
     confidence = arguments.check_confidence(confidence)
@@ -257,6 +263,8 @@ def evaluate(
     max_error_rate = arguments.check_max_error_rate(max_error_rate)
     slices = arguments.check_names(slices, field="--slice")
     executor = arguments.check_executor(executor, ray_address)
+    metrics = arguments.check_metric_names(metrics)
+    k = (*k, *_cut_offs(metrics))
     provider = None
     from retrievalkit.formats.ids import ReturnedIds, canonical_set, check_separators
 
@@ -270,6 +278,8 @@ def evaluate(
     wanted_slices = tuple(dict.fromkeys(slices))
     _check_slices(golden, wanted_slices)
     cluster_by = _checked_clusters(golden, cluster_by)
+    from retrievalkit.metrics.definitions import requested_metrics
+
     scoring = ScoringOptions(
         ks=normalise_ks(k),
         resamples=resamples,
@@ -277,6 +287,7 @@ def evaluate(
         seed=seed,
         slices=wanted_slices,
         cluster_by=cluster_by,
+        metrics=requested_metrics(metrics),
     )
     if isinstance(retriever, str):
         # Before the retriever is built (a corpus indexed): its labels could never be hit.
@@ -367,6 +378,14 @@ def evaluate(
         extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
         notes=notes,
     )
+
+
+def _cut_offs(names: Sequence[str]) -> tuple[int, ...]:
+    """The cut-offs of metric names (a stage's metric, ``stage.S:ndcg@20``, counts too)."""
+    from retrievalkit.metrics.definitions import parse_metric
+
+    metrics = (parse_metric(name.rpartition(":")[2]) for name in names)
+    return tuple(metric.k for metric in metrics if metric.k is not None)
 
 
 def gate(
@@ -545,6 +564,105 @@ def compare(
         question_texts=texts,
         cluster_by=_checked_cluster_field(cluster_by),
         questions=held,
+    )
+
+
+def power(
+    set: GoldenQuestionSet | str | os.PathLike[str],
+    *,
+    run: str | None = None,
+    retriever: Any = None,
+    store: ResultStore | str | None = None,
+    drop: float | None = None,
+    confidence: float | None = None,
+    config: Config | str | os.PathLike[str] | None = None,
+) -> PowerReport:
+    """What `set` can detect for every gated metric and slice of the configuration's
+    `[regression]` (by default hit@1 and hit@3): the smallest drop the gate's paired
+    test finds 80 % of the time, and with `drop` the questions that drop needs.
+
+    - Neither `run` nor `retriever`: the worst case (every question moves by a full 1).
+    - `run`: a stored run's per-question values, paired with the baseline `gate` would
+      choose for it in `store` (`retrievalkit.pipeline.baselines.choose_baseline`).
+    - `retriever`: evaluated now with [`evaluate`][retrievalkit.api.evaluate] (nothing
+      saved), paired with its key's baseline in `store` when there is one.
+
+    `confidence` (default `[eval] confidence`, else 0.95) sets alpha = 1 - confidence.
+    Returns a [`PowerReport`][retrievalkit.stats.power.PowerReport]; `retrievalkit power`
+    prints it.
+    """
+    from retrievalkit.pipeline import arguments
+    from retrievalkit.pipeline.baselines import choose_baseline
+    from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS, check_slices
+    from retrievalkit.stats.power import set_power
+
+    if run is not None and retriever is not None:
+        raise InputError("give a stored run or a retriever, not both", field="--run")
+    settings = _config(config)
+    if confidence is None:
+        confidence = settings.eval.confidence or DEFAULT_CONFIDENCE
+    confidence = arguments.check_confidence(confidence)
+    if drop is not None and (
+        isinstance(drop, bool) or not isinstance(drop, (int, float)) or not 0.0 < drop <= 1.0
+    ):
+        raise InputError("must be above 0 and at most 1, e.g. 0.03", field="--drop")
+    thresholds = {**DEFAULT_THRESHOLDS, **settings.regression.thresholds}
+    slice_thresholds = {name: dict(v) for name, v in settings.regression.slices.items()}
+    golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
+    check_slices(slice_thresholds, golden.questions, source=settings.source, set_name=golden.name)
+    outcomes = baseline = None
+    evidence = "the set alone"
+    if run is not None or retriever is not None:
+        opened = _gate_store(store) if store is not None else open_store(config=settings)
+        if run is not None:
+            record = opened.get(run)
+            if record is None:
+                raise InputError(
+                    f"no run {run} in {opened.url}",
+                    field="--run",
+                    hint="retrievalkit history --set S --retriever R lists the stored runs",
+                )
+            if record.set != golden.name:
+                raise InputError(
+                    f"run {run} is a run of the set '{record.set}', not of '{golden.name}'",
+                    field="--run",
+                    hint=f"name a run of '{golden.name}'",
+                )
+            where = f"run {record.run_id}"
+        else:
+            gated = [*thresholds, *(m for ms in slice_thresholds.values() for m in ms)]
+            evaluated = evaluate(
+                golden,
+                retriever,
+                metrics=gated,
+                resamples=1,
+                max_error_rate=None,
+                config=settings,
+                git_commit=None,
+            )
+            record = evaluated.record
+            where = f"retriever {record.model}, evaluated now"
+        choice = choose_baseline(
+            opened, record.set, record.model, grader=record.grader, exclude=record.run_id
+        )
+        outcomes = record.outcomes
+        baseline = choice.record if choice.record is not None else None
+        if baseline is not None and baseline.run_id == record.run_id:
+            baseline = None
+        evidence = (
+            f"{where} against baseline {baseline.run_id}"
+            if baseline is not None
+            else f"{where}; no baseline stored, so the candidate is assumed independent of it"
+        )
+    return set_power(
+        golden,
+        thresholds,
+        slice_thresholds,
+        alpha=1.0 - confidence,
+        drop=drop,
+        outcomes=outcomes,
+        baseline=None if baseline is None else baseline.outcomes,
+        evidence=evidence,
     )
 
 

@@ -101,7 +101,8 @@ def test_the_method_is_chosen_per_slice() -> None:
     overall, one_expected, several = bootstrap_means(recall[:, None], groups, resamples=500)
     assert overall[0].method == intervals.BCA
     assert one_expected[0].method == intervals.CLOPPER_PEARSON
-    assert several[0].method == intervals.BCA
+    # 20 fractional values: a slice that small gets the wider interval that says so.
+    assert several[0].method == intervals.BCA_EXPANDED
 
 
 def test_same_seed_same_intervals_and_slices_leave_the_overall_interval_alone() -> None:
@@ -206,6 +207,19 @@ def _bca_by_definition(
     return float(low), float(high)
 
 
+def _small_sample(
+    n: int, mean: float | None, low: float, high: float, confidence: float
+) -> tuple[str, float, float]:
+    """The method and bounds a cell of ``n`` values gets from BCa's (low, high)."""
+    if n >= intervals.SMALL_SAMPLE:
+        return intervals.BCA, low, high
+    assert mean is not None
+    new_low, new_high, methods = intervals.small_sample_bounds(
+        np.array([mean]), np.array([float(n)]), np.array([low]), np.array([high]), confidence
+    )
+    return str(methods[0]), float(new_low[0]), float(new_high[0])
+
+
 @pytest.mark.parametrize("confidence", [0.95, 0.8])
 def test_bca_bounds_of_the_run_and_its_slices_follow_the_definition(confidence: float) -> None:
     # Skewed values (the acceleration matters at this size), some undefined, three
@@ -227,7 +241,8 @@ def test_bca_bounds_of_the_run_and_its_slices_follow_the_definition(confidence: 
             estimate = estimates[group][metric]
             taken = members & ~np.isnan(values[:, metric])
             low, high = _bca_by_definition(values[:, metric], members, counts, confidence)
-            assert estimate.method == intervals.BCA
+            method, low, high = _small_sample(estimate.n, estimate.mean, low, high, confidence)
+            assert estimate.method == method
             assert estimate.n == taken.sum()
             assert estimate.mean == pytest.approx(values[taken, metric].mean(), rel=1e-12)
             assert estimate.low == pytest.approx(low, abs=1e-6), (group, metric)
@@ -313,9 +328,10 @@ def test_a_slice_of_one_repeated_value_is_constant_within_a_varied_run() -> None
         share = 1 - 0.025 ** (1 / size)
         assert (alike.method, alike.n, alike.mean) == (intervals.CONSTANT, size, 0.5)
         assert (alike.low, alike.high) == pytest.approx((0.5 - 0.5 * share, 0.5 + 0.5 * share))
-        assert other.method == intervals.BCA and other.low is not None and other.high is not None
-        assert np.nanmin(values[~first, metric]) <= other.low < other.high
-        assert other.high <= np.nanmax(values[~first, metric])
+        # 20 or fewer varied values: the wider small-sample interval, inside [0, 1].
+        assert other.method == intervals.BCA_EXPANDED
+        assert other.low is not None and other.high is not None
+        assert 0.0 <= other.low < other.mean < other.high <= 1.0
 
 
 def test_without_resamples_a_continuous_mean_has_no_interval_and_a_rate_keeps_its_own() -> None:
@@ -400,7 +416,8 @@ def test_a_metric_undefined_on_a_whole_slice_keeps_its_interval_in_the_run() -> 
     for group, metric in ((0, 0), (0, 1), (1, 1)):
         low, high = _bca_by_definition(values[:, metric], groups[group], counts, 0.95)
         estimate = estimates[group][metric]
-        assert estimate.method == intervals.BCA
+        method, low, high = _small_sample(estimate.n, estimate.mean, low, high, 0.95)
+        assert estimate.method == method
         assert (estimate.low, estimate.high) == pytest.approx((low, high), abs=1e-6)
 
 
@@ -414,6 +431,6 @@ def test_every_question_can_be_drawn_including_the_first() -> None:
     assert counts.min(axis=0).tolist() == [0.0] * 20
     assert 1900 < counts[:, 0].sum() < 2100
     low, high, methods = intervals.sample_intervals(row, resamples=2000, seed=5)
-    assert methods[0] == intervals.BCA
-    assert low[0] == pytest.approx(0.2)
+    assert methods[0] == intervals.BCA_EXPANDED
+    assert low[0] <= 0.2
     assert high[0] > 0.23

@@ -61,6 +61,7 @@ def test_report_order_and_headline_come_from_the_registry() -> None:
         "recall",
         "precision",
         "ndcg",
+        "ndcg_exp",
         "ap",
         "rr",
         "chunk_recall",

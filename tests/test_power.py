@@ -132,6 +132,20 @@ def test_power_with_evidence_from_a_retriever_and_a_stored_run(cli: RunCli, tmp_
     )
     missing = cli("power", "--set", "demo", "--run", "no-such-run")
     assert missing.returncode == 2 and "no run no-such-run" in missing.stderr
+    # The command is a shell over rk.power: the same report from Python, row for row.
+    import retrievalkit as rk
+    from retrievalkit.formats.convert import to_json
+
+    config = tmp_path / "retrievalkit.toml"
+    store = f"sqlite:///{tmp_path}/.retrievalkit/results.sqlite3"
+    from_python = rk.power("demo", run=newest, store=store, config=config)
+    assert json.loads(to_json(from_python)) == stored
+    evaluated = rk.power("demo", retriever="bm25-demo", store="memory:", config=config)
+    assert json.loads(to_json(evaluated))["rows"] == fresh["rows"]
+    from retrievalkit.errors import InputError
+
+    with pytest.raises(InputError, match="not both"):
+        rk.power("demo", run=newest, retriever="bm25-demo", config=config)
 
 
 def test_eval_warns_when_a_threshold_is_below_what_the_set_can_detect(cli: RunCli) -> None:
@@ -289,3 +303,41 @@ def test_a_power_asked_at_the_exact_power_is_reached_and_one_float_more_is_not(
         assert not _reaches(drop, n, spread, 0.05, exact + 1e-6)
         assert _reaches(drop, n, spread, 0.05, exact - 0.1)
         assert not _reaches(drop, n, spread, 0.05, exact + 0.05)
+
+
+def simulated_continuous_power(
+    centred: np.ndarray, drop: float, n: int, replicates: int, seed: int
+) -> float:
+    """Share of simulated sets of ``n`` differences (drawn from ``centred`` less ``drop``)
+    whose drop the paired sign-flip test finds."""
+    rng = np.random.default_rng(seed)
+    found = 0
+    for row in range(replicates):
+        differences = centred[rng.integers(0, len(centred), n)] - drop
+        p_value, _, _ = sign_flip_p_value(differences, permutations=400, seed=row)
+        found += p_value < 0.05 and differences.sum() < 0
+    return found / replicates
+
+
+@pytest.mark.parametrize("drop", [0.05, 0.1])
+def test_questions_needed_for_ndcg_are_within_10_percent_of_the_simulated_count(
+    bm25_populations: dict[str, np.ndarray], drop: float
+) -> None:
+    # A candidate independent of the run (the "one run" basis) on SciFact's real BM25
+    # ndcg@10: zero-inflated, with mass at 1, where the plain z-test's count is off.
+    values = bm25_populations["ndcg@10"]
+    spread = spread_of_run(values)
+    rng = np.random.default_rng(9)
+    pairs = values[rng.integers(0, len(values), (2, 20_000))]
+    centred = pairs[1] - pairs[0]
+    centred -= centred.mean()
+    needed = questions_needed(drop, spread, 0.05)
+    assert needed is not None
+    replicates = 800
+    error = np.sqrt(0.8 * 0.2 / replicates)
+    at_needed = simulated_continuous_power(centred, drop, needed, replicates, seed=1)
+    assert abs(at_needed - 0.8) <= 3 * error, (needed, at_needed)
+    # 10 % fewer questions fall short, 10 % more reach it: the count is within 10 %.
+    fewer = simulated_continuous_power(centred, drop, round(0.9 * needed), replicates, seed=2)
+    more = simulated_continuous_power(centred, drop, round(1.1 * needed), replicates, seed=3)
+    assert fewer < 0.8 + error and more > 0.8 - error, (fewer, more)

@@ -72,6 +72,8 @@ class EvalConfig:
     """The retriever returns chunk ids: what splits a chunk id from its document's id."""
     cluster_by: str | None = None
     """``cluster``, ``hard_class``, ``expected`` or ``meta.NAME``: see ``--cluster-by``."""
+    metrics: tuple[str, ...] = ()
+    """Metrics computed besides the default table (``ndcg_exp@10``): see ``--metric``."""
 
 
 @attrs.frozen
@@ -444,12 +446,18 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
                 values[key] = check_cluster_by(value)
             except ValueError as error:
                 raise fail("eval.cluster_by", str(error)) from None
+        elif key == "metrics":
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise fail("eval.metrics", 'must be a list of metric names, e.g. ["ndcg_exp@10"]')
+            values[key] = tuple(
+                _metric_name(item, f"eval.metrics.{item}", fail, seen={}) for item in value
+            )
         else:
             raise fail(
                 f"eval.{key}",
                 "unknown key",
                 hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout, "
-                "chunk_separator, cluster_by",
+                "chunk_separator, cluster_by, metrics",
             )
     return EvalConfig(**values)
 

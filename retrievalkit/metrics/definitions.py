@@ -11,6 +11,10 @@ Conventions (see the metric reference in the docs):
   returned nothing at all; every other metric is undefined for it (NaN here, ``None``
   in every output) and is left out of means, never counted as 0.
 * An errored question is a miss in every metric.
+* ``ndcg@k`` is trec_eval's nDCG, gain = grade; ``ndcg_exp@k`` (ranx's ``ndcg_burges@k``)
+  is Burges' nDCG, gain = 2^grade - 1. The two agree when every grade is 0 or 1.
+  ``ndcg_exp@k`` is computed only when asked for by name (`ON_REQUEST`), so the
+  default metric table is the same with or without it.
 
 Where trec_eval defines a metric, the value equals trec_eval's for the same ranking
 (pytrec_eval is the test oracle): ``success_k``, ``P_k``, ``recall_k``,
@@ -47,6 +51,9 @@ class _Block:
     """Relevant documents found up to each rank."""
     dcg: FloatArray
     idcg: FloatArray
+    dcg_exp: FloatArray | None
+    """DCG with gain 2^grade - 1, only when an exponential-gain metric was asked for."""
+    idcg_exp: FloatArray | None
     ap_sum: FloatArray
     answerable: npt.NDArray[np.bool_]
     total: FloatArray
@@ -73,6 +80,14 @@ def _precision(block: _Block, k: int) -> FloatArray:
 def _ndcg(block: _Block, k: int) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(block.answerable, block.dcg[:, k - 1] / block.idcg[:, k - 1], np.nan)
+
+
+def _ndcg_exp(block: _Block, k: int) -> FloatArray:
+    assert block.dcg_exp is not None and block.idcg_exp is not None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(
+            block.answerable, block.dcg_exp[:, k - 1] / block.idcg_exp[:, k - 1], np.nan
+        )
 
 
 def _ap(block: _Block, k: int) -> FloatArray:
@@ -114,6 +129,9 @@ class MetricFamily:
     chunk: bool = False
     """Scores the raw chunk ranking against ``expected_chunks`` (`chunk_metrics`), not the
     document ranking; computed only for a set with ``expected_chunks``."""
+    on_request: bool = False
+    """Computed only when named (``--metric``, ``[eval] metrics``, a threshold, a sweep's
+    ``select``), never part of the default table (`ON_REQUEST`)."""
 
     def name(self, k: int | None = None) -> str:
         return f"{self.family}@{k}" if self.per_k else self.family
@@ -156,6 +174,17 @@ METRICS: dict[str, MetricFamily] = {
             "ndcg_cut_k",
             "nDCG@k",
             _ndcg,
+        ),
+        MetricFamily(
+            "ndcg_exp",
+            "ndcg@k with gain 2^grade - 1 (Burges et al. 2005; ranx's ndcg_burges): a "
+            "grade-2 document counts three times a grade-1 one, not twice. Equal to ndcg@k "
+            "when every grade is 0 or 1. Computed only when asked for.",
+            "undefined",
+            None,
+            None,
+            _ndcg_exp,
+            on_request=True,
         ),
         MetricFamily(
             "ap",
@@ -216,6 +245,10 @@ METRICS: dict[str, MetricFamily] = {
     )
 }
 _FAMILY_ORDER = tuple(METRICS)
+#: Other names a family is known by: ranx calls Burges' nDCG ``ndcg_burges``.
+ALIASES = {"ndcg_burges": "ndcg_exp"}
+#: The families computed only when a metric of theirs is named.
+ON_REQUEST = tuple(family.family for family in METRICS.values() if family.on_request)
 
 
 @attrs.frozen
@@ -268,7 +301,8 @@ TREND: tuple[str, ...] = ("hit@1", "hit@3", "rr")
 def parse_metric(name: str) -> Metric:
     """``"ndcg@10"`` -> its `Metric`; ``ValueError`` naming the known ones otherwise."""
     family_name, at, k = name.strip().partition("@")
-    family = METRICS.get(family_name.lower())
+    family_name = family_name.lower()
+    family = METRICS.get(ALIASES.get(family_name, family_name))
     if family is not None:
         if not family.per_k and not at:
             return Metric(family)
@@ -277,6 +311,7 @@ def parse_metric(name: str) -> Metric:
         if family.per_k and at and k.isascii() and k.isdigit() and 0 < int(k) <= MAX_K:
             return Metric(family, int(k))
     known = ", ".join(f.name(0).replace("@0", "@K") for f in METRICS.values())
+    known += ", " + ", ".join(f"{alias}@K (= {family}@K)" for alias, family in ALIASES.items())
     raise ValueError(f"unknown metric '{name}' (known: {known}; e.g. hit@3, ndcg@10, rr)")
 
 
@@ -298,18 +333,55 @@ def headline(names: Iterable[str]) -> list[str]:
     return [name for name in HEADLINE if name in present]
 
 
-def metric_names(ks: Sequence[int], *, judged: bool = False, chunks: bool = False) -> list[str]:
+def requested_metrics(names: Iterable[str]) -> tuple[str, ...]:
+    """The metrics among ``names`` that are computed only on request (``ndcg_exp@10``),
+    by their canonical names, in report order; a stage's (``stage.S:ndcg_exp@10``)
+    counts as its metric. Unknown names are left for their own check."""
+    found: set[Metric] = set()
+    for name in names:
+        bare = name.rpartition(":")[2] if name.startswith("stage.") else name
+        try:
+            metric = parse_metric(bare)
+        except ValueError:
+            continue
+        if metric.family.on_request:
+            found.add(metric)
+    return tuple(metric.name for metric in sorted(found, key=lambda metric: metric.order))
+
+
+def metric_names(
+    ks: Sequence[int],
+    *,
+    judged: bool = False,
+    chunks: bool = False,
+    extra: Sequence[str] = (),
+) -> list[str]:
     """The metric table's names, in report order: per-k families by k, then ``rr``; the
-    chunk metrics only with ``chunks``."""
+    chunk metrics only with ``chunks``; of the families computed on request, only the
+    names in ``extra`` (`requested_metrics`)."""
     ordered: list[str] = []
+    wanted = set(extra)
     for family in METRICS.values():
         if (family.family == "judged" and not judged) or (family.chunk and not chunks):
+            continue
+        if family.on_request:
+            ordered.extend(
+                name for name in map(family.name, sorted(_ks_of(extra, family))) if name in wanted
+            )
             continue
         if family.per_k:
             ordered.extend(family.name(k) for k in ks)
         else:
             ordered.append(family.name())
     return ordered
+
+
+def _ks_of(names: Sequence[str], family: MetricFamily) -> set[int]:
+    return {
+        metric.k
+        for metric in map(parse_metric, names)
+        if metric.family == family and metric.k is not None
+    }
 
 
 def normalise_ks(ks: Sequence[int]) -> tuple[int, ...]:
@@ -465,13 +537,23 @@ def judge_codes(
 
 
 def compute_metrics(
-    judged: JudgedRankings, ks: Sequence[int], *, with_judged: bool = False
+    judged: JudgedRankings,
+    ks: Sequence[int],
+    *,
+    with_judged: bool = False,
+    extra: Sequence[str] = (),
 ) -> dict[str, FloatArray]:
-    """Every metric of the table for every question; NaN where a value is undefined."""
+    """Every metric of the table for every question; NaN where a value is undefined.
+
+    ``extra``: metrics computed only on request (``ndcg_exp@10``), by canonical name;
+    their cut-offs must be among ``ks``."""
     depth = judged.depth
     if max(ks) > depth:
         raise ValueError(f"k={max(ks)} is deeper than the judged depth {depth}")
-    names = metric_names(ks, judged=with_judged)
+    names = metric_names(ks, judged=with_judged, extra=extra)
+    missing = set(extra) - set(names)
+    if missing:
+        raise ValueError(f"{', '.join(sorted(missing))}: not a metric at a cut-off of {ks}")
     count = len(judged.relevant_total)
     results = {name: np.empty(count) for name in names}
     discount = 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
@@ -488,6 +570,7 @@ def compute_metrics(
             discount,
             ks,
             with_judged=with_judged,
+            extra=extra,
         )
         for name in names:
             results[name][rows] = values[name]
@@ -503,6 +586,7 @@ def _metrics_block(
     ks: Sequence[int],
     *,
     with_judged: bool,
+    extra: Sequence[str] = (),
 ) -> dict[str, FloatArray]:
     depth = grades.shape[1]
     relevant = grades >= 1
@@ -513,12 +597,15 @@ def _metrics_block(
     cumulative = np.cumsum(relevant, axis=1, dtype=np.float64)
     ranks = np.arange(1, depth + 1, dtype=np.float64)
     precision_at_rank = np.where(relevant, cumulative / ranks, 0.0)
+    exponential = bool(extra)
     block = _Block(
         grades=grades,
         relevant=relevant,
         cumulative=cumulative,
         dcg=np.cumsum(gains * discount, axis=1),
         idcg=np.cumsum(ideal * discount, axis=1),
+        dcg_exp=np.cumsum((np.exp2(gains) - 1.0) * discount, axis=1) if exponential else None,
+        idcg_exp=np.cumsum((np.exp2(ideal) - 1.0) * discount, axis=1) if exponential else None,
         ap_sum=np.cumsum(precision_at_rank, axis=1),
         answerable=answerable,
         total=total,
@@ -528,6 +615,12 @@ def _metrics_block(
     results: dict[str, FloatArray] = {}
     for family in METRICS.values():
         if (family.family == "judged" and not with_judged) or family.chunk:
+            continue
+        if family.on_request:
+            for name in extra:
+                metric = parse_metric(name)
+                if metric.family == family and metric.k is not None:
+                    results[name] = family.compute(block, metric.k)
             continue
         if family.per_k:
             for k in ks:

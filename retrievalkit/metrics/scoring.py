@@ -52,6 +52,9 @@ class ScoringOptions:
     cluster_by: str | None = None
     """With a field (`retrievalkit.stats.clusters.CLUSTER_FIELDS` or ``meta.NAME``), every
     interval is a cluster bootstrap over the questions grouped by it."""
+    metrics: tuple[str, ...] = ()
+    """Metrics computed only on request (``ndcg_exp@10``, canonical names,
+    `retrievalkit.metrics.definitions.requested_metrics`); their cut-offs are in ``ks``."""
 
 
 @attrs.frozen
@@ -107,7 +110,9 @@ class RunScorer:
         self.with_chunks = (
             any(question.expected_chunks for question in questions) if chunks is None else chunks
         )
-        self.names = metric_names(options.ks, judged=self.with_judged, chunks=self.with_chunks)
+        self.names = metric_names(
+            options.ks, judged=self.with_judged, chunks=self.with_chunks, extra=options.metrics
+        )
         count = len(questions)
         # One row a question, C order: the intervals sum each column in question order.
         self.values = np.empty((count, len(self.names)))
@@ -173,7 +178,9 @@ class RunScorer:
             self.depth,
             errored,
         )
-        table = compute_metrics(judged, self.options.ks, with_judged=self.with_judged)
+        table = compute_metrics(
+            judged, self.options.ks, with_judged=self.with_judged, extra=self.options.metrics
+        )
         if self.with_chunks:
             table.update(
                 chunk_metrics(

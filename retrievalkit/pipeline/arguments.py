@@ -169,6 +169,12 @@ def check_metric_name(name: Any, *, field: str) -> str:
         raise InputError(str(error), field=field) from None
 
 
+def check_metric_names(value: Any, *, field: str = "--metric") -> tuple[str, ...]:
+    """Metrics to compute besides the default table, by canonical name, each once."""
+    names = check_names(value, field=field)
+    return tuple(dict.fromkeys(check_metric_name(name, field=field) for name in names))
+
+
 def check_metric_thresholds(value: Any, *, field: str = "thresholds") -> dict[str, float]:
     """Metric name -> largest allowed drop: canonical names, each once, drops 0 to 1."""
     if not isinstance(value, Mapping):

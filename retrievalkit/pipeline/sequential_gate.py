@@ -45,6 +45,7 @@ def evaluate_sequentially(
     git_commit: str | None = None,
     seed: int = DEFAULT_SEED,
     config: Any = None,
+    metrics: Sequence[str] = (),
 ) -> tuple[Run, Verdict, SequentialResult]:
     """Ask ``golden``'s questions in a seeded random order until the gate is settled.
 
@@ -53,7 +54,7 @@ def evaluate_sequentially(
     (``undecided`` fails). The pipeline's retrieval, scoring and record steps are those
     of `retrievalkit.api.evaluate`.
     """
-    from retrievalkit.metrics.definitions import normalise_ks
+    from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
     from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
     from retrievalkit.pipeline.baselines import choose_baseline
     from retrievalkit.pipeline.evaluator import Retrieval, evaluate_questions
@@ -88,7 +89,11 @@ def evaluate_sequentially(
         for metric in {metric for _, metric, _, _ in gates}
     }
     scoring = ScoringOptions(
-        ks=normalise_ks(k), resamples=resamples, confidence=confidence, slices=tuple(slices)
+        ks=normalise_ks(k),
+        resamples=resamples,
+        confidence=confidence,
+        slices=tuple(slices),
+        metrics=requested_metrics(metrics),
     )
     quick = attrs.evolve(scoring, resamples=1)
     answered: dict[int, Retrieval] = {}

@@ -340,7 +340,7 @@ class _Evaluations:
         asker: Asker,
         remote: RemoteAsker | None = None,
     ) -> None:
-        from retrievalkit.metrics.definitions import normalise_ks
+        from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
         from retrievalkit.metrics.scoring import ScoringOptions
 
         self.golden = golden
@@ -355,6 +355,8 @@ class _Evaluations:
             resamples=settings.resamples,
             confidence=settings.confidence,
             seed=spec.seed,
+            # A sweep that selects by a metric computed only on request computes it.
+            metrics=requested_metrics([spec.select]),
         )
         self._resolved: dict[str, _Retriever] = {}
 

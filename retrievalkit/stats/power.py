@@ -16,8 +16,10 @@ the least to the most informed:
 
 0/1 metrics use the exact sign test with the discordance ``max(observed, drop)`` (a drop
 of d needs at least a share d of the questions to change); continuous metrics the normal
-approximation of the test, with the floor of the exact test (at least
-`min_discordant` questions must differ) checked as well.
+approximation of the sign-flip test, Phi((d sqrt(n) - z sqrt(sd^2 + d^2)) / sd): its flips
+spread by the differences' second moment about 0, which a drop adds to, so the plain
+z-test's Phi(d sqrt(n) / sd - z) promises too much power at large drops. The floor of
+the exact test (at least `min_discordant` questions must differ) is checked as well.
 """
 
 from __future__ import annotations
@@ -98,7 +100,10 @@ def power_at(drop: float, n: int, spread: Spread, alpha: float) -> float:
     from scipy.special import ndtr, ndtri
 
     sd = max(spread.sd, 1e-12)
-    return float(ndtr(drop * math.sqrt(n) / sd + ndtri(alpha / 2.0)))
+    # The sign-flip test compares the sum of the differences with the spread of its
+    # flips, sqrt(sum of squares): under a drop that is n (sd^2 + drop^2), not n sd^2.
+    critical = -ndtri(alpha / 2.0) * math.sqrt(1.0 + (drop / sd) ** 2)
+    return float(ndtr(drop * math.sqrt(n) / sd - critical))
 
 
 def _reaches(drop: float, n: int, spread: Spread, alpha: float, power: float) -> bool:

@@ -12,6 +12,7 @@ from retrievalkit.cli.commands.options import (
     add_cluster_by,
     add_common,
     add_interval_options,
+    add_metric,
     console,
     evaluation_settings,
     load_config,
@@ -91,6 +92,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "(e.g. from retrievalkit judge; repeatable)",
     )
     add_cluster_by(parser)
+    add_metric(parser)
     add_common(parser)
 
 

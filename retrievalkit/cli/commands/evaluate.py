@@ -15,6 +15,7 @@ from retrievalkit.cli.commands.options import (
     add_cluster_by,
     add_common,
     add_interval_options,
+    add_metric,
     console,
     evaluation_settings,
     fraction,
@@ -108,6 +109,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-save", action="store_true", help="do not save the run")
     add_cluster_by(parser)
+    add_metric(parser)
     parser.add_argument(
         "--slice",
         action="append",

@@ -230,6 +230,27 @@ def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
     return gate
 
 
+def metric_name(text: str) -> str:
+    """A metric name, canonical (``NDCG_BURGES@10`` -> ``ndcg_exp@10``)."""
+    from retrievalkit.pipeline.arguments import check_metric_name
+
+    return _checked(lambda: check_metric_name(text, field=""))  # type: ignore[no-any-return]
+
+
+def add_metric(parser: argparse.ArgumentParser) -> None:
+    """``--metric NAME`` (repeatable), shared by eval and compare."""
+    parser.add_argument(
+        "--metric",
+        type=metric_name,
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also compute this metric, e.g. ndcg_exp@10 (nDCG with gain 2^grade - 1, alias "
+        "ndcg_burges@10), which the default table leaves out; its cut-off is added to --k "
+        "(repeatable; also [eval] metrics)",
+    )
+
+
 def add_cluster_by(parser: argparse.ArgumentParser) -> None:
     """``--cluster-by FIELD``, shared by eval, compare and power."""
     parser.add_argument(
@@ -332,14 +353,17 @@ def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, A
     """The keyword arguments of `retrievalkit.evaluate` from the options and the
     configuration, the same for every command that evaluates, so that ``eval`` and
     ``compare`` store the same record for the same retriever."""
-    from retrievalkit.metrics.definitions import DEFAULT_KS, parse_metric
+    from retrievalkit.metrics.definitions import DEFAULT_KS, parse_metric, requested_metrics
     from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
     from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 
     settings = config.eval
     ks = set(getattr(args, "k", None) or settings.k or DEFAULT_KS)
+    gated = thresholds(args, config).metric_names()
+    # A metric computed only on request (ndcg_exp@10) is computed when it is gated, too.
+    metrics = (*getattr(args, "metric", ()), *settings.metrics, *requested_metrics(gated))
     # A gated metric at a cut-off not asked for is computed anyway, so the gate can check it.
-    for name in thresholds(args, config).metric_names():
+    for name in gated:
         # A stage's metric (stage.rerank:ndcg@20) needs its cut-off as much as any.
         metric = parse_metric(name.rpartition(":")[2] if name.startswith("stage.") else name)
         if metric.k is not None:
@@ -349,6 +373,7 @@ def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, A
     cluster_by = getattr(args, "cluster_by", None) or settings.cluster_by
     return {
         **({"cluster_by": cluster_by} if cluster_by else {}),
+        **({"metrics": tuple(dict.fromkeys(metrics))} if metrics else {}),
         "k": tuple(sorted(ks)),
         "overfetch": getattr(args, "overfetch", None) or settings.overfetch or DEFAULT_OVERFETCH,
         "resamples": getattr(args, "resamples", None) or settings.resamples or DEFAULT_RESAMPLES,
