@@ -68,6 +68,13 @@ _EXPORTS = {
     "dump_summary": "retrievalkit.stores.serialization",
     "load_summary": "retrievalkit.stores.serialization",
     "dump_columns": "retrievalkit.stores.serialization",
+    "VerdictStore": "retrievalkit.stores",
+    # what a store may write beside a run, and how it keeps secrets out of it
+    "OUTPUT_FILES": "retrievalkit.render.report_files",
+    "write_record_report": "retrievalkit.render.report_files",
+    "redact_options": "retrievalkit.redaction",
+    "redact_url": "retrievalkit.redaction",
+    "scrub_known": "retrievalkit.redaction",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from retrievalkit.model.records import ResultRecord
+    from retrievalkit.pipeline.gate import Verdict
     from retrievalkit.render.summary import EvalReport
 
 
@@ -39,3 +41,27 @@ def write_report_files(report: EvalReport, directory: Path) -> list[Path]:
     )
     write_output_file(directory, "report.md", render_markdown(report))
     return [directory / name for name in ("summary.json", "per_question.jsonl", "report.md")]
+
+
+def write_record_report(
+    record: ResultRecord,
+    directory: Path,
+    *,
+    saved_to: str | None = None,
+    verdict: Verdict | None = None,
+) -> list[Path]:
+    """The report files of a run known by its record alone (a store's copy of a saved run),
+    as ``show`` renders it: without the questions' texts, which the record does not keep,
+    and with the gate's verdict when one is given."""
+    from retrievalkit.render.summary import EvalReport
+
+    compared = verdict is not None and verdict.baseline_run_id is not None
+    report = EvalReport(
+        record,
+        (),
+        verdict if compared else None,
+        saved_to,
+        baseline_note=None if verdict is None else verdict.note,
+        not_saved_reason=None if saved_to else "not saved",
+    )
+    return write_report_files(report, directory)

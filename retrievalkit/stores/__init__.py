@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -95,6 +95,21 @@ class DeletingStore(Protocol):
 
         Refuses (StoreError, nothing deleted) when one of them is a pinned baseline.
         """
+        ...
+
+
+@runtime_checkable
+class VerdictStore(Protocol):
+    """A store that keeps each saved run's regression verdict beside it (MLflow's tags).
+
+    ``eval`` calls `save_verdict` right after `ResultStore.save`, with the verdict its gate
+    reached against the baseline (a `retrievalkit.Verdict`); from Python, call it after
+    `retrievalkit.gate`. The run itself is already saved whole: a failure here is the
+    store's to report, and changes neither the run nor the exit code's meaning.
+    """
+
+    def save_verdict(self, record: ResultRecord, verdict: Any) -> None:
+        """Keep ``verdict`` (a `retrievalkit.Verdict`) with the stored run ``record``."""
         ...
 
 

@@ -38,7 +38,9 @@ from retrievalkit.formats.limits import check_path
 if TYPE_CHECKING:
     from retrievalkit.api import Thresholds
     from retrievalkit.formats.config import Config
+    from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import GoldenQuestionSet
+    from retrievalkit.pipeline.gate import Verdict
     from retrievalkit.stores import ResultStore
 
 NAME, HELP = SUMMARIES["evaluate"]
@@ -340,6 +342,7 @@ def run(args: argparse.Namespace) -> int:
 
         with interrupts_deferred() as deferred, plugin_ground():
             store.save(record)
+            keep_verdict(store, record, verdict)
         saved_to = store.url
         if deferred.received:
             print(
@@ -439,6 +442,7 @@ def _run_sequential(
     elif not args.no_save:
         with plugin_ground():
             store.save(run.record)
+            keep_verdict(store, run.record, verdict)
         saved_to = store.url
     report = EvalReport(
         run.record,
@@ -460,3 +464,11 @@ def _run_sequential(
             file=sys.stderr,
         )
     return exit_code
+
+
+def keep_verdict(store: ResultStore, record: ResultRecord, verdict: Verdict) -> None:
+    """Hand the gate's verdict to a store that keeps verdicts (`VerdictStore`)."""
+    from retrievalkit.stores import VerdictStore
+
+    if isinstance(store, VerdictStore):
+        store.save_verdict(record, verdict)
