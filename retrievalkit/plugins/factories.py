@@ -154,10 +154,7 @@ def create_plugin(
         """Where an option of this instance is set: file, line and dotted key."""
         if config_file is None or table is None:
             return {"source": section, "field": option}
-        from retrievalkit.formats.text_files import key_line
-
-        key = table + (f".{option}" if option else "")
-        return {"source": config_file, "line": key_line(config_file, key), "field": key}
+        return config_place(config_file, table, option)
 
     try:
         plugin = plugins.find_one(group, plugin_name)
@@ -213,6 +210,15 @@ def create_plugin(
             f"{kind} '{who}' (plugin '{plugin_name}') could not start: "
             f"{type(error).__name__}: {scrub(str(error), hidden)}"
         ) from None
+
+
+def config_place(config_file: str, table: str, option: str | None) -> dict[str, Any]:
+    """Where ``option`` of the ``[table]`` of a configuration file is set: the file, its
+    line and the dotted key, as an `InputError`'s ``source``, ``line`` and ``field``."""
+    from retrievalkit.formats.text_files import key_line
+
+    key = table + (f".{option}" if option else "")
+    return {"source": config_file, "line": key_line(config_file, key), "field": key}
 
 
 def _declares(factory: Any, parameter: str) -> bool:

@@ -17,7 +17,7 @@ from retrievalkit.errors import InputError, PluginError
 from retrievalkit.formats.config import Config
 from retrievalkit.model.values import GoldenQuestionSet
 from retrievalkit.plugins import registry as plugins
-from retrievalkit.plugins.factories import create_retriever
+from retrievalkit.plugins.factories import config_place, create_retriever
 
 
 def resolve_set(name: str, config: Config) -> GoldenQuestionSet:
@@ -130,6 +130,13 @@ def plan_retriever(name: str, config: Config) -> tuple[str, dict[str, Any]]:
     manifest records, and what a worker of another process builds it from."""
     configured = config.retrievers.get(name)
     if configured is not None:
+        try:
+            plugins.find_one(plugins.RETRIEVERS, configured.plugin)
+        except PluginError as error:
+            if config.source is None:
+                raise
+            where = config_place(str(config.source), f"retrievers.{name}", "plugin")
+            raise InputError(str(error), **where) from None
         return configured.plugin, dict(configured.options)
     known = {plugin.name for plugin in plugins.find(plugins.RETRIEVERS)}
     if name not in known:
