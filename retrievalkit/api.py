@@ -588,7 +588,7 @@ def power(
       saved), paired with its key's baseline in `store` when there is one.
 
     `confidence` (default `[eval] confidence`, else 0.95) sets alpha = 1 - confidence.
-    Returns a [`PowerReport`][retrievalkit.stats.power.PowerReport]; `retrievalkit power`
+    Returns a `retrievalkit.stats.power.PowerReport`; `retrievalkit power`
     prints it.
     """
     from retrievalkit.pipeline import arguments
