@@ -297,3 +297,30 @@ def test_eval_and_its_regression_gate_never_import_scipy_stats(tmp_path: Path) -
     assert not [module for module in modules if module.startswith("scipy.stats")]
     assert not [module for module in modules if module.split(".")[0] == "rich"]
     assert commands_imported(modules) == ["evaluate"]
+
+
+def test_no_statistic_imports_scipy_stats_where_scipy_special_has_the_function() -> None:
+    """Every path of an eval (small slices, clusters, paired tests, judge correction)
+    takes its t and binomial quantiles from scipy.special; only power's fallback, for a
+    SciPy without the binomial ufuncs, imports scipy.stats."""
+    import ast
+
+    fallback = ("retrievalkit/stats/power.py", "_stats_binomial")
+    found = []
+    for path in sorted((REPO / "retrievalkit").rglob("*.py")):
+        where = path.relative_to(REPO).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        spared: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and (where, node.name) == fallback:
+                spared.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(name.startswith("scipy.stats") for name in names) and node.lineno not in spared:
+                found.append(f"{where}:{node.lineno}")
+    assert not found, "take the function from scipy.special (stdtrit, ndtri, ...) instead"

@@ -106,6 +106,8 @@ def create_retriever(
 #: The keyword a composite's factory declares to be handed its `Resolver`; no option of
 #: that name can be set by a user.
 RESOLVER = "resolver"
+#: Parameters retrievalkit hands to a factory itself: never options a user sets or sees.
+HANDED = frozenset({RESOLVER})
 
 #: What each kind of plugin is called in messages.
 _KINDS = {
@@ -246,7 +248,7 @@ def _option_hint(factory: Any, option: str | None) -> str:
         for p in parameters
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         and not p.name.startswith("_")
-        and p.name != RESOLVER
+        and p.name not in HANDED
     )
     if not accepted:
         return "check the plugin's documented options"

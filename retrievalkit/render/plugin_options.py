@@ -9,10 +9,17 @@ from typing import Any
 
 
 def option_rows(factory: Any) -> list[tuple[str, str, str]]:
-    """(option, annotated type, default as written in TOML, ``required`` or ``unset``)."""
+    """(option, annotated type, default as written in TOML, ``required`` or ``unset``).
+
+    A parameter retrievalkit hands in itself (a composite's ``resolver``) is not an option.
+    """
+    from retrievalkit.plugins.factories import HANDED
+
     rows = []
     for parameter in inspect.signature(factory).parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if parameter.name in HANDED:
             continue
         annotation = parameter.annotation
         kind = "" if annotation is inspect.Parameter.empty else str(annotation).strip("'")

@@ -278,12 +278,11 @@ def _expansion(clusters: FloatArray, confidence: float) -> FloatArray:
     """How much wider than the bootstrap's an interval over few clusters is made: by
     sqrt(C / (C - 1)) t_{C-1} / z (Hesterberg 2015's expanded percentile interval), which
     the bootstrap of C units misses (it divides by C, and uses normal tails)."""
-    from scipy.special import ndtri
-    from scipy.stats import t
+    from scipy.special import ndtri, stdtrit
 
     level = (1.0 + confidence) / 2.0
     units = np.maximum(clusters, 2.0)
-    factor = np.sqrt(units / (units - 1.0)) * t.ppf(level, units - 1.0) / ndtri(level)
+    factor = np.sqrt(units / (units - 1.0)) * stdtrit(units - 1.0, level) / ndtri(level)
     return np.asarray(factor, dtype=np.float64)
 
 
@@ -309,13 +308,13 @@ def _korn_graubard(
 ) -> tuple[FloatArray, FloatArray]:
     """The Clopper-Pearson interval of a rate at its effective sample size, shrunk by
     (t quantile at n - 1 / t quantile at clusters - 1)^2 (Korn & Graubard 1998)."""
-    from scipy.stats import t
+    from scipy.special import stdtrit
 
     level = (1.0 + confidence) / 2.0
     size = np.where(np.isnan(effective), present, effective)
     with np.errstate(invalid="ignore", divide="ignore"):
         shrink = (
-            t.ppf(level, np.maximum(counts - 1, 1)) / t.ppf(level, np.maximum(present - 1, 1))
+            stdtrit(np.maximum(counts - 1, 1), level) / stdtrit(np.maximum(present - 1, 1), level)
         ) ** 2
     size = np.minimum(size * shrink, counts)
     return clopper_pearson(means * size, size, confidence)

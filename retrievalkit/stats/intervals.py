@@ -180,14 +180,13 @@ def small_sample_bounds(
     values: `BCA_EXPANDED` from `TINY_SAMPLE` values, `RATE_BOUND` below, each at least as
     wide as the BCa interval and inside ``value_range``; larger cells are left as they are
     (method `BCA`)."""
-    from scipy.special import ndtri
-    from scipy.stats import t
+    from scipy.special import ndtri, stdtrit
 
     lowest, highest = value_range
     span = highest - lowest
     level = (1.0 + confidence) / 2.0
     units = np.maximum(sizes, 2.0)
-    widen = np.sqrt(units / (units - 1.0)) * t.ppf(level, units - 1.0) / ndtri(level)
+    widen = np.sqrt(units / (units - 1.0)) * stdtrit(units - 1.0, level) / ndtri(level)
     widen = np.where(sizes < SMALL_SAMPLE, widen, 1.0)
     new_low = means - (means - low) * widen
     new_high = means + (high - means) * widen

@@ -294,11 +294,11 @@ def paired_interval(
     low: float | None
     high: float | None
     if discordant < FEW_DISCORDANT:
-        from scipy.stats import t as student
+        from scipy.special import stdtrit
 
         centre = float(differences.sum()) / (n + 2)
         variance = ((float((differences**2).sum()) + 1.0) / (n + 2) - centre**2) / (n + 2)
-        spread = float(student.ppf(1.0 - alpha / 2.0, discordant + 1)) * math.sqrt(variance)
+        spread = float(stdtrit(discordant + 1, 1.0 - alpha / 2.0)) * math.sqrt(variance)
         low = min(max(-1.0, centre - spread), mean)
         high = max(min(1.0, centre + spread), mean)
         method: str | None = ADJUSTED_T

@@ -76,8 +76,7 @@ def corrected_mean(
     ``judged`` holds each question's value under the judge's labels, ``human`` its value
     under human labels (NaN for a question outside the human sample).
     """
-    from scipy.special import ndtri
-    from scipy.stats import t
+    from scipy.special import ndtri, stdtrit
 
     defined = ~np.isnan(judged)
     labelled = defined & ~np.isnan(human)
@@ -88,7 +87,7 @@ def corrected_mean(
     judge_ci = None
     if defined.sum() > 1 and judge_mean is not None:
         spread = float(judged[defined].std(ddof=1)) / math.sqrt(int(defined.sum()))
-        half = float(t.ppf(level, int(defined.sum()) - 1)) * spread
+        half = float(stdtrit(int(defined.sum()) - 1, level)) * spread
         judge_ci = _clipped(judge_mean, half, value_range)
     if n < 2:
         return CorrectedMean(judge_mean, judge_ci, None, None, None, n, big_n)
@@ -115,7 +114,7 @@ def corrected_mean(
         np.array([(deviation**3).sum()]), np.array([(deviation**2).sum()])
     )
     low, high = bca_bounds(samples[:, None], np.array([mean]), acceleration, confidence)
-    widen = math.sqrt(n / (n - 1.0)) * float(t.ppf(level, n - 1)) / float(ndtri(level))
+    widen = math.sqrt(n / (n - 1.0)) * float(stdtrit(n - 1, level)) / float(ndtri(level))
     lowest, highest = value_range
     bounds = (
         max(lowest, min(mean, mean - (mean - float(low[0])) * widen)),
