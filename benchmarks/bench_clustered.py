@@ -4,7 +4,10 @@ Clusters: 20 clusters of 5 questions; a cluster draws one value from a populatio
 member takes it with chance sqrt(ICC), else a fresh draw (two members correlate by ICC).
 Reported: coverage (and mean width) of 95 % intervals, per-question (before) and cluster
 bootstrap (after), and the A/A false alarms of the gate on hit@1 (threshold 0,
-require_significant) before and after ``--cluster-by``.
+require_significant) before and after ``--cluster-by``; the A/A false fails of
+``eval --sequential`` (hit@1, allowed drop 0 and 0.05, 20 and 60 clusters of 5) before and
+after; and ``power --cluster-by``'s clusters needed for a drop of 0.05 in nDCG@10 (SciFact
+BM25 values), with the clustered test's simulated power at that count.
 
 PPI: BM25's reciprocal rank on SciFact is the truth; a lenient judge grades 40 % of the
 questions as well as a random other question would, never worse; humans grade a random
@@ -40,13 +43,69 @@ CODES = np.repeat(np.arange(CLUSTERS), SIZE)
 
 
 def clustered(
-    population: npt.NDArray[np.float64], icc: float, count: int, seed: int
+    population: npt.NDArray[np.float64],
+    icc: float,
+    count: int,
+    seed: int,
+    clusters: int = CLUSTERS,
 ) -> npt.NDArray[np.float64]:
     rng = np.random.default_rng(seed)
-    shared = population[rng.integers(0, len(population), (CLUSTERS, count))]
-    own = population[rng.integers(0, len(population), (CLUSTERS, SIZE, count))]
-    take = rng.random((CLUSTERS, SIZE, count)) < np.sqrt(icc)
-    return np.where(take, shared[:, None, :], own).reshape(CLUSTERS * SIZE, count)
+    shared = population[rng.integers(0, len(population), (clusters, count))]
+    own = population[rng.integers(0, len(population), (clusters, SIZE, count))]
+    take = rng.random((clusters, SIZE, count)) < np.sqrt(icc)
+    return np.where(take, shared[:, None, :], own).reshape(clusters * SIZE, count)
+
+
+def sequential_false_fails(
+    icc: float, replicates: int, after: bool, threshold: float, clusters: int
+) -> float:
+    """A/A pairs through `run_sequentially`: the share that does not pass."""
+    from retrievalkit.stats.sequential import PASS, run_sequentially
+
+    rates = (np.random.default_rng(2).random(1000) < 0.5).astype(np.float64)
+    seed = 71 + int(icc * 100) + clusters
+    baselines = clustered(rates, icc, replicates, seed=seed, clusters=clusters)
+    candidates = clustered(rates, icc, replicates, seed=seed + 1, clusters=clusters)
+    ids = [f"q{i}" for i in range(clusters * SIZE)]
+    codes = np.repeat(np.arange(clusters), SIZE).tolist() if after else None
+    fails = 0
+    for replicate in range(replicates):
+        before = {"hit@1": dict(zip(ids, baselines[:, replicate].tolist(), strict=True))}
+        column = candidates[:, replicate]
+
+        def ask(indices: list[int], column: npt.NDArray[np.float64] = column) -> list[dict]:
+            return [{"hit@1": float(column[index])} for index in indices]
+
+        _, result = run_sequentially(
+            ids, ask, [(None, "hit@1", threshold, ids)], before, alpha=0.05,
+            seed=replicate, points=801, clusters=codes, batch=5,
+        )  # fmt: skip
+        fails += result.decision != PASS
+    return fails / replicates
+
+
+def power_rows(values: npt.NDArray[np.float64], replicates: int) -> list[list[str]]:
+    """Clusters ``power`` asks for a drop of 0.05 (from a pilot of 200 clusters), and the
+    clustered sign-flip test's simulated power at that count."""
+    from retrievalkit.stats.paired import sign_flip_p_value
+    from retrievalkit.stats.power import questions_needed, spread_of_clusters
+
+    rows = []
+    for icc in ICCS[1:]:
+        centred = values - values.mean()
+        pilot = clustered(centred, icc, 2, seed=5, clusters=200)
+        codes = np.repeat(np.arange(200), SIZE)
+        spread, _ = spread_of_clusters(pilot[:, 0], codes, baseline=pilot[:, 1])
+        needed = questions_needed(0.05, spread, 0.05)
+        assert needed is not None
+        found = 0
+        for replicate in range(replicates):
+            pair = clustered(centred, icc, 2, seed=1000 + replicate, clusters=needed)
+            sums = (pair[:, 1] - pair[:, 0] - 0.05).reshape(needed, SIZE).sum(axis=1)
+            p_value, _, _ = sign_flip_p_value(sums, permutations=400, seed=replicate)
+            found += p_value < 0.05 and sums.sum() < 0
+        rows.append([f"{icc:g}", str(needed), str(needed * SIZE), f"{found / replicates:.1%}"])
+    return rows
 
 
 def coverage(
@@ -167,6 +226,27 @@ def main() -> int:
             [[f"{icc:g}", *row] for icc, row in zip(ICCS, alarms, strict=True)],
         )
     )
+    few = max(50, args.replicates // 5)
+    sequential = []
+    highest = 0.0
+    for clusters in (20, 60):
+        for threshold in (0.0, 0.05):
+            cells = [f"{clusters} x {SIZE}", f"{threshold:g}"]
+            for icc in ICCS:
+                before = sequential_false_fails(icc, few, False, threshold, clusters)
+                after = sequential_false_fails(icc, few, True, threshold, clusters)
+                highest = max(highest, after)
+                cells.append(f"{before:.1%} -> {after:.1%}")
+            sequential.append(cells)
+    print(f"\neval --sequential A/A false fails (hit@1, {few} pairs): per question -> clusters")
+    print(table(["clusters", "allowed drop", *(f"ICC {icc:g}" for icc in ICCS)], sequential))
+    print(f"\npower --cluster-by: nDCG@10 drop 0.05, SciFact BM25 values ({few} sets each)")
+    print(
+        table(
+            ["ICC", "clusters needed", "questions", "simulated power"],
+            power_rows(scifact["ndcg@10"], few),
+        )
+    )
     print("\njudge-corrected means: a lenient judge, SciFact rr")
     print(
         table(
@@ -184,6 +264,12 @@ def main() -> int:
     print(
         goal(
             worst <= 0.05, f"clustered gate false alarms <= 5 % at every ICC (highest {worst:.1%})"
+        )
+    )
+    print(
+        goal(
+            highest <= 0.05,
+            f"clustered sequential A/A false fails <= 5 % at every ICC (highest {highest:.1%})",
         )
     )
     return 0

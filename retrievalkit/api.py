@@ -576,6 +576,7 @@ def power(
     drop: float | None = None,
     confidence: float | None = None,
     config: Config | str | os.PathLike[str] | None = None,
+    cluster_by: str | None = None,
 ) -> PowerReport:
     """What `set` can detect for every gated metric and slice of the configuration's
     `[regression]` (by default hit@1 and hit@3): the smallest drop the gate's paired
@@ -588,6 +589,10 @@ def power(
       saved), paired with its key's baseline in `store` when there is one.
 
     `confidence` (default `[eval] confidence`, else 0.95) sets alpha = 1 - confidence.
+    `cluster_by` (`cluster`, `hard_class`, `expected`, `meta.NAME`; default the stored
+    run's field, else `[eval] cluster_by`) makes whole clusters of related questions the
+    unit, as the gate's clustered paired test takes them: the detectable drop is that of
+    the set's clusters, and the questions needed are clusters of the mean size.
     Returns a `retrievalkit.stats.power.PowerReport`; `retrievalkit power`
     prints it.
     """
@@ -611,6 +616,7 @@ def power(
     golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
     check_slices(slice_thresholds, golden.questions, source=settings.source, set_name=golden.name)
     outcomes = baseline = None
+    record: ResultRecord | None = None
     evidence = "the set alone"
     if run is not None or retriever is not None:
         opened = _gate_store(store) if store is not None else open_store(config=settings)
@@ -654,6 +660,9 @@ def power(
             if baseline is not None
             else f"{where}; no baseline stored, so the candidate is assumed independent of it"
         )
+    if cluster_by is None:
+        stored = record.cluster_by if run is not None and record is not None else None
+        cluster_by = stored or settings.eval.cluster_by
     return set_power(
         golden,
         thresholds,
@@ -663,6 +672,7 @@ def power(
         outcomes=outcomes,
         baseline=None if baseline is None else baseline.outcomes,
         evidence=evidence,
+        cluster_by=_checked_clusters(golden, cluster_by),
     )
 
 

@@ -42,7 +42,12 @@ from retrievalkit.metrics.scoring import (
 )
 from retrievalkit.stats.clusters import paired_test_by
 from retrievalkit.stats.paired import SIGNIFICANT, verdict
-from retrievalkit.stats.power import power_row, spread_of_pair, undetectable_warning
+from retrievalkit.stats.power import (
+    power_row,
+    spread_of_clusters,
+    spread_of_pair,
+    undetectable_warning,
+)
 from retrievalkit.stats.sequential import FAIL, PASS, SequentialResult
 
 #: Without any threshold configured, any drop of the two record rates is a regression.
@@ -314,14 +319,21 @@ def _compare_metric(
     )
     if paired.difference is None:
         return None, None
+    spread, units = spread_of_pair(left, right), None
+    if clusters is not None:
+        by_cluster, units = spread_of_clusters(right, clusters, baseline=left)
+        if units == paired.n:  # clusters of one question: the per-question test
+            units = None
+        else:
+            spread = by_cluster
     row = power_row(
         metric,
         slice_name,
-        # Clustered questions carry the information of their effective number.
-        paired.n if paired.effective_n is None else max(1, round(paired.effective_n)),
-        spread_of_pair(left, right),
+        paired.n,
+        spread,
         alpha=1.0 - confidence,
         threshold=threshold,
+        clusters=units,
     )
     warning = undetectable_warning(row) if row.below_detectable else None
     said = verdict(paired.p_value, paired.p_floor, 1.0 - confidence)

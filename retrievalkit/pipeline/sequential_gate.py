@@ -46,22 +46,27 @@ def evaluate_sequentially(
     seed: int = DEFAULT_SEED,
     config: Any = None,
     metrics: Sequence[str] = (),
+    cluster_by: str | None = None,
 ) -> tuple[Run, Verdict, SequentialResult]:
     """Ask ``golden``'s questions in a seeded random order until the gate is settled.
 
     The run holds the questions asked (its manifest says how many, under
     ``extra["sequential"]``); the verdict's ``regressed`` is the sequential decision
     (``undecided`` fails). The pipeline's retrieval, scoring and record steps are those
-    of `retrievalkit.api.evaluate`.
+    of `retrievalkit.api.evaluate`. With ``cluster_by`` whole clusters of related
+    questions are asked and weighed as one draw, and the run's intervals and the
+    verdict's paired tests treat them as the unit.
     """
     from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
     from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
     from retrievalkit.pipeline.baselines import choose_baseline
     from retrievalkit.pipeline.evaluator import Retrieval, evaluate_questions
     from retrievalkit.pipeline.gate import compare_runs, settle_sequentially, split_slice
-    from retrievalkit.pipeline.run import _config, _resolve, _scored_run
+    from retrievalkit.pipeline.run import _checked_clusters, _config, _resolve, _scored_run
+    from retrievalkit.stats.clusters import questions_clusters
     from retrievalkit.stats.power import gated_metrics
 
+    cluster_by = _checked_clusters(golden, cluster_by)
     resolved = _resolve(retriever, None, None, _config(config))
     choice = choose_baseline(store, golden.name, resolved.name, explicit=baseline)
     if choice.record is None:
@@ -94,8 +99,9 @@ def evaluate_sequentially(
         confidence=confidence,
         slices=tuple(slices),
         metrics=requested_metrics(metrics),
+        cluster_by=cluster_by,
     )
-    quick = attrs.evolve(scoring, resamples=1)
+    quick = attrs.evolve(scoring, resamples=1, cluster_by=None)
     answered: dict[int, Retrieval] = {}
 
     def ask(indices: list[int]) -> list[dict[str, float | None]]:
@@ -120,6 +126,7 @@ def evaluate_sequentially(
         alpha=1.0 - confidence,
         batch=concurrency,
         seed=seed,
+        clusters=None if cluster_by is None else questions_clusters(questions, cluster_by).tolist(),
     )
     kept = sorted(asked)
     run = _scored_run(
@@ -146,5 +153,6 @@ def evaluate_sequentially(
         slice_thresholds=thresholds.slices,
         questions=[questions[index] for index in kept],
         baseline_kind=choice.kind,
+        cluster_by=cluster_by,
     )
     return run, settle_sequentially(verdict, result), result

@@ -25,16 +25,20 @@ def _cells(report: PowerReport, row: PowerRow) -> list[str]:
     detectable = "none" if row.detectable is None else f"{row.detectable:.3f}"
     if row.below_detectable:
         detectable += " !"
+    questions = str(row.n) if row.clusters is None else f"{row.n} in {row.clusters} clusters"
     cells = [
         row.metric,
         row.slice or "(all)",
-        str(row.n),
+        questions,
         _spread(row),
         number(row.threshold),
         detectable,
     ]
     if report.drop is not None:
-        cells.append(NONE if row.needed is None else f"{row.needed:,}")
+        needed = NONE if row.needed is None else f"{row.needed:,}"
+        if row.needed_clusters is not None:
+            needed += f" ({row.needed_clusters:,} clusters)"
+        cells.append(needed)
     return cells
 
 
@@ -51,6 +55,7 @@ def _header(report: PowerReport) -> str:
         f"set {report.set_name} · {report.questions} questions · {report.evidence} "
         f"(spread: {', '.join(bases) or 'none'}) · paired sign-flip test at alpha "
         f"{report.alpha:.2f}, {report.power:.0%} power"
+        + ("" if report.cluster_by is None else f" · whole clusters by {report.cluster_by}")
     )
 
 
@@ -61,6 +66,13 @@ def _notes(report: PowerReport) -> list[str]:
         f"No comparison is significant unless at least {report.min_discordant} questions "
         "differ (with fewer it is unresolvable).",
     ]
+    if report.cluster_by is not None:
+        notes[1] = notes[1].replace(" questions differ", " questions (clusters) differ")
+        notes.append(
+            f"Clusters by {report.cluster_by}: related questions move together, so the "
+            "paired test flips whole clusters; a row counts its clusters, and the questions "
+            "needed are that many clusters of the set's mean size."
+        )
     if any(row.below_detectable for row in report.rows):
         notes.append(
             "!: the allowed drop is below what the set can detect, so a drop between the "

@@ -98,6 +98,8 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
                 if gate.low is None or gate.high is None
                 else f"[{gate.low:+.3f}, {gate.high:+.3f}]"
             )
+            if gate.clusters is not None:
+                where += f" ({gate.clusters} clusters)"
             if gate.p_value is not None and gate.difference is not None:
                 lines.append(
                     f"  {where}: difference {gate.difference:+.3f} over all {gate.population} "

@@ -55,8 +55,17 @@ class Spread:
     discordance: float
     """Share of questions whose value changes (0/1 metrics; 1 in the worst case)."""
     sd: float
-    """Standard deviation of a per-question difference (continuous metrics)."""
+    """Standard deviation of a per-question difference (continuous metrics); with clusters,
+    of a cluster's summed difference in units of the mean cluster size."""
     basis: str
+    size_factor: float = 1.0
+    """With clusters as the unit, the mean squared cluster size over the squared mean size
+    (1 for questions, or clusters of one size): a drop adds that much more to the spread
+    of the flips."""
+    binary_questions: float = 0.0
+    """With clusters of 0/1 values: the mean cluster size. A drop d then moves at least a
+    share d of the questions, which spreads the units by d (1 - d) / size at least, however
+    alike the runs were."""
 
 
 def min_discordant(alpha: float) -> int:
@@ -91,18 +100,80 @@ def spread_of_pair(baseline: npt.NDArray[np.float64], candidate: npt.NDArray[np.
     return Spread(False, 0.0, float(differences.std()), AGAINST_BASELINE)
 
 
+def spread_of_clusters(
+    values: npt.NDArray[np.float64],
+    clusters: npt.NDArray[np.intp],
+    *,
+    baseline: npt.NDArray[np.float64] | None = None,
+) -> tuple[Spread, int]:
+    """(spread, clusters) with whole clusters as the unit, as the clustered paired test
+    (the sign-flip test of the clusters' summed differences) takes them.
+
+    ``clusters`` gives each question's cluster code. A cluster's unit is its summed
+    difference over the mean cluster size, less its share of the mean difference, so
+    that related questions that move together count once: with ``baseline``, of the
+    differences seen (`AGAINST_BASELINE`); without, of one run's values, the candidate
+    independent of it (`ONE_RUN`, sqrt(2) times their spread). Always continuous (a
+    cluster's sum is no 0/1 value), and of clusters of one question exactly the
+    per-question spread of a continuous metric.
+    """
+    if baseline is None:
+        defined = ~np.isnan(values)
+        measured, basis, scale = values[defined], ONE_RUN, math.sqrt(2.0)
+        binary = bool(np.isin(values[defined], (0.0, 1.0)).all())
+    else:
+        defined = ~np.isnan(values) & ~np.isnan(baseline)
+        measured, basis, scale = values[defined] - baseline[defined], AGAINST_BASELINE, 1.0
+        binary = bool(np.isin(np.r_[values[defined], baseline[defined]], (0.0, 1.0)).all())
+    if not defined.any():
+        return worst_case(), 0
+    _, codes = np.unique(clusters[defined], return_inverse=True)
+    sums = np.bincount(codes, weights=measured)
+    sizes = np.bincount(codes).astype(np.float64)
+    mean_size = float(sizes.mean())
+    units = (sums - sizes * float(measured.mean())) / mean_size
+    factor = float((sizes**2).mean()) / mean_size**2
+    sd = scale * float(units.std())
+    return Spread(False, 0.0, sd, basis, factor, mean_size if binary else 0.0), len(sizes)
+
+
+def worst_case_of_clusters(clusters: npt.NDArray[np.intp]) -> tuple[Spread, int]:
+    """(spread, clusters) when every question moves by a full 1 with its whole cluster."""
+    _, codes = np.unique(clusters, return_inverse=True)
+    sizes = np.bincount(codes).astype(np.float64)
+    if not len(sizes):
+        return worst_case(), 0
+    factor = float((sizes**2).mean()) / float(sizes.mean()) ** 2
+    return Spread(True, 1.0, math.sqrt(factor), WORST_CASE, factor), len(sizes)
+
+
 def power_at(drop: float, n: int, spread: Spread, alpha: float) -> float:
     """The chance that the paired test finds a drop of ``drop`` with ``n`` questions."""
     if n < min_discordant(alpha) or drop <= 0.0:
         return 0.0
-    if spread.binary:
-        return _sign_test_power(drop, n, max(spread.discordance, drop), alpha)
     from scipy.special import ndtr, ndtri
 
+    if spread.binary and spread.size_factor != 1.0:
+        # The worst case of clusters of unequal sizes m: each cluster moves by a full 1
+        # together, a loss with chance (1 + drop) / 2. In units of the mean size the sum
+        # has mean n drop and variance n f (1 - drop^2), its flips spread by sqrt(n f).
+        if drop >= 1.0:
+            return 1.0
+        z = -ndtri(alpha / 2.0)
+        factor = spread.size_factor
+        return float(
+            ndtr((drop * math.sqrt(n) - z * math.sqrt(factor)) / math.sqrt(factor * (1 - drop**2)))
+        )
+    if spread.binary:
+        return _sign_test_power(drop, n, max(spread.discordance, drop), alpha)
+
     sd = max(spread.sd, 1e-12)
+    if spread.binary_questions:
+        sd = max(sd, math.sqrt(drop * max(0.0, 1.0 - drop) / spread.binary_questions))
     # The sign-flip test compares the sum of the differences with the spread of its
-    # flips, sqrt(sum of squares): under a drop that is n (sd^2 + drop^2), not n sd^2.
-    critical = -ndtri(alpha / 2.0) * math.sqrt(1.0 + (drop / sd) ** 2)
+    # flips, sqrt(sum of squares): under a drop that is n (sd^2 + drop^2), not n sd^2
+    # (clusters of unequal sizes m: n (sd^2 + drop^2 E[m^2] / E[m]^2)).
+    critical = -ndtri(alpha / 2.0) * math.sqrt(1.0 + spread.size_factor * (drop / sd) ** 2)
     return float(ndtr(drop * math.sqrt(n) / sd - critical))
 
 
@@ -121,7 +192,7 @@ def _reaches(drop: float, n: int, spread: Spread, alpha: float, power: float) ->
     searches (`detectable_drop`, `questions_needed`) only ever ask this question, and
     most of their probes are far from the power asked.
     """
-    if n < min_discordant(alpha) or drop <= 0.0 or not spread.binary:
+    if n < min_discordant(alpha) or drop <= 0.0 or not spread.binary or spread.size_factor != 1:
         return power_at(drop, n, spread, alpha) >= power
     discordance = min(1.0, max(spread.discordance, drop))
     every = _binomial_window(n, discordance)
@@ -390,6 +461,11 @@ class PowerRow:
     drop: float | None = None
     needed: int | None = None
     """Questions needed to find ``drop`` (None without --drop, or past 10 million)."""
+    clusters: int | None = None
+    """With clusters as the unit: how many the questions form (``detectable`` is for them)."""
+    needed_clusters: int | None = None
+    """With clusters: the clusters needed to find ``drop``; ``needed`` is as many clusters
+    of the mean size."""
 
     @property
     def below_detectable(self) -> bool:
@@ -409,7 +485,15 @@ def power_row(
     power: float = DEFAULT_POWER,
     threshold: float | None = None,
     drop: float | None = None,
+    clusters: int | None = None,
 ) -> PowerRow:
+    """What ``n`` questions detect; with ``clusters`` (how many they form, the spread's
+    units then), what that many clusters detect."""
+    units = n if clusters is None else clusters
+    needed_units = None if drop is None else questions_needed(drop, spread, alpha, power)
+    needed = needed_units
+    if clusters is not None and needed_units is not None:
+        needed = math.ceil(needed_units * n / max(clusters, 1))
     return PowerRow(
         metric=metric,
         slice=slice_name,
@@ -417,19 +501,22 @@ def power_row(
         basis=spread.basis,
         discordance=round(spread.discordance, 6) if spread.binary else None,
         sd=None if spread.binary else round(spread.sd, 6),
-        detectable=detectable_drop(n, spread, alpha, power),
+        detectable=detectable_drop(units, spread, alpha, power),
         threshold=threshold,
         drop=drop,
-        needed=None if drop is None else questions_needed(drop, spread, alpha, power),
+        needed=needed,
+        clusters=clusters,
+        needed_clusters=None if clusters is None else needed_units,
     )
 
 
 def undetectable_warning(row: PowerRow) -> str:
     where = f"{row.metric} [{row.slice}]" if row.slice else row.metric
+    count = f"{row.n} questions" + ("" if row.clusters is None else f" in {row.clusters} clusters")
     can = (
-        f"no drop at all with {row.n} questions"
+        f"no drop at all with {count}"
         if row.detectable is None
-        else f"{row.detectable:.3f} with {row.n} questions"
+        else f"{row.detectable:.3f} with {count}"
     )
     return (
         f"{where}: the allowed drop {row.threshold:.3f} is below what this set can detect "
@@ -462,7 +549,10 @@ class PowerReport:
     rows: tuple[PowerRow, ...]
     drop: float | None = None
     min_discordant: int = 0
-    """The fewest questions that must differ for any p below alpha."""
+    """The fewest questions that must differ for any p below alpha (with clusters:
+    clusters)."""
+    cluster_by: str | None = None
+    """The field whose clusters are the unit of the paired test; None: questions."""
 
 
 def set_power(
@@ -476,17 +566,26 @@ def set_power(
     outcomes: Sequence[QuestionOutcome] | None = None,
     baseline: Sequence[QuestionOutcome] | None = None,
     evidence: str = "the set alone",
+    cluster_by: str | None = None,
 ) -> PowerReport:
     """What ``golden`` can detect for every gated metric and slice.
 
     Without ``outcomes`` the spread is the worst case and a metric's size is the
     questions that define it (hit@k: all; the others: those with an answer). With
     ``outcomes`` (a run of the set) the run's values give the size and the spread, paired
-    with ``baseline``'s when given.
+    with ``baseline``'s when given. With ``cluster_by`` (a field of
+    `retrievalkit.stats.clusters`) whole clusters are the unit, as in the clustered
+    paired test: the spread is of clusters (`spread_of_clusters`), a drop is detected by
+    enough clusters, and the questions needed are that many clusters of the mean size.
     """
     from retrievalkit.metrics.scoring import outcome_values, slice_label, split_slice
+    from retrievalkit.stats.clusters import questions_clusters
 
     questions = golden.questions
+    codes: dict[str, int] = {}
+    if cluster_by is not None:
+        labels = questions_clusters(questions, cluster_by).tolist()
+        codes = dict(zip([q.id for q in questions], labels, strict=True))
     rows = []
     for slice_name, metric, threshold in gated_metrics(thresholds, slice_thresholds):
         if slice_name is None:
@@ -494,14 +593,22 @@ def set_power(
         else:
             field, label = split_slice(slice_name)
             members = [q.id for q in questions if slice_label(q, field) == label]
+        member_codes = np.array([codes.get(i, -1 - k) for k, i in enumerate(members)])
+        clusters: int | None = None
         if outcomes is None:
             hit = metric.partition("@")[0] == "hit"
-            wanted = set(members)
-            n = sum(1 for q in questions if q.id in wanted and (hit or q.answerable))
+            wanted = {q.id for q in questions if hit or q.answerable}
+            defining = np.array([i in wanted for i in members], dtype=bool)
+            n = int(defining.sum())
             spread = worst_case()
+            if codes:
+                by_cluster, clusters = worst_case_of_clusters(member_codes[defining])
+                if clusters != n:
+                    spread = by_cluster
         else:
             values = outcome_values(outcomes, metric)
             run_values = np.array([values.get(i, np.nan) for i in members])
+            base_values = None
             if baseline is not None:
                 before = outcome_values(baseline, metric)
                 base_values = np.array([before.get(i, np.nan) for i in members])
@@ -511,6 +618,14 @@ def set_power(
             else:
                 n = int((~np.isnan(run_values)).sum())
                 spread = spread_of_run(run_values)
+            if codes:
+                by_cluster, clusters = spread_of_clusters(
+                    run_values, member_codes, baseline=base_values
+                )
+                if clusters != n:  # else clusters of one question: the per-question test
+                    spread = by_cluster
+        if clusters == n:
+            clusters = None
         rows.append(
             power_row(
                 metric,
@@ -521,6 +636,7 @@ def set_power(
                 power=power,
                 threshold=threshold,
                 drop=drop,
+                clusters=clusters,
             )
         )
     return PowerReport(
@@ -532,4 +648,5 @@ def set_power(
         rows=tuple(rows),
         drop=drop,
         min_discordant=min_discordant(alpha),
+        cluster_by=cluster_by,
     )

@@ -28,6 +28,13 @@ settles keeps its error rate:
 
 Each sequence uses alpha / (number of gates); the whole-set rule uses alpha as the fixed
 gate does. The run stops when one gate fails or all pass.
+
+With clusters of related questions (``clusters``), whole clusters are the draws: they
+are asked in a seeded random order, each with all its questions, and a gate takes a
+cluster once all its members have been answered. Its value is the cluster's summed
+difference over the gate's mean cluster size m (so the clusters' mean is D), scaled by
+the largest cluster's m_max / m into [-1, 1]; the whole-set rule is the sign-flip test
+of the clusters' sums, as the fixed gate's clustered test.
 """
 
 from __future__ import annotations
@@ -150,6 +157,8 @@ class GateSequence:
     """Questions of the set both runs define for this metric."""
     asked: int
     """Of those, how many had been asked."""
+    clusters: int | None = attrs.field(default=None, kw_only=True)
+    """With clusters as the unit: how many the population's questions form."""
     low: float | None
     high: float | None
     """The confidence sequence of the mean difference (candidate - baseline) over the set."""
@@ -185,7 +194,7 @@ class SequentialResult:
         return self.saved / self.total if self.total else 0.0
 
 
-@attrs.frozen
+@attrs.define
 class _Gate:
     metric: str
     slice: str | None
@@ -193,23 +202,55 @@ class _Gate:
     members: frozenset[str]
     baseline: Mapping[str, float]
     population: int
+    """Questions both runs define."""
     sequence: BettingSequence
     """For the difference over the set (without replacement): settles ``pass`` early."""
     expected: BettingSequence
     """For the expected difference (with replacement): settles ``fail`` early."""
+    cluster_of: Mapping[str, int] | None = None
+    """Each population question's cluster (None: every question is its own unit)."""
+    sizes: Mapping[int, int] = attrs.field(factory=dict)
+    """Each cluster's population questions."""
+    scale: float = 1.0
+    """A unit's value is its summed difference over ``scale`` (with clusters: the largest
+    cluster's size), so that it lies in [-1, 1] and the units' mean is D / ``bound``."""
+    bound: float = 1.0
+    """The largest cluster's size over the mean size: D's bound in units' values."""
     differences: list[float] = attrs.field(factory=list)
+    sums: list[float] = attrs.field(factory=list)
+    """Each completed unit's summed difference."""
+    pending: dict[int, list[float]] = attrs.field(factory=dict)
 
-    def update(self, difference: float) -> None:
+    @property
+    def units(self) -> int:
+        """How many units the population forms (questions, or clusters)."""
+        return self.population if self.cluster_of is None else len(self.sizes)
+
+    def update(self, question_id: str, difference: float) -> None:
         self.differences.append(difference)
-        self.sequence.update((difference + 1.0) / 2.0)
-        self.expected.update((difference + 1.0) / 2.0)
+        if self.cluster_of is None:
+            self._take(difference)
+            return
+        code = self.cluster_of[question_id]
+        held = self.pending.setdefault(code, [])
+        held.append(difference)
+        if len(held) == self.sizes[code]:
+            del self.pending[code]
+            self._take(math.fsum(held))
+
+    def _take(self, total: float) -> None:
+        self.sums.append(total)
+        value = (total / self.scale + 1.0) / 2.0
+        self.sequence.update(value)
+        self.expected.update(value)
 
 
 def _decision(gate: _Gate, alpha: float, seed: int) -> tuple[str, str, float | None]:
     """(decision, rule, p-value of the whole-set rule)."""
-    if len(gate.differences) >= gate.population:
+    if len(gate.sums) >= gate.units:
         return _whole_set(gate, alpha, seed)
-    cutoff = (1.0 - gate.threshold) / 2.0  # D = -threshold on the [0, 1] scale
+    # D = -threshold on the units' [0, 1] scale
+    cutoff = (1.0 - gate.threshold / gate.bound) / 2.0
     expected = gate.expected.bounds()
     if expected is not None and expected[1] < cutoff:
         return FAIL, SEQUENCE_RULE, None
@@ -225,16 +266,30 @@ def _whole_set(gate: _Gate, alpha: float, seed: int) -> tuple[str, str, float | 
     if not gate.differences:
         return UNDECIDED, WHOLE_SET_RULE, None
     differences = np.asarray(gate.differences, dtype=np.float64)
-    p_value, _, _ = sign_flip_p_value(differences, seed=seed)
-    discordant = int((np.abs(differences) > 1e-12).sum())
+    # The sign-flip test of the units: questions, or the clusters' summed differences.
+    sums = np.asarray(gate.sums, dtype=np.float64)
+    p_value, _, _ = sign_flip_p_value(sums, seed=seed)
+    discordant = int((np.abs(sums) > 1e-12).sum())
     dropped = -float(differences.mean()) > gate.threshold + _TOLERANCE
     said = verdict(p_value, p_floor(discordant), alpha)
     return (FAIL if dropped and said == SIGNIFICANT else PASS), WHOLE_SET_RULE, p_value
 
 
-def sequential_order(question_ids: Sequence[str], seed: int = DEFAULT_SEED) -> list[int]:
-    """The seeded random order the questions are asked in (indices into the set)."""
-    return [int(index) for index in np.random.default_rng(seed).permutation(len(question_ids))]
+def sequential_order(
+    question_ids: Sequence[str],
+    seed: int = DEFAULT_SEED,
+    clusters: Sequence[int] | None = None,
+) -> list[int]:
+    """The seeded random order the questions are asked in (indices into the set); with
+    ``clusters`` (each question's cluster code), the clusters' order, each cluster's
+    questions together in the set's order."""
+    if clusters is None:
+        return [int(i) for i in np.random.default_rng(seed).permutation(len(question_ids))]
+    codes = np.asarray(clusters, dtype=np.intp)
+    distinct = np.unique(codes)
+    rank = np.empty(int(distinct.max()) + 1 if distinct.size else 0, dtype=np.intp)
+    rank[distinct] = np.random.default_rng(seed).permutation(distinct.size)
+    return [int(i) for i in np.lexsort((np.arange(codes.size), rank[codes]))]
 
 
 def run_sequentially(
@@ -247,35 +302,30 @@ def run_sequentially(
     batch: int = 1,
     seed: int = DEFAULT_SEED,
     points: int = GRID_POINTS,
+    clusters: Sequence[int] | None = None,
 ) -> tuple[list[int], SequentialResult]:
     """Ask questions (indices, ``batch`` at a time) until every gate is settled.
 
     ``ask`` evaluates the given questions and returns each one's metric values;
     ``gates`` are (slice, metric, threshold, member question ids); ``baseline`` maps a
     metric to the baseline's value per question id (undefined values left out);
-    ``points`` is the resolution of the sequences' grid of means. Returns the indices
-    asked, in order, and the result.
+    ``points`` is the resolution of the sequences' grid of means; ``clusters`` (each
+    question's cluster code) makes whole clusters the draws. Returns the indices asked,
+    in order, and the result.
     """
     if not gates:
         raise ValueError("a sequential run needs at least one threshold to settle")
+    if clusters is not None and len(clusters) != len(question_ids):
+        raise ValueError(f"{len(clusters)} cluster codes for {len(question_ids)} questions")
+    if clusters is not None and len(set(clusters)) == len(clusters):
+        clusters = None  # clusters of one question each: the questions are the units
     share = alpha / len(gates)
-    states = []
-    for slice_name, metric, threshold, members in gates:
-        before = baseline.get(metric, {})
-        population = sum(1 for question_id in members if question_id in before)
-        states.append(
-            _Gate(
-                metric,
-                slice_name,
-                threshold,
-                frozenset(members),
-                before,
-                population,
-                BettingSequence(max(population, 1), share, points),
-                BettingSequence(None, share, points),
-            )
-        )
-    order = sequential_order(question_ids, seed)
+    states = [
+        _gate(slice_name, metric, threshold, members, baseline.get(metric, {}), share, points,
+              None if clusters is None else dict(zip(question_ids, clusters, strict=True)))
+        for slice_name, metric, threshold, members in gates
+    ]  # fmt: skip
+    order = sequential_order(question_ids, seed, clusters)
     asked: list[int] = []
     decisions = [_decision(state, alpha, seed) for state in states]
     for start in range(0, len(order), max(1, batch)):
@@ -294,7 +344,7 @@ def run_sequentially(
                     # Undefined for the candidate but not the baseline cannot happen for a
                     # metric defined by the labels alone; count it as the worst case.
                     value = 0.0
-                state.update(float(value) - state.baseline[question_id])
+                state.update(question_id, float(value) - state.baseline[question_id])
         decisions = [_decision(state, alpha, seed) for state in states]
     if any(d == FAIL for d, _, _ in decisions):
         overall = FAIL
@@ -310,12 +360,13 @@ def run_sequentially(
                 threshold=state.threshold,
                 population=state.population,
                 asked=len(state.differences),
-                low=None if bounds is None else 2.0 * bounds[0] - 1.0,
-                high=None if bounds is None else 2.0 * bounds[1] - 1.0,
+                low=None if bounds is None else state.bound * (2.0 * bounds[0] - 1.0),
+                high=None if bounds is None else state.bound * (2.0 * bounds[1] - 1.0),
                 decision=decision,
                 rule=rule,
                 difference=float(np.mean(state.differences)) if state.differences else None,
                 p_value=p_value,
+                clusters=None if state.cluster_of is None else state.units,
             )
         )
     result = SequentialResult(
@@ -327,3 +378,40 @@ def run_sequentially(
         gates=tuple(rows),
     )
     return asked, result
+
+
+def _gate(
+    slice_name: str | None,
+    metric: str,
+    threshold: float,
+    members: Sequence[str],
+    before: Mapping[str, float],
+    share: float,
+    points: int,
+    cluster_of: Mapping[str, int] | None,
+) -> _Gate:
+    """A gate's state before any answer: its population, and its clusters' sizes."""
+    population = [question_id for question_id in members if question_id in before]
+    sizes: dict[int, int] = {}
+    for code in (cluster_of[q] for q in population) if cluster_of is not None else ():
+        sizes[code] = sizes.get(code, 0) + 1
+    clustered = cluster_of is not None and len(sizes) < len(population)
+    scale = bound = 1.0
+    if clustered:
+        scale = float(max(sizes.values()))
+        bound = scale * len(sizes) / len(population)
+    units = len(sizes) if clustered else len(population)
+    return _Gate(
+        metric,
+        slice_name,
+        threshold,
+        frozenset(members),
+        before,
+        len(population),
+        BettingSequence(max(units, 1), share, points),
+        BettingSequence(None, share, points),
+        cluster_of={q: cluster_of[q] for q in population} if clustered and cluster_of else None,
+        sizes=sizes if clustered else {},
+        scale=scale,
+        bound=bound,
+    )

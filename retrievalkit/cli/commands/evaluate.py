@@ -268,14 +268,6 @@ def run(args: argparse.Namespace) -> int:
         *(("--extra-labels", path) for path in args.extra_labels),
     ]
     check_before_running(args, store, config, inputs)
-    if "cluster_by" in settings and args.sequential:
-        raise InputError(
-            "--sequential does not resample clusters yet, so its confidence sequences "
-            "would treat related questions as independent",
-            field="--cluster-by",
-            hint="run the whole set with --cluster-by (no --sequential), or drop "
-            "--cluster-by and [eval] cluster_by for a sequential run",
-        )
     if args.sequential:
         settings.pop("ray_address", None)
         if settings.pop("executor", None) is not None:

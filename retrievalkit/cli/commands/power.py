@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
+    add_cluster_by,
     add_common,
     confidence_level,
     fraction,
     load_config,
     store_url,
 )
-from retrievalkit.errors import EXIT_OK, InputError
+from retrievalkit.errors import EXIT_OK
 
 if TYPE_CHECKING:
     from retrievalkit.stats.power import PowerReport
@@ -53,12 +54,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="X",
         help="confidence of the paired test, alpha = 1 - X (default 0.95, or [eval] confidence)",
     )
-    parser.add_argument(
-        "--cluster-by",
-        metavar="FIELD",
-        help="not available yet for power: the question counts it gives assume independent "
-        "questions (see docs/power.md)",
-    )
+    add_cluster_by(parser)
     add_common(parser)
 
 
@@ -67,14 +63,6 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.cli.commands.options import console
     from retrievalkit.render.power import render_power_markdown, render_power_table
 
-    if args.cluster_by is not None:
-        raise InputError(
-            "power does not model clusters yet: its question counts assume independent "
-            "questions, and related questions would need more",
-            field="--cluster-by",
-            hint="drop --cluster-by; with clusters of m related questions, count clusters "
-            "instead of questions as a rough guide",
-        )
     config = load_config(args)
     evidence = args.run is not None or args.retriever is not None
     report: PowerReport = power(
@@ -85,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         drop=args.drop,
         confidence=args.confidence,
         config=config,
+        cluster_by=args.cluster_by,
     )
     if args.format == "json":
         from retrievalkit.formats.convert import to_json
