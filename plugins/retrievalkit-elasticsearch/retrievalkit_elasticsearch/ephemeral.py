@@ -1,10 +1,12 @@
 """Indices that live for one run (``ephemeral = true``), and dropping what ``es index`` built.
 
 An ephemeral ``elasticsearch-bm25`` retriever loads its ``corpus`` into a new index
-when it is created and deletes that index when it is closed, garbage-collected, or when
-the process exits, whether the run finished, failed with an error, or was stopped with
-Ctrl-C (the interpreter's exit runs the delete; a ``kill -9`` leaves the index for
-``es drop``). A build that fails or is interrupted deletes what it had loaded.
+(an ephemeral ``elasticsearch-knn`` or ``elasticsearch-hybrid`` one embeds it with its
+``embedder`` first, and loads the vectors too) when it is created and deletes that index
+when it is closed, garbage-collected, or when the process exits, whether the run
+finished, failed with an error, or was stopped with Ctrl-C (the interpreter's exit runs
+the delete; a ``kill -9`` leaves the index for ``es drop``). A build that fails or is
+interrupted deletes what it had loaded.
 """
 
 from __future__ import annotations
@@ -21,11 +23,24 @@ if TYPE_CHECKING:
     from elasticsearch import Elasticsearch
 
     from retrievalkit_elasticsearch.connection import Target
+    from retrievalkit_elasticsearch.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
 #: What ``_meta.created_by`` of an index retrievalkit built starts with.
 CREATOR = "retrievalkit-elasticsearch"
+
+
+def check_ephemeral_options(ephemeral: Any, corpus: Any) -> None:
+    """``ephemeral`` a boolean, and ``corpus`` given only with it."""
+    if not isinstance(ephemeral, bool):
+        raise InputError(f"must be true or false, got {ephemeral!r}", field="ephemeral")
+    if corpus is not None and not ephemeral:
+        raise InputError(
+            "corpus applies only with ephemeral = true (the index is then built from it)",
+            field="corpus",
+            hint="add ephemeral = true, or build the index with 'retrievalkit es index'",
+        )
 
 
 def check_index_name(name: str, field: str) -> str:
@@ -88,9 +103,12 @@ def build_ephemeral(
     k1: float,
     b: float,
     analyzer: str,
+    vectors: tuple[VectorIndex, Any] | None = None,
 ) -> None:
     """Load ``corpus`` into the new index ``name`` (refused when it exists); on any
-    failure, Ctrl-C included, delete what was loaded."""
+    failure, Ctrl-C included, delete what was loaded. With ``vectors`` (the vector setup
+    and the corpus's matrix, row ``i`` for document ``i``) each document carries its
+    vector, as ``es index --embedder`` loads it."""
     from retrievalkit.plugin_api import EvaluationError
     from retrievalkit_elasticsearch.indexing import (
         ANALYZERS,
@@ -116,7 +134,8 @@ def build_ephemeral(
     documents = count_documents(path)
     if documents == 0:
         raise InputError("the corpus holds no documents", source=str(path))
-    body = index_body(k1=k1, b=b, analyzer=analyzer, corpus=str(path))
+    setup = None if vectors is None else vectors[0]
+    body = index_body(k1=k1, b=b, analyzer=analyzer, corpus=str(path), vectors=setup)
     try:
         create_index(client, target, name, body, recreate=False)
     except InputError as error:
@@ -129,7 +148,14 @@ def build_ephemeral(
             ) from None
         raise
     try:
-        report = load_documents(client, target, path, name, documents=documents)
+        report = load_documents(
+            client,
+            target,
+            path,
+            name,
+            documents=documents,
+            vectors=None if vectors is None else (vectors[0].field, vectors[1]),
+        )
         if report.failed:
             raise EvaluationError(
                 f"{report.failed} of {documents} documents could not be loaded into the "

@@ -28,6 +28,7 @@ from retrievalkit_elasticsearch.connection import (
     target_from_options,
     version_mismatch,
 )
+from retrievalkit_elasticsearch.ephemeral import check_ephemeral_options
 from retrievalkit_elasticsearch.indexing import DEFAULT_B, DEFAULT_K1
 from retrievalkit_elasticsearch.query import (
     QUERY_THEN_FETCH,
@@ -322,14 +323,7 @@ def create_elasticsearch_bm25(
             DEFAULT_FIELDS if fields is None else fields, query_type or "best_fields", tie_breaker
         )
     plan = SearchPlan(query, parse_filter(filter), id_field)
-    if not isinstance(ephemeral, bool):
-        raise InputError(f"must be true or false, got {ephemeral!r}", field="ephemeral")
-    if corpus is not None and not ephemeral:
-        raise InputError(
-            "corpus applies only with ephemeral = true (the index is then built from it)",
-            field="corpus",
-            hint="add ephemeral = true, or build the index with 'retrievalkit es index'",
-        )
+    check_ephemeral_options(ephemeral, corpus)
 
     client = target.connect()
     cluster = cluster_name(client, target, action="check cluster health")

@@ -28,6 +28,8 @@ from retrievalkit_elasticsearch.connection import (
     explain,
     target_from_options,
 )
+from retrievalkit_elasticsearch.ephemeral import check_ephemeral_options
+from retrievalkit_elasticsearch.indexing import DEFAULT_B, DEFAULT_K1
 from retrievalkit_elasticsearch.query import QUERY_THEN_FETCH, parse_filter, parse_search_type
 
 if TYPE_CHECKING:
@@ -49,6 +51,9 @@ DEFAULT_NUM_CANDIDATES = 100
 MAX_NUM_CANDIDATES = 10000
 DEFAULT_BATCH_SIZE = 64
 FUSIONS = ("auto", "retrievalkit", "elasticsearch")
+#: Where an ephemeral index's document embeddings are cached, as ``es index`` and the
+#: ``dense`` retriever cache them.
+DEFAULT_EMBEDDING_CACHE = ".retrievalkit/embeddings"
 
 
 @attrs.frozen
@@ -270,6 +275,15 @@ class ElasticsearchKnnRetriever:
         self._separator = doc_id_separator
         self._batch_size = batch_size
         self._cluster = cluster
+        self._dropper: Any = None
+        self.ephemeral = False
+        """Whether the index was built for this retriever and is deleted with it."""
+
+    def close(self) -> None:
+        """Close the client; an ephemeral retriever's index is deleted now."""
+        self._client.close()
+        if self._dropper is not None:
+            self._dropper()
 
     def describe(self) -> dict[str, str]:
         setup = self.vectors.index_type
@@ -397,6 +411,15 @@ def create_elasticsearch_knn(
     search_type: Any = None,
     password: Any = None,
     api_key: Any = None,
+    ephemeral: bool = False,
+    corpus: str | None = None,
+    vector_index: str = "hnsw",
+    hnsw_m: int = DEFAULT_M,
+    hnsw_ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+    embedding_cache: str | None = DEFAULT_EMBEDDING_CACHE,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+    analyzer: str = "standard",
     **connection: Any,
 ) -> ElasticsearchKnnRetriever:
     """Factory of the ``elasticsearch-knn`` plugin; see docs/elasticsearch.md for the options.
@@ -407,6 +430,12 @@ def create_elasticsearch_knn(
     ``embedder_options`` (default: the ones the index records; given, they must make the
     index's vectors), ``doc_id_separator``, ``batch_size`` (questions per ``_msearch``, 64),
     and the connection options of ``elasticsearch-bm25`` (``url``, ``api_key_env``, ...).
+
+    With ``ephemeral = true`` the index is built here, as ``es index --embedder`` builds
+    it: ``corpus`` embedded by ``embedder`` (from ``embedding_cache`` when there; "" for
+    none) into a ``vector_index`` (``hnsw`` with ``hnsw_m`` and ``hnsw_ef_construction``,
+    or ``flat``), BM25 text fields with ``k1``, ``b`` and ``analyzer``; it is deleted
+    when the run ends.
     """
     _refuse_secrets(password, api_key)
     if search_type is not None:
@@ -430,27 +459,102 @@ def create_elasticsearch_knn(
     _whole(num_candidates, "num_candidates", high=MAX_NUM_CANDIDATES)
     _whole(batch_size, "batch_size")
     filters = parse_filter(filter)
+    check_ephemeral_options(ephemeral, corpus)
     target = target_from_options(**connection)
     client = target.connect()
     cluster = cluster_name(client, target, action="check cluster health")
-    vectors = read_vector_index(client, target, index, field=vector_field)
-    made = embedder_for(vectors, index, embedder=embedder, embedder_options=embedder_options)
-    retriever = ElasticsearchKnnRetriever(
-        client,
-        target,
-        index,
-        vectors,
-        made,
-        k=k,
-        num_candidates=num_candidates,
-        filters=filters,
-        doc_id_separator=doc_id_separator,
-        batch_size=batch_size,
-        cluster=cluster,
-    )
-    if filters:
-        _probe(retriever, "filter")
+    dropper = None
+    if ephemeral:
+        from retrievalkit_elasticsearch.ephemeral import build_ephemeral, drop_when_done
+
+        setup = _embedded_corpus(
+            index, corpus, embedder, embedder_options, vector_field, vector_index,
+            hnsw_m, hnsw_ef_construction, embedding_cache,
+        )  # fmt: skip
+        build_ephemeral(client, target, index, corpus, k1=k1, b=b, analyzer=analyzer,
+                        vectors=setup)  # fmt: skip
+        pending = _Pending()  # until the retriever exists, the delete belongs to this call
+        dropper = drop_when_done(pending, target, index)
+    try:
+        vectors = read_vector_index(client, target, index, field=vector_field)
+        made = embedder_for(vectors, index, embedder=embedder, embedder_options=embedder_options)
+        retriever = ElasticsearchKnnRetriever(
+            client,
+            target,
+            index,
+            vectors,
+            made,
+            k=k,
+            num_candidates=num_candidates,
+            filters=filters,
+            doc_id_separator=doc_id_separator,
+            batch_size=batch_size,
+            cluster=cluster,
+        )
+        if filters:
+            _probe(retriever, "filter")
+    except BaseException:
+        if dropper is not None:
+            dropper()
+        raise
+    if dropper is not None:
+        from retrievalkit_elasticsearch.ephemeral import drop_when_done
+
+        dropper.detach()
+        retriever._dropper = drop_when_done(retriever, target, index)
+        retriever.ephemeral = True
     return retriever
+
+
+class _Pending:
+    """What owns an ephemeral index between its build and its retriever."""
+
+
+def _embedded_corpus(
+    index: str,
+    corpus: Any,
+    embedder: str | None,
+    embedder_options: Mapping[str, Any] | None,
+    vector_field: str | None,
+    vector_index: str,
+    hnsw_m: int,
+    hnsw_ef_construction: int,
+    embedding_cache: str | None,
+) -> tuple[VectorIndex, Any]:
+    """The vector setup and the corpus's vectors of an ephemeral kNN index."""
+    from retrievalkit.plugin_api import create_embedder, embed_corpus
+
+    if not embedder:
+        raise InputError(
+            "an ephemeral elasticsearch-knn retriever embeds its corpus, and needs the "
+            "option 'embedder' to do it",
+            field="embedder",
+            hint='e.g. embedder = "wordllama"',
+        )
+    if not isinstance(corpus, str) or not corpus:
+        raise InputError(
+            "an ephemeral Elasticsearch retriever needs the option 'corpus' to build its "
+            "index from",
+            field="corpus",
+            hint='e.g. corpus = "data/corpus.jsonl"',
+        )
+    _whole(hnsw_m, "hnsw_m", low=2)
+    _whole(hnsw_ef_construction, "hnsw_ef_construction")
+    options = dict(embedder_options or {})
+    made = create_embedder(embedder, options)
+    try:
+        setup = vector_index_for(
+            made, name=embedder, options=options, index_type=vector_index, m=hnsw_m,
+            ef_construction=hnsw_ef_construction,
+        )  # fmt: skip
+    except InputError as error:
+        raise InputError(error.detail, field="vector_index", hint=error.hint) from None
+    if vector_field:
+        setup = attrs.evolve(setup, field=vector_field)
+    embedded = embed_corpus(
+        corpus, made, cache_dir=embedding_cache or None, label=f"ephemeral index {index}"
+    )
+    return setup, embedded.matrix
 
 
 def _probe(retriever: ElasticsearchKnnRetriever, field: str) -> None:
@@ -492,6 +596,10 @@ class ElasticsearchRrfRetriever:
         self._window = window
         self.search_type = search_type
         self.embedding_model_id = knn.embedding_model_id
+
+    def close(self) -> None:
+        """Close the client; an ephemeral index is deleted now."""
+        self._knn.close()
 
     def describe(self) -> dict[str, str]:
         return {
@@ -558,6 +666,15 @@ def create_elasticsearch_hybrid(
     search_type: Any = None,
     password: Any = None,
     api_key: Any = None,
+    ephemeral: bool = False,
+    corpus: str | None = None,
+    vector_index: str = "hnsw",
+    hnsw_m: int = DEFAULT_M,
+    hnsw_ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+    embedding_cache: str | None = DEFAULT_EMBEDDING_CACHE,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+    analyzer: str = "standard",
     **connection: Any,
 ) -> Any:
     """Factory of the ``elasticsearch-hybrid`` plugin: BM25 and kNN over one index, fused.
@@ -569,12 +686,10 @@ def create_elasticsearch_hybrid(
     ``retrievalkit`` (two searches fused here) or ``auto`` (Elasticsearch's where the
     cluster offers it and the method is rrf, else retrievalkit's). ``search_type``
     (``dfs_query_then_fetch``: BM25 statistics over every shard) applies to the BM25 leg,
-    and to Elasticsearch's fused search as a whole.
+    and to Elasticsearch's fused search as a whole. With ``ephemeral = true`` the one
+    index both legs search is built as ``elasticsearch-knn`` builds it, and deleted when
+    the run ends.
     """
-    from retrievalkit.plugin_api import ResolvedRetriever, build_hybrid
-    from retrievalkit_elasticsearch.query import parse_multi_match
-    from retrievalkit_elasticsearch.retriever import create_elasticsearch_bm25
-
     _refuse_secrets(password, api_key)
     if fusion not in FUSIONS:
         raise InputError(
@@ -596,8 +711,44 @@ def create_elasticsearch_hybrid(
         embedder=embedder,
         embedder_options=embedder_options,
         doc_id_separator=doc_id_separator,
+        ephemeral=ephemeral,
+        corpus=corpus,
+        vector_index=vector_index,
+        hnsw_m=hnsw_m,
+        hnsw_ef_construction=hnsw_ef_construction,
+        embedding_cache=embedding_cache,
+        k1=k1,
+        b=b,
+        analyzer=analyzer,
         **connection,
     )
+    try:
+        return _fused(knn, index, fields, method, rrf_k, alpha, depth, fusion, filter,
+                      doc_id_separator, checked_search_type, connection)  # fmt: skip
+    except BaseException:
+        knn.close()  # an ephemeral index built for the kNN leg goes with it
+        raise
+
+
+def _fused(
+    knn: ElasticsearchKnnRetriever,
+    index: str | None,
+    fields: Sequence[str] | None,
+    method: str,
+    rrf_k: int,
+    alpha: float,
+    depth: int,
+    fusion: str,
+    filter: Any,
+    doc_id_separator: str | None,
+    checked_search_type: str,
+    connection: Mapping[str, Any],
+) -> Any:
+    """The hybrid over ``knn``'s index: Elasticsearch's rrf where it can, else retrievalkit's."""
+    from retrievalkit.plugin_api import ResolvedRetriever, build_hybrid
+    from retrievalkit_elasticsearch.query import parse_multi_match
+    from retrievalkit_elasticsearch.retriever import create_elasticsearch_bm25
+
     field_list = list(fields) if fields is not None else ["title", "text"]
     if fusion != "retrievalkit" and method == "rrf":
         multi = parse_multi_match(field_list, "best_fields", None)
@@ -638,7 +789,7 @@ def create_elasticsearch_hybrid(
         depth=depth,
         identifier=f"elasticsearch-hybrid:{index}",
     )
-    return _DescribedHybrid(hybrid, knn, fusion, checked_search_type)
+    return _DescribedHybrid(hybrid, knn, bm25, fusion, checked_search_type)
 
 
 class _DescribedHybrid:
@@ -647,10 +798,16 @@ class _DescribedHybrid:
     embedding_backend = "elasticsearch"
 
     def __init__(
-        self, hybrid: Any, knn: ElasticsearchKnnRetriever, fusion: str, search_type: str
+        self,
+        hybrid: Any,
+        knn: ElasticsearchKnnRetriever,
+        bm25: Any,
+        fusion: str,
+        search_type: str,
     ) -> None:
         self._hybrid = hybrid
         self._knn = knn
+        self._bm25 = bm25
         self._fusion = fusion
         self._search_type = search_type
         self.identifier = hybrid.identifier
@@ -667,6 +824,11 @@ class _DescribedHybrid:
 
     def retrieve(self, question: str, limit: int) -> list[str]:
         return list(self._hybrid.retrieve(question, limit))
+
+    def close(self) -> None:
+        """Close both legs; an ephemeral index is deleted now."""
+        self._bm25.close()
+        self._knn.close()
 
     def retrieve_scored(self, question: str, limit: int) -> list[tuple[str, float]]:
         return list(self._hybrid.retrieve_scored(question, limit))

@@ -355,3 +355,73 @@ def test_fidelity_of_hnsw_against_flat_through_the_cli(
         mine = set(dict.fromkeys(approx.retrieve(question.question, 10)))
         overlaps.append(len(mine & set(top)) / len(top))
     assert reported == pytest.approx(sum(overlaps) / len(overlaps), abs=1e-12)
+
+
+# --- ephemeral kNN and hybrid indices ---------------------------------------------------------
+
+
+def _ephemeral(es_url: str, index: str, cache: Path, **extra: Any) -> dict[str, Any]:
+    return {"url": es_url, "index": index, "ephemeral": True, "corpus": str(DEMO_CORPUS),
+            "embedder": "wordllama", "embedding_cache": str(cache), **extra}  # fmt: skip
+
+
+def test_an_ephemeral_flat_knn_index_ranks_as_exact_search_and_is_deleted(
+    es: Any, es_url: str, index_names: Any, embedding_cache: Path, exact: DenseRetriever
+) -> None:
+    index = index_names("eph-knn")
+    options = _ephemeral(es_url, index, embedding_cache, vector_index="flat")
+    knn = create_elasticsearch_knn(**options)
+    assert knn.ephemeral and es.indices.exists(index=index)
+    meta = es.indices.get_mapping(index=index)[index]["mappings"]["_meta"]["retrievalkit"]
+    assert meta["embedding"]["embedder"] == "wordllama"
+    assert meta["embedding"]["index_type"] == "flat"
+    for question in QUESTIONS:
+        assert knn.retrieve(question, 10) == exact.retrieve(question, 10), question
+    knn.close()
+    assert not es.indices.exists(index=index)
+
+
+def test_an_ephemeral_hybrid_builds_one_index_for_both_legs_and_deletes_it(
+    es: Any, es_url: str, index_names: Any, embedding_cache: Path, hnsw_index: str
+) -> None:
+    import retrievalkit as rk
+
+    index = index_names("eph-hybrid")
+    options = _ephemeral(es_url, index, embedding_cache, hnsw_m=8, hnsw_ef_construction=40,
+                         depth=20, fusion="retrievalkit")  # fmt: skip
+    built = create_elasticsearch_hybrid(**options)
+    same = create_elasticsearch_hybrid(
+        url=es_url, index=hnsw_index, depth=20, fusion="retrievalkit"
+    )
+    for question in QUESTIONS:
+        assert built.retrieve(question, 10) == same.retrieve(question, 10), question
+    built.close()
+    assert not es.indices.exists(index=index)
+    run = rk.evaluate(DEMO_CORPUS.parent / "golden.jsonl", "elasticsearch-hybrid",
+                      options=options, git_commit=None)  # fmt: skip
+    assert run.errored == 0 and run.metrics["hit@10"].mean is not None
+    import gc
+
+    gc.collect()
+    assert not es.indices.exists(index=index), "the run's ephemeral index outlived it"
+
+
+def test_an_ephemeral_knn_index_needs_an_embedder_and_a_corpus(
+    es: Any, es_url: str, index_names: Any, embedding_cache: Path
+) -> None:
+    index = index_names("eph-knn-bad")
+    options = _ephemeral(es_url, index, embedding_cache)
+    del options["embedder"]
+    with pytest.raises(InputError, match="needs the option 'embedder'") as caught:
+        create_elasticsearch_knn(**options)
+    assert caught.value.field == "embedder"
+    with pytest.raises(InputError, match="corpus applies only with ephemeral"):
+        create_elasticsearch_knn(url=es_url, index=index, corpus=str(DEMO_CORPUS))
+    with pytest.raises(InputError) as kind:
+        create_elasticsearch_knn(**_ephemeral(es_url, index, embedding_cache, vector_index="ivf"))
+    assert kind.value.field == "vector_index"
+    # A check that fails after the build (a filter Elasticsearch refuses) deletes the index.
+    with pytest.raises(InputError):
+        create_elasticsearch_knn(**_ephemeral(es_url, index, embedding_cache,
+                                              filter={"no_such_query": {}}))  # fmt: skip
+    assert not es.indices.exists(index=index)
