@@ -14,7 +14,7 @@ import pytest
 from conftest import RunCli
 
 from retrievalkit.demo import DEMO_CORPUS
-from retrievalkit.embedders import create_embedder
+from retrievalkit.embedders import create_embedder, embed_queries
 from retrievalkit.errors import InputError, PluginError
 from retrievalkit.formats.corpus import read_corpus
 from retrievalkit.plugins.resolution import ResolvedRetriever
@@ -97,6 +97,91 @@ def test_dense_ranking_is_exact_cosine(corpus: Path, tmp_path: Path, wordllama: 
     got = retriever.retrieve_scored(question, 10)
     assert [doc for doc, _ in got] == expected
     np.testing.assert_allclose([score for _, score in got], np.sort(cosine)[::-1][:10], rtol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def scifact_dense(
+    data_dir: Path, tmp_path_factory: pytest.TempPathFactory, wordllama: Any
+) -> tuple[Path, Any, list[str]]:
+    """SciFact's corpus, its WordLlama vectors cached once, and its 300 test questions."""
+    import retrievalkit as rk
+
+    cache = tmp_path_factory.mktemp("scifact-embeddings")
+    corpus = data_dir / "scifact" / "corpus.jsonl"
+    DenseRetriever(corpus, wordllama, cache_dir=cache, progress=False)
+    questions = [question.question for question in rk.load_set(data_dir / "scifact").questions]
+    return corpus, cache, questions
+
+
+@pytest.mark.parametrize("similarity", ["cosine", "dot_product", "l2_norm"])
+def test_a_batched_search_ranks_each_question_as_it_ranks_it_alone(
+    similarity: str, scifact_dense: tuple[Path, Any, list[str]], wordllama: Any
+) -> None:
+    # BLAS rounds a float32 product differently with the batch's shape and a row's place
+    # in it (by up to 3e-5 on these vectors); no ranking or score may follow it.
+    corpus, cache, questions = scifact_dense
+    embedder = CountingEmbedder(wordllama)
+    embedder.similarity = similarity
+    retriever = DenseRetriever(corpus, embedder, cache_dir=cache)
+    vectors = embed_queries(wordllama, questions)
+    whole = retriever.search(vectors, 20)
+    backwards = retriever.search(vectors[::-1], 20)[::-1]
+    pieces = [
+        found
+        for first in range(0, 300, 7)
+        for found in retriever.search(vectors[first : first + 7], 20)
+    ]
+    alone = [retriever.search(vectors[index : index + 1], 20)[0] for index in range(0, 300, 10)]
+    assert whole == backwards == pieces
+    assert alone == whole[::10]
+    # And the ranking is the exact one: float64 scores rounded to float32, ties in corpus order.
+    matrix = np.asarray(retriever._matrix, dtype=np.float64)
+    ids = retriever._ids
+    for index in range(0, 300, 25):
+        query = vectors[index].astype(np.float64)
+        if similarity == "cosine":
+            exact = matrix @ query / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(query))
+        elif similarity == "dot_product":
+            exact = matrix @ query
+        else:
+            exact = -np.linalg.norm(matrix - query, axis=1)
+        rounded = exact.astype(np.float32)
+        order = np.lexsort((np.arange(len(ids)), -rounded))[:20]
+        assert [doc for doc, _ in whole[index]] == [ids[i] for i in order], index
+        np.testing.assert_allclose([s for _, s in whole[index]], exact[order], rtol=1e-6, atol=1e-6)
+
+
+def test_equal_documents_keep_corpus_order_in_a_batch(tmp_path: Path, wordllama: Any) -> None:
+    texts = ["quiet study room", "printing and copying", "quiet study room"]
+    texts += ["quiet study room", "opening hours"]
+    lines = [json.dumps({"_id": f"d{i}", "title": "", "text": t}) for i, t in enumerate(texts)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    retriever = DenseRetriever(corpus, wordllama, cache_dir=None)
+    questions = ["a quiet room to study", "print a document", "when do you open"]
+    for found in retriever.retrieve_many(questions * 3, 5)[:1]:
+        assert found[:3] == ["d0", "d2", "d3"]
+    assert retriever.retrieve_many(questions, 5) == [retriever.retrieve(q, 5) for q in questions]
+
+
+def test_a_cut_inside_many_equal_scores_keeps_corpus_order(tmp_path: Path, wordllama: Any) -> None:
+    # 30 copies of one text tie at the cut of a top 10: more than the rescored slack, so
+    # those questions take the whole-neighbourhood path.
+    texts = ["printing and copying", "opening hours"] + ["quiet study room"] * 30
+    texts += ["children's story time", "lost library card"]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(texts)
+        ),
+        encoding="utf-8",
+    )
+    retriever = DenseRetriever(corpus, wordllama, cache_dir=None)
+    questions = ["a quiet room to study", "print a document", "quiet study room"]
+    many = retriever.retrieve_many(questions * 4, 10)
+    assert many[0] == [f"d{i}" for i in range(2, 12)]
+    assert many[:3] == [retriever.retrieve(question, 10) for question in questions]
+    assert many[:3] == many[3:6] == many[9:12]
 
 
 def test_dense_collapses_chunk_ids_with_a_separator(corpus: Path, tmp_path: Path) -> None:

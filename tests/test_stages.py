@@ -254,3 +254,30 @@ def test_eval_shows_the_stage_table_and_history_a_stage_metric(
     assert entry["stage.hyb.fusion:rr"] is not None
     bad = cli("history", "--set", "demo", "--retriever", "reranked", "--metric", "stage.x")
     assert bad.returncode == 2 and "stage.STAGE:METRIC" in bad.stderr
+
+
+def test_a_sequential_run_scores_and_gates_every_stage(staged_config: Path, tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "retrievalkit", "eval", "--set", "demo", "--retriever",
+             "reranked", "--store", store, "--config", str(staged_config), *args],
+            capture_output=True, text=True, check=False, cwd=tmp_path,
+        )  # fmt: skip
+
+    first = cli("--format", "json")
+    assert first.returncode == 0, first.stderr
+    whole = json.loads(first.stdout)["stages"]
+    # An identical rerun with no drop allowed asks the whole set: the same stages.
+    with staged_config.open("a", encoding="utf-8") as config:
+        config.write('\n[regression.metrics]\n"stage.hyb.fusion:rr" = 0.0\n')
+    again = cli("--sequential", "--format", "json")
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["stages"] is not None
+    assert report["stages"]["order"] == whole["order"]
+    assert report["stages"]["metrics"] == whole["metrics"]
+    gates = {gate["metric"]: gate for gate in report["regression"]["sequential"]["gates"]}
+    fused = gates["stage.hyb.fusion:rr"]
+    assert fused["decision"] == "pass" and fused["population"] > 0 and fused["difference"] == 0

@@ -382,15 +382,27 @@ def _scored_run(
     max_error_rate: float | None,
     provider: Any = None,
     extra: Mapping[str, str] | None = None,
+    stages: Sequence[Mapping[str, Sequence[str]] | None] | None = None,
 ) -> Run:
     """Score the retrievals of ``questions`` (the set's, or those a sequential run asked)
-    into a run of ``golden``; raise `RunFailed` past ``max_error_rate``."""
+    into a run of ``golden``; raise `RunFailed` past ``max_error_rate``. ``stages`` (each
+    question's stage rankings, None for one that errored) scores every stage beside the
+    answer, as a staged run of the whole set does."""
     from retrievalkit.metrics.scoring import RunScorer
-    from retrievalkit.pipeline.evaluator import STREAM_BATCH
+    from retrievalkit.pipeline.evaluator import STREAM_BATCH, Retrievals
+    from retrievalkit.pipeline.stages import StageScorer
 
     scorer = RunScorer(questions, scoring)
+    staged = None if stages is None else StageScorer(questions, scoring)
     for low in range(0, len(questions), STREAM_BATCH):
-        scorer.add(retrievals[low : low + STREAM_BATCH])
+        batch = retrievals[low : low + STREAM_BATCH]
+        scorer.add(batch)
+        if staged is not None and stages is not None:
+            staged.add(Retrievals.of(batch), stages[low : low + STREAM_BATCH])
+    report = None
+    if staged is not None:
+        report, columns = staged.finish()
+        scorer.extra_columns.update(columns)
     return _finished_run(
         golden,
         scorer,
@@ -401,6 +413,7 @@ def _scored_run(
         max_error_rate=max_error_rate,
         provider=provider,
         extra=extra,
+        stages=report,
     )
 
 

@@ -60,9 +60,10 @@ def evaluate_sequentially(
     from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
     from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
     from retrievalkit.pipeline.baselines import choose_baseline
-    from retrievalkit.pipeline.evaluator import Retrieval, evaluate_questions
+    from retrievalkit.pipeline.evaluator import Retrieval, Retrievals, evaluate_questions
     from retrievalkit.pipeline.gate import compare_runs, settle_sequentially, split_slice
     from retrievalkit.pipeline.run import _checked_clusters, _config, _resolve, _scored_run
+    from retrievalkit.pipeline.stages import StageScorer, ask_stages, has_stages
     from retrievalkit.stats.clusters import questions_clusters
     from retrievalkit.stats.power import gated_metrics
 
@@ -103,20 +104,44 @@ def evaluate_sequentially(
     )
     quick = attrs.evolve(scoring, resamples=1, cluster_by=None)
     answered: dict[int, Retrieval] = {}
+    staged = has_stages(resolved.retriever)
+    stages_of: dict[int, dict[str, tuple[str, ...]] | None] = {}
 
     def ask(indices: list[int]) -> list[dict[str, float | None]]:
         chosen = [questions[index] for index in indices]
-        answers = evaluate_questions(
-            resolved.retriever,
-            chosen,
-            depth=max(scoring.ks),
-            overfetch=overfetch,
-            concurrency=concurrency,
-            timeout=timeout,
-            secrets=resolved.secrets,
-        )
+        answers: Sequence[Retrieval]
+        if staged:
+            # A retriever that reports its stages has each scored, as in a whole run.
+            answers, stages = ask_stages(
+                resolved.retriever,
+                chosen,
+                depth=max(scoring.ks),
+                overfetch=overfetch,
+                timeout=timeout,
+                secrets=resolved.secrets,
+                concurrency=concurrency,
+            )
+            stages_of.update(zip(indices, stages, strict=True))
+        else:
+            answers = evaluate_questions(
+                resolved.retriever,
+                chosen,
+                depth=max(scoring.ks),
+                overfetch=overfetch,
+                concurrency=concurrency,
+                timeout=timeout,
+                secrets=resolved.secrets,
+            )
         answered.update(zip(indices, answers, strict=True))
-        return [dict(outcome.scores) for outcome in score_run(chosen, answers, quick).outcomes]
+        scores = [dict(outcome.scores) for outcome in score_run(chosen, answers, quick).outcomes]
+        if staged:
+            # Each stage's values too, so that a threshold on stage.S:METRIC is gated.
+            by_stage = StageScorer(chosen, quick)
+            by_stage.add(Retrievals.of(answers), [stages_of[index] for index in indices])
+            for name, column in by_stage.finish()[1].items():
+                for values, value in zip(scores, column.tolist(), strict=True):
+                    values[name] = None if value != value else value  # NaN: undefined
+        return scores
 
     asked, result = run_sequentially(
         [question.id for question in questions],
@@ -140,6 +165,7 @@ def evaluate_sequentially(
         now=None,
         max_error_rate=max_error_rate,
         extra={"sequential": f"{result.decision} after {result.asked} of {result.total} questions"},
+        stages=[stages_of[index] for index in kept] if staged else None,
     )
     verdict = compare_runs(
         run.record.outcomes,

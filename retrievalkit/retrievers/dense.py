@@ -40,6 +40,13 @@ CACHE_FORMAT = 1
 DEFAULT_BATCH_SIZE = 256
 #: Rows scored at once: bounds the memory of a search over a memory-mapped matrix.
 SEARCH_BLOCK = 65536
+#: Question scores held at once (questions x documents): bounds a batched search's memory.
+SCORES_HELD = 1 << 24
+#: The unit roundoff of float32.
+_ROUNDOFF = 2.0**-24
+#: Documents past a question's limit rescored exactly with it, so a cut between near-equal
+#: scores is settled without rescoring that question's whole neighbourhood.
+_SLACK = 8
 
 
 def document_text(document: CorpusDocument) -> str:
@@ -182,6 +189,14 @@ class DenseRetriever:
     Scores follow the embedder's similarity: cosine (vectors scaled to unit length),
     the inner product (``dot_product``, ``max_inner_product``) or minus the Euclidean
     distance (``l2_norm``). Equal scores keep corpus order, so rankings are deterministic.
+
+    Many questions are searched at once (one matrix product a block of questions), and
+    a ranking never depends on which other questions share its block: BLAS sums a float32
+    product in an order that changes with the shapes and a row's place in them, so the
+    product only picks the candidates (every document within the product's rounding bound
+    of the k-th score), and each candidate's score is then summed in float64 and rounded
+    to float32, which no summation order changes. So `retrieve_many` gives what
+    `retrieve` gives for each question, whatever the batch.
     """
 
     embedding_backend = "embedded"
@@ -211,9 +226,16 @@ class DenseRetriever:
         self._ids = [document_id_of(doc.id, doc_id_separator) for doc in embedded.documents]
         self.corpus_hash = embedded.corpus_hash
         self.cache_key = embedded.cache_key
-        matrix = embedded.matrix
-        self._matrix = matrix
-        self._norms = _row_norms(matrix) if embedder.similarity in ("cosine", "l2_norm") else None
+        import numpy as np
+
+        # A plain view (a memory map stays one, read as it is touched): indexing it skips
+        # the memmap subclass's bookkeeping.
+        self._matrix = np.asarray(embedded.matrix)
+        self._norms = _row_norms(self._matrix)
+        self._largest_norm = float(self._norms.max()) if len(self._norms) else 0.0
+        with np.errstate(divide="ignore"):
+            inverse = np.where(self._norms > 0, 1.0 / self._norms, 0.0)
+        self._inverse_norms = inverse.astype(np.float32)
 
     def describe(self) -> dict[str, str]:
         """What the manifest records beside the embedding model: its size and similarity."""
@@ -230,57 +252,190 @@ class DenseRetriever:
         """(document id, similarity) pairs, best first."""
         if limit <= 0:
             return []
-        return self._search(embed_queries(self.embedder, [question])[0], limit)
+        return self.search(embed_queries(self.embedder, [question]), limit)[0]
 
     def retrieve_many(self, questions: Sequence[str], limit: int) -> list[list[str]]:
-        """One ranking per question; the questions are embedded in one call."""
+        """One ranking per question; the questions are embedded in one call and searched
+        together."""
         if limit <= 0:
             return [[] for _ in questions]
         vectors = embed_queries(self.embedder, list(questions))
-        return [[doc for doc, _ in self._search(vector, limit)] for vector in vectors]
+        return [[doc for doc, _ in found] for found in self.search(vectors, limit)]
 
-    def _search(self, query: npt.NDArray[np.float32], limit: int) -> list[tuple[str, float]]:
+    def search(self, queries: npt.NDArray[np.float32], limit: int) -> list[list[tuple[str, float]]]:
+        """The ``limit`` best (document id, score) pairs of each row of ``queries``."""
         import numpy as np
 
-        if query.shape != (self.embedder.dimensions,):
+        queries = np.asarray(queries, dtype=np.float32)
+        dimensions = self.embedder.dimensions
+        if queries.ndim != 2 or queries.shape[1] != dimensions:
+            shape = queries.shape[1:] if queries.ndim == 2 else queries.shape
             raise ValueError(
-                f"the embedder gave a question vector of shape {query.shape}, "
-                f"not ({self.embedder.dimensions},)"
+                f"the embedder gave a question vector of shape {shape}, not ({dimensions},)"
             )
-        scores = np.empty(len(self._ids), dtype=np.float32)
+        take = min(limit, len(self._ids))
+        if take <= 0:
+            return [[] for _ in queries]
+        found: list[list[tuple[str, float]]] = []
+        rows = max(1, SCORES_HELD // max(len(self._ids), 1))
+        for first in range(0, len(queries), rows):
+            block = queries[first : first + rows]
+            found.extend(self._best(block, self._approximate(block), take))
+        return found
+
+    def _approximate(self, queries: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """(questions, documents) float32 scores from one product a block of documents."""
+        import numpy as np
+
         similarity = self.embedder.similarity
-        query_norm = np.float32(np.linalg.norm(query))
+        query_norms = np.linalg.norm(queries, axis=1).astype(np.float32)
+        if similarity == "cosine":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                queries = np.where(
+                    query_norms[:, None] > 0, queries / query_norms[:, None], 0.0
+                ).astype(np.float32)
+        scores = np.empty((len(queries), len(self._ids)), dtype=np.float32)
         for start in range(0, len(self._ids), SEARCH_BLOCK):
-            block = np.asarray(self._matrix[start : start + SEARCH_BLOCK])
-            part = block @ query
+            end = start + SEARCH_BLOCK
+            part = scores[:, start:end]
+            np.matmul(queries, self._matrix[start:end].T, out=part)
             if similarity == "cosine":
-                assert self._norms is not None
-                norms = self._norms[start : start + SEARCH_BLOCK] * query_norm
-                part = np.divide(part, norms, out=np.zeros_like(part), where=norms > 0)
+                part *= self._inverse_norms[None, start:end]
             elif similarity == "l2_norm":
-                assert self._norms is not None
-                squared = self._norms[start : start + SEARCH_BLOCK] ** 2 + query_norm**2 - 2 * part
-                part = -np.sqrt(np.maximum(squared, 0))
-            scores[start : start + len(part)] = part
-        take = min(limit, len(scores))
-        candidates = np.argpartition(-scores, take - 1)[:take] if take < len(scores) else None
-        if candidates is None:
-            candidates = np.arange(len(scores))
+                norms = self._norms[start:end].astype(np.float32)
+                part *= -2.0
+                part += norms[None, :] ** 2
+                part += query_norms[:, None] ** 2
+                np.maximum(part, 0.0, out=part)
+                np.sqrt(part, out=part)
+                part *= -1.0
+        return scores
+
+    def _bound(self, query_norm: float) -> float:
+        """How far a float32 score of `_approximate` may lie from the exact one.
+
+        A float32 dot product of d terms, in any order, is within gamma_d = d u / (1 - d u)
+        of sum |a_i b_i| <= |a| |b| (u = 2^-24); dividing by two rounded norms adds a few
+        u. For l2, sqrt(x) moves by at most sqrt of x's error.
+        """
+        import math
+
+        dimensions = self.embedder.dimensions
+        gamma = (dimensions + 8) * _ROUNDOFF / (1.0 - (dimensions + 8) * _ROUNDOFF)
+        similarity = self.embedder.similarity
+        if similarity == "cosine":
+            return gamma + 4 * _ROUNDOFF
+        reach = query_norm * self._largest_norm
+        if similarity == "l2_norm":
+            return math.sqrt(2 * gamma * (query_norm + self._largest_norm) ** 2) + 1e-30
+        return gamma * reach + 1e-30
+
+    def _best(
+        self,
+        queries: npt.NDArray[np.float32],
+        scores: npt.NDArray[np.float32],
+        take: int,
+    ) -> list[list[tuple[str, float]]]:
+        """Each row's ``take`` best documents by their exact scores, ties in corpus order.
+
+        The ``take`` + `_SLACK` best by the product are rescored exactly, all rows at once;
+        a row whose next document by the product could still belong (near-ties at the
+        cut) has every document within the bound of its cut rescored instead.
+        """
+        import numpy as np
+
+        count = scores.shape[1]
+        norms = np.linalg.norm(queries.astype(np.float64), axis=1)
+        margins = 2.0 * np.array([self._bound(norm) for norm in norms.tolist()])
+        gathered = min(count, take + _SLACK)
+        if gathered < count:
+            split = np.argpartition(scores, count - gathered - 1, axis=1)
+            candidates = split[:, count - gathered :]
+            left_out = np.take_along_axis(
+                scores, split[:, count - gathered - 1 : count - gathered], 1
+            )
+            near = np.partition(np.take_along_axis(scores, candidates, 1), gathered - take, 1)
+            cut = near[:, gathered - take]
+            settled = left_out[:, 0] < cut - margins
         else:
-            # Everything tied with the last kept score competes, so ties resolve by corpus order.
-            floor = scores[candidates].min()
-            candidates = np.flatnonzero(scores >= floor)
-        order = candidates[np.lexsort((candidates, -scores[candidates]))][:take]
-        return [(self._ids[index], float(scores[index])) for index in order]
+            candidates = np.broadcast_to(np.arange(count), (len(scores), count))
+            settled = np.ones(len(scores), dtype=bool)
+        exact = self._exact_rows(candidates, queries, norms)
+        ranked = np.lexsort((candidates, -exact), axis=1)[:, :take]
+        best = np.take_along_axis(candidates, ranked, 1).tolist()
+        values = np.take_along_axis(exact, ranked, 1).tolist()
+        ids = self._ids
+        found = [
+            list(zip([ids[i] for i in row], row_values, strict=True))
+            for row, row_values in zip(best, values, strict=True)
+        ]
+        for row in np.flatnonzero(~settled).tolist():
+            found[row] = self._best_of_one(queries[row], scores[row], take, float(margins[row]))
+        return found
+
+    def _best_of_one(
+        self,
+        query: npt.NDArray[np.float32],
+        scores: npt.NDArray[np.float32],
+        take: int,
+        margin: float,
+    ) -> list[tuple[str, float]]:
+        """One row's best, rescoring every document within ``margin`` of its cut."""
+        import numpy as np
+
+        cut = float(np.partition(scores, len(scores) - take)[len(scores) - take])
+        candidates = np.flatnonzero(scores >= cut - margin)
+        norm = np.array([np.linalg.norm(query.astype(np.float64))])
+        exact = self._exact_rows(candidates[None, :], query[None, :], norm)[0]
+        ranked = np.lexsort((candidates, -exact))[:take]
+        return list(
+            zip(
+                [self._ids[i] for i in candidates[ranked].tolist()],
+                exact[ranked].tolist(),
+                strict=True,
+            )
+        )
+
+    def _exact_rows(
+        self,
+        candidates: npt.NDArray[np.intp],
+        queries: npt.NDArray[np.float32],
+        norms: npt.NDArray[np.float64],
+    ) -> npt.NDArray[np.float32]:
+        """(rows, candidates) scores summed in float64 and rounded to float32: the same
+        whatever order the sums take."""
+        import numpy as np
+
+        exact = np.empty(candidates.shape, dtype=np.float32)
+        step = max(1, (1 << 18) // max(candidates.shape[1] * queries.shape[1], 1))
+        similarity = self.embedder.similarity
+        for first in range(0, len(queries), step):
+            picked = candidates[first : first + step]
+            documents = self._matrix[picked].astype(np.float64)
+            vectors = queries[first : first + step].astype(np.float64)
+            dots = np.einsum("qkd,qd->qk", documents, vectors)
+            if similarity == "cosine":
+                scale = self._norms[picked] * norms[first : first + step, None]
+                dots = np.divide(dots, scale, out=np.zeros_like(dots), where=scale > 0)
+            elif similarity == "l2_norm":
+                squared = self._norms[picked] ** 2 + norms[first : first + step, None] ** 2
+                dots = -np.sqrt(np.maximum(squared - 2 * dots, 0))
+            exact[first : first + step] = dots
+        return exact
+
+    def _search(self, query: npt.NDArray[np.float32], limit: int) -> list[tuple[str, float]]:
+        """One question's (document id, score) pairs: `search` of one row."""
+        return self.search(query[None, :], limit)[0]
 
 
-def _row_norms(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+def _row_norms(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    """Each row's length, summed in float64 (as `DenseRetriever._exact` sums)."""
     import numpy as np
 
-    norms = np.empty(matrix.shape[0], dtype=np.float32)
+    norms = np.empty(matrix.shape[0], dtype=np.float64)
     for start in range(0, matrix.shape[0], SEARCH_BLOCK):
-        block = np.asarray(matrix[start : start + SEARCH_BLOCK])
-        norms[start : start + len(block)] = np.linalg.norm(block, axis=1)
+        block = np.asarray(matrix[start : start + SEARCH_BLOCK], dtype=np.float64)
+        norms[start : start + len(block)] = np.sqrt(np.einsum("ij,ij->i", block, block))
     return norms
 
 
