@@ -382,3 +382,19 @@ def test_first_relevant_rank_uses_grades_not_just_presence() -> None:
     outcome = record([["d1"], ["d9", "x", "d2"], [], []]).outcomes[1]
     assert first_relevant_rank(outcome) == 3  # d9 is judged, but grade 0
     assert first_relevant_rank(record([[], [], [], []]).outcomes[0]) is None
+
+
+def test_the_columns_give_each_first_relevant_rank_without_decoding_ids(tmp_path: Path) -> None:
+    import retrievalkit as rk
+    from retrievalkit.metrics.scoring import as_columns
+
+    made = record([["d1"], ["d9", "x", "d2"], ["y", "d3", "d3b"], ["x"]])
+    store = rk.open_store(f"sqlite:///{tmp_path / 'runs.sqlite3'}")
+    store.save(made)
+    stored = store.get(made.run_id)
+    assert stored is not None
+    for outcomes in (made.outcomes, stored.outcomes):
+        columns = as_columns(outcomes)
+        ranks = [columns.first_relevant_rank(i) for i in range(len(columns))]
+        assert ranks == [first_relevant_rank(outcome) for outcome in outcomes]
+        assert ranks[1] == 3

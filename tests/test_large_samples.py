@@ -256,6 +256,27 @@ def test_the_edgeworth_tail_matches_full_enumeration(target: float) -> None:
     assert abs(sign_flip_tail(sizes, observed) - exact) < 1e-3 * max(1.0, 10 * target)
 
 
+@pytest.mark.parametrize("target", [0.3, 0.05, 0.005])
+@pytest.mark.parametrize("mix", [(930, 42, 20, 8), (500, 250, 125, 125)])
+def test_from_a_thousand_discordant_questions_edgeworth_beats_monte_carlo(
+    target: float, mix: tuple[int, ...]
+) -> None:
+    # Where the p-value switches from 10,000 seeded flips to the Edgeworth tail, the tail
+    # must be closer to the enumerated p-value than half the flips' standard error.
+    from scipy.special import ndtri
+
+    from retrievalkit.stats.large_samples import sign_flip_tail
+    from retrievalkit.stats.paired import DEFAULT_PERMUTATIONS, EDGEWORTH_FROM, _exact_p_value
+
+    sizes = np.repeat([1.0, 0.5, 0.25, 0.2], mix)
+    assert sizes.size == EDGEWORTH_FROM
+    observed = float(-ndtri(target / 2.0) * np.sqrt(np.sum(sizes**2)))
+    exact = _exact_p_value(sizes, observed, 1 << 24)
+    assert exact is not None and exact == pytest.approx(target, rel=0.1)
+    error = np.sqrt(exact * (1 - exact) / DEFAULT_PERMUTATIONS)
+    assert abs(sign_flip_tail(sizes, observed) - exact) < error / 2
+
+
 def test_a_large_paired_test_gives_the_edgeworth_p_value(monkeypatch: pytest.MonkeyPatch) -> None:
     import retrievalkit.stats.paired as paired
 
@@ -268,7 +289,7 @@ def test_a_large_paired_test_gives_the_edgeworth_p_value(monkeypatch: pytest.Mon
     assert test.p_value is not None and 0.0 < test.p_value < 1.0
     # The Monte Carlo test of a smaller run, on the same differences, agrees within its
     # own standard error.
-    monkeypatch.setattr(paired, "LARGE_SAMPLE", 10**12)
+    monkeypatch.setattr(paired, "EDGEWORTH_FROM", 10**12)
     sampled = paired_test(baseline, candidate)
     assert sampled.p_method == paired.MONTE_CARLO
     assert sampled.p_value is not None and sampled.p_error is not None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import operator
 import threading
 import unicodedata
+import weakref
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import chain
@@ -108,13 +109,26 @@ _EXPECTED = operator.attrgetter("expected")
 _GRADES = operator.attrgetter("grades")
 
 
+#: Sets `canonical_set` gave back, by identity: a set loaded (and made canonical) and then
+#: evaluated is not checked twice. (Frozen, a set cannot become another after the check.)
+_CANONICAL: weakref.WeakValueDictionary[int, GoldenQuestionSet] = weakref.WeakValueDictionary()
+
+
 def canonical_set(golden: GoldenQuestionSet) -> GoldenQuestionSet:
     """``golden`` with every question id and label in NFC, and a warning when any changed.
 
     Refuses (InputError) two question ids, or two labels of one question, that are one
     id in NFC. A set whose ids are all ASCII is returned as it is, at the cost of one
-    check of all its ids joined.
+    check of all its ids joined; a set this function returned before is returned at once.
     """
+    if _CANONICAL.get(id(golden)) is golden:
+        return golden
+    made = _canonical(golden)
+    _CANONICAL[id(made)] = made
+    return made
+
+
+def _canonical(golden: GoldenQuestionSet) -> GoldenQuestionSet:
     questions = golden.questions
     texts = chain(
         map(_ID, questions),

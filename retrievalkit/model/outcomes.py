@@ -410,6 +410,16 @@ class Outcomes(Sequence["QuestionOutcome"]):
         found: Judgments = self._column(JUDGMENTS)
         return found
 
+    def first_relevant_rank(self, position: int) -> int | None:
+        """1-based rank of the first document graded 1 or more in question ``position``'s
+        ranking, None when there is none: read from the codes, no document id decoded."""
+        ranked, labels = self.rankings, self.judgments
+        codes = ranked.codes[ranked.offsets[position] : ranked.offsets[position + 1]]
+        low, high = labels.offsets[position], labels.offsets[position + 1]
+        relevant = labels.codes[low:high][labels.grades[low:high] >= 1]
+        found = np.flatnonzero(np.isin(codes, relevant))
+        return int(found[0]) + 1 if found.size else None
+
     def index_of(self, question_id: str) -> int:
         """The position of ``question_id``; raises ``ValueError`` when it is not here."""
         if self._index is None:

@@ -344,9 +344,10 @@ def _changed(
         moved.tolist(), key=lambda index: (-abs(float(differences[index])), shared[index])
     )
     changes = []
+    # Read from the columns' codes: building an outcome would decode every document id.
+    before_errors, after_errors = before.errors, after.errors
     for index in order[:limit]:
-        old = before[int(before_at[index])]
-        new = after[int(after_at[index])]
+        old, new = int(before_at[index]), int(after_at[index])
         old_value, new_value = float(old_values[index]), float(new_values[index])
         changes.append(
             QuestionChange(
@@ -355,10 +356,10 @@ def _changed(
                 baseline=old_value,
                 candidate=new_value,
                 difference=new_value - old_value,
-                baseline_rank=first_relevant_rank(old),
-                candidate_rank=first_relevant_rank(new),
-                baseline_error=old.error,
-                candidate_error=new.error,
+                baseline_rank=before.first_relevant_rank(old),
+                candidate_rank=after.first_relevant_rank(new),
+                baseline_error=before_errors.get(old),
+                candidate_error=after_errors.get(new),
             )
         )
     return tuple(changes)

@@ -578,15 +578,29 @@ def decode_columns(
 class StoredColumns:
     """The stored columns of one run's outcomes, decoded one at a time when first read."""
 
-    __slots__ = ("load", "where")
+    __slots__ = ("_document_count", "_documents_read", "load", "where")
 
     def __init__(self, load: Loader, where: str) -> None:
         self.load = load
         self.where = where
+        self._document_count: int | None = None
+        self._documents_read: bytes | None = None
+
+    def _documents(self) -> int:
+        """How many document ids the run's vocabulary holds, from its header alone: the
+        codes of a ranking are checked against it without decoding a single id. (The
+        column read is kept until the ids themselves are asked for: read once.)"""
+        if self._document_count is None:
+            self._documents_read = self.load(DOCUMENTS)
+            _, meta = _unpack(self._documents_read)
+            self._document_count = int(meta["count"])
+        return self._document_count
 
     def column(self, name: str, outcomes: Outcomes) -> Any:
         try:
-            return self._decode(name, self.load(name), outcomes)
+            data = self._documents_read if name == DOCUMENTS else None
+            self._documents_read = None if name == DOCUMENTS else self._documents_read
+            return self._decode(name, self.load(name) if data is None else data, outcomes)
         except StoreError:
             raise
         except Exception as error:
@@ -619,6 +633,7 @@ class StoredColumns:
             return tuple(table[code] for code in sized(arrays["codes"]).tolist())
         if name == DOCUMENTS:
             suffixes = _unpack_bytes("suffix.", arrays, meta["count"])
+            self._document_count = int(meta["count"])
             return tuple(_front_decode(arrays["shared"].tolist(), suffixes))
         if name in (RANKINGS, JUDGMENTS):
             lengths = sized(arrays["lengths"]).astype(np.int64)
@@ -626,7 +641,7 @@ class StoredColumns:
             np.cumsum(lengths, out=offsets[1:])
             codes = _read_only(arrays["codes"].astype(np.int64))
             _check_offsets(offsets, count, len(codes), name)
-            _check_codes(codes, len(outcomes.documents), name)
+            _check_codes(codes, self._documents(), name)
             if name == RANKINGS:
                 return Rankings(_read_only(offsets), codes)
             grades = _read_only(arrays["grades"].astype(np.int64))
