@@ -61,13 +61,15 @@ class Failure:
 @attrs.frozen
 class Answers:
     """One batch's answers: the retrievals, the raw chunk rankings (CHUNKS), the stages
-    (STAGES), and how many returned ids the identity policy changed."""
+    (STAGES), how many returned ids the identity policy changed, and how many answers a
+    shared stage gave from memory (a sweep's)."""
 
     retrievals: Retrievals
     chunks: list[tuple[str, ...]] | None = None
     stages: list[dict[str, tuple[str, ...]] | None] | None = None
     changed: int = 0
     example: tuple[str, str] | None = None
+    reused: int = 0
 
 
 class Worker:
@@ -142,8 +144,10 @@ class Worker:
 
         resolved = self._built[key]
         notes = ReturnedIds()
+        reused = 0
         if self._shared is not None:
             self._shared.charges(())
+            reused = self._shared.reused
         if mode == STAGES:
             from retrievalkit.pipeline.stages import ask_stages
 
@@ -156,7 +160,7 @@ class Worker:
                 secrets=resolved.secrets,
                 concurrency=concurrency,
             )
-            return Answers(answers, stages=stages)
+            return Answers(answers, stages=stages, reused=self._reused_since(reused))
         asked = resolved.retriever
         keeper = None
         if mode == CHUNKS:
@@ -181,7 +185,12 @@ class Worker:
         if keeper is not None:
             texts = [question.question for question in questions]
             chunks = [ranking[:depth] for ranking in keeper.chunks_of(texts)]
-        return Answers(retrievals, chunks, None, notes.changed, notes.example)
+        return Answers(
+            retrievals, chunks, None, notes.changed, notes.example, self._reused_since(reused)
+        )
+
+    def _reused_since(self, before: int) -> int:
+        return 0 if self._shared is None else self._shared.reused - before
 
 
 def _secrets_of(config: Config) -> list[str]:

@@ -133,6 +133,8 @@ class RaySweepAsker:
         self.retriever = retriever
         self.sweep = sweep
         self.share = share
+        self.reused = 0
+        """Answers the workers' shared stages gave from memory instead of asking again."""
 
     def ask_many(
         self,
@@ -153,6 +155,7 @@ class RaySweepAsker:
             label=label,
         )
         secrets = _configured_secrets(jobs[0][1]) if jobs else []
+        self.reused += sum(part.reused for parts in answered for part in parts)
         return [
             list(_scrubbed(Retrievals.joined([part.retrievals for part in parts]), secrets))
             for parts in answered

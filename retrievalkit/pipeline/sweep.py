@@ -180,6 +180,11 @@ class RemoteAsker(Protocol):
         settings: Settings,
     ) -> list[list[Retrieval]]: ...
 
+    @property
+    def reused(self) -> int:
+        """Answers shared stages gave from memory instead of asking again, so far."""
+        ...
+
 
 def ask_locally(
     resolved: _Retriever, questions: Sequence[GoldenQuestion], settings: Settings
@@ -570,7 +575,7 @@ def run_sweep(
         winner=winner,
         pareto=tuple(sorted(front, key=lambda i: (configurations[i].latency_ms["p50"] or 0.0, i))),
         halving=tuple(halving),
-        reused_answers=work.shared.reused if work.shared else 0,
+        reused_answers=_reused(work),
         resumed_answers=progress.resumed,
     )
 
@@ -828,3 +833,9 @@ def _pareto(configurations: Sequence[Configuration], select: str) -> set[int]:
         if not dominated:
             front.add(index)
     return front
+
+
+def _reused(work: _Evaluations) -> int:
+    """Answers shared stages gave from memory: in this process and on the Ray workers."""
+    local = work.shared.reused if work.shared is not None else 0
+    return local + (work.remote.reused if work.remote is not None else 0)

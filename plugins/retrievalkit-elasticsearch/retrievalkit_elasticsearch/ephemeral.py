@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from retrievalkit.plugin_api import InputError
 from retrievalkit_elasticsearch.connection import client_errors, explain
@@ -26,6 +27,14 @@ if TYPE_CHECKING:
     from retrievalkit_elasticsearch.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
+
+
+class _Ephemeral(Protocol):
+    _dropper: Any
+    ephemeral: bool
+
+
+Owner = TypeVar("Owner", bound=_Ephemeral)
 
 #: What ``_meta.created_by`` of an index retrievalkit built starts with.
 CREATOR = "retrievalkit-elasticsearch"
@@ -165,6 +174,27 @@ def build_ephemeral(
     except BaseException:
         _drop_quietly(target, name)
         raise
+
+
+def owned(target: Target, name: str, make: Callable[[], Owner]) -> Owner:
+    """``make()``'s retriever, made the owner of the ephemeral index ``name`` just built:
+    the index is deleted when ``make`` fails (its checks refused the index), else when
+    the retriever is closed, collected, or at exit."""
+    pending = _Pending()  # until the retriever exists, the delete belongs to this call
+    dropper = drop_when_done(pending, target, name)
+    try:
+        retriever = make()
+    except BaseException:
+        dropper()
+        raise
+    dropper.detach()
+    retriever._dropper = drop_when_done(retriever, target, name)
+    retriever.ephemeral = True
+    return retriever
+
+
+class _Pending:
+    """What owns an ephemeral index between its build and its retriever."""
 
 
 def drop_when_done(owner: object, target: Target, name: str) -> weakref.finalize[Any, Any]:

@@ -327,34 +327,19 @@ def create_elasticsearch_bm25(
 
     client = target.connect()
     cluster = cluster_name(client, target, action="check cluster health")
-    dropper = None
-    if ephemeral:
-        from retrievalkit_elasticsearch.ephemeral import build_ephemeral, drop_when_done
 
-        build_ephemeral(client, target, index, corpus, k1=k1, b=b, analyzer=analyzer)
-        # Until the retriever exists, the delete belongs to this call.
-        pending = _Pending()
-        dropper = drop_when_done(pending, target, index)
-    try:
-        retriever = _checked(
+    def make() -> ElasticsearchBM25Retriever:
+        return _checked(
             client, target, index, plan, query, id_field, doc_id_separator, batch_size,
             cluster, checked_search_type,
         )  # fmt: skip
-    except BaseException:
-        if dropper is not None:
-            dropper()
-        raise
-    if dropper is not None:
-        from retrievalkit_elasticsearch.ephemeral import drop_when_done
 
-        dropper.detach()
-        retriever._dropper = drop_when_done(retriever, target, index)
-        retriever.ephemeral = True
-    return retriever
+    if not ephemeral:
+        return make()
+    from retrievalkit_elasticsearch.ephemeral import build_ephemeral, owned
 
-
-class _Pending:
-    """What owns an ephemeral index between its build and its retriever."""
+    build_ephemeral(client, target, index, corpus, k1=k1, b=b, analyzer=analyzer)
+    return owned(target, index, make)
 
 
 def _checked(

@@ -463,19 +463,8 @@ def create_elasticsearch_knn(
     target = target_from_options(**connection)
     client = target.connect()
     cluster = cluster_name(client, target, action="check cluster health")
-    dropper = None
-    if ephemeral:
-        from retrievalkit_elasticsearch.ephemeral import build_ephemeral, drop_when_done
 
-        setup = _embedded_corpus(
-            index, corpus, embedder, embedder_options, vector_field, vector_index,
-            hnsw_m, hnsw_ef_construction, embedding_cache,
-        )  # fmt: skip
-        build_ephemeral(client, target, index, corpus, k1=k1, b=b, analyzer=analyzer,
-                        vectors=setup)  # fmt: skip
-        pending = _Pending()  # until the retriever exists, the delete belongs to this call
-        dropper = drop_when_done(pending, target, index)
-    try:
+    def make() -> ElasticsearchKnnRetriever:
         vectors = read_vector_index(client, target, index, field=vector_field)
         made = embedder_for(vectors, index, embedder=embedder, embedder_options=embedder_options)
         retriever = ElasticsearchKnnRetriever(
@@ -493,21 +482,18 @@ def create_elasticsearch_knn(
         )
         if filters:
             _probe(retriever, "filter")
-    except BaseException:
-        if dropper is not None:
-            dropper()
-        raise
-    if dropper is not None:
-        from retrievalkit_elasticsearch.ephemeral import drop_when_done
+        return retriever
 
-        dropper.detach()
-        retriever._dropper = drop_when_done(retriever, target, index)
-        retriever.ephemeral = True
-    return retriever
+    if not ephemeral:
+        return make()
+    from retrievalkit_elasticsearch.ephemeral import build_ephemeral, owned
 
-
-class _Pending:
-    """What owns an ephemeral index between its build and its retriever."""
+    setup = _embedded_corpus(
+        index, corpus, embedder, embedder_options, vector_field, vector_index,
+        hnsw_m, hnsw_ef_construction, embedding_cache,
+    )  # fmt: skip
+    build_ephemeral(client, target, index, corpus, k1=k1, b=b, analyzer=analyzer, vectors=setup)
+    return owned(target, index, make)
 
 
 def _embedded_corpus(
