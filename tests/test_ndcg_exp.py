@@ -194,3 +194,26 @@ def test_a_misspelt_metric_is_refused_with_the_names_known(cli: RunCli, tmp_path
     config.write_text('[eval]\nmetrics = ["ndcg_exq@10"]\n', encoding="utf-8")
     done = cli("eval", "--set", "demo", "--retriever", "bm25-demo", "--config", str(config))
     assert done.returncode == 2 and "eval.metrics" in done.stderr
+
+
+def test_extra_labels_rescore_a_requested_ndcg_exp_too() -> None:
+    from retrievalkit.formats.labels import Label, label_effect
+
+    run = rk.evaluate("demo", "bm25-demo", metrics=["ndcg_exp@10"], resamples=1, git_commit=None)
+    outcomes = run.record.outcomes
+    # Every unjudged document a question ranked first is graded 3: gains only rise.
+    labels = [
+        Label(o.question_id, o.ranking[0], 3, judge="local")
+        for o in outcomes
+        if o.ranking and o.ranking[0] not in o.judgments and o.judgments
+    ]
+    assert labels
+    effect = label_effect(outcomes, run.record.manifest.ks, labels, sources=["labels.tsv"])
+    assert effect.before["ndcg_exp@10"] == pytest.approx(run.metrics["ndcg_exp@10"].mean)
+    after = effect.after["ndcg_exp@10"]
+    before = effect.before["ndcg_exp@10"]
+    assert after is not None and before is not None and after > before
+    assert "ndcg_exp@10" not in label_effect(
+        rk.evaluate("demo", "bm25-demo", resamples=1, git_commit=None).record.outcomes,
+        run.record.manifest.ks, labels, sources=["labels.tsv"],
+    ).after  # fmt: skip

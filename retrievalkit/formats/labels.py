@@ -307,15 +307,22 @@ def label_effect(
     """Score a run's rankings twice: with its own judgments, then with ``labels`` merged in.
 
     Works from the outcomes alone (rankings and judgments), so a stored run can be
-    rescored without its set. Means only (no intervals), with ``judged@k`` for every k.
+    rescored without its set. Means only (no intervals), with ``judged@k`` for every k,
+    and the metrics computed only on request (``ndcg_exp@10``) that the run holds.
     With human labels among ``labels`` (`HUMAN_JUDGE`), also the judge-corrected mean and
     interval of every metric (`LabelEffect.corrected`).
     """
     import numpy as np
 
-    from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
+    from retrievalkit.metrics.definitions import (
+        compute_metrics,
+        judge_rankings,
+        requested_metrics,
+    )
 
     labels = list(labels)
+    held = next((outcome.scores for outcome in outcomes if outcome.error is None), {})
+    extra = [name for name in requested_metrics(held) if name in held]
     questions = outcome_questions(outcomes)
     merged = merge_labels(questions, labels)
     rankings = [outcome.ranking for outcome in outcomes]
@@ -324,7 +331,7 @@ def label_effect(
 
     def columns(judgments: Sequence[Mapping[str, int]]) -> dict[str, Any]:
         judged = judge_rankings(rankings, list(judgments), depth=depth, errored=errored)
-        return dict(compute_metrics(judged, ks, with_judged=True))
+        return dict(compute_metrics(judged, ks, with_judged=True, extra=extra))
 
     def means(judgments: Sequence[Mapping[str, int]]) -> dict[str, float | None]:
         result: dict[str, float | None] = {}
