@@ -40,8 +40,9 @@ CACHE_FORMAT = 1
 DEFAULT_BATCH_SIZE = 256
 #: Rows scored at once: bounds the memory of a search over a memory-mapped matrix.
 SEARCH_BLOCK = 65536
-#: Question scores held at once (questions x documents): bounds a batched search's memory.
-SCORES_HELD = 1 << 24
+#: Question scores held at once (questions x documents): bounds a batched search's memory
+#: (these as float32, and their order as int64: 48 MiB).
+SCORES_HELD = 1 << 22
 #: The unit roundoff of float32.
 _ROUNDOFF = 2.0**-24
 #: Documents past a question's limit rescored exactly with it, so a cut between near-equal
@@ -316,7 +317,8 @@ class DenseRetriever:
 
         A float32 dot product of d terms, in any order, is within gamma_d = d u / (1 - d u)
         of sum |a_i b_i| <= |a| |b| (u = 2^-24); dividing by two rounded norms adds a few
-        u. For l2, sqrt(x) moves by at most sqrt of x's error.
+        u. For l2, sqrt(x) moves by at most sqrt of x's error. A few u more keep two exact
+        scores this far apart from rounding to one float32.
         """
         import math
 
@@ -324,11 +326,12 @@ class DenseRetriever:
         gamma = (dimensions + 8) * _ROUNDOFF / (1.0 - (dimensions + 8) * _ROUNDOFF)
         similarity = self.embedder.similarity
         if similarity == "cosine":
-            return gamma + 4 * _ROUNDOFF
+            return gamma + 8 * _ROUNDOFF
         reach = query_norm * self._largest_norm
         if similarity == "l2_norm":
-            return math.sqrt(2 * gamma * (query_norm + self._largest_norm) ** 2) + 1e-30
-        return gamma * reach + 1e-30
+            reach = query_norm + self._largest_norm
+            return math.sqrt(2 * gamma) * reach + 4 * _ROUNDOFF * reach + 1e-30
+        return (gamma + 4 * _ROUNDOFF) * reach + 1e-30
 
     def _best(
         self,
