@@ -15,7 +15,12 @@ from typing import Any
 import attrs
 import pytest
 
+from retrievalkit.testing import deliver_stop_signals
+
 REPO = Path(__file__).resolve().parents[1]
+
+# The Ctrl-C and hang-up tests need the signals delivered, however the suite was started.
+deliver_stop_signals()
 
 
 def shared_data() -> Path:

@@ -470,3 +470,30 @@ def test_an_unknown_scheme_is_a_discovery_failure(tmp_path: Path) -> None:
         check_store(f"nosuchscheme:///{tmp_path}/x")
     assert caught.value.rule == "store.discovery"
     assert "nosuchscheme" in str(caught.value)
+
+
+def test_deliver_stop_signals_undoes_an_ignore_inherited_from_a_background_job() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "import signal; from retrievalkit.testing import deliver_stop_signals; "
+        "before = signal.getsignal(signal.SIGINT) is signal.SIG_IGN; deliver_stop_signals(); "
+        "print(before, signal.getsignal(signal.SIGINT) is signal.default_int_handler, "
+        "signal.getsignal(signal.SIGHUP) is signal.SIG_DFL)"
+    )
+
+    def as_a_background_job() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        preexec_fn=as_a_background_job,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]

@@ -15,6 +15,11 @@ from typing import Any
 import pytest
 from support import DEMO_CORPUS, index_corpus, shared_data
 
+from retrievalkit.testing import deliver_stop_signals
+
+# The Ctrl-C and hang-up tests need the signals delivered, however the suite was started.
+deliver_stop_signals()
+
 DEFAULT_URL = "http://127.0.0.1:9200"
 START_HINT = (
     "start one with `python3 scripts/elasticsearch.py up --port 9200` (or run `nox -s "

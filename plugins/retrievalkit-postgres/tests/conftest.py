@@ -16,6 +16,11 @@ from collections.abc import Iterator
 import pytest
 from support import DEFAULT_URL
 
+from retrievalkit.testing import deliver_stop_signals
+
+# The Ctrl-C and hang-up tests need the signals delivered, however the suite was started.
+deliver_stop_signals()
+
 START_HINT = (
     "start one with `python3 scripts/postgres.py up --port 5433` (or run `nox -s postgres`, "
     "which starts it), set RETRIEVALKIT_PG_URL to the URL it prints and PGPASSWORD to "
