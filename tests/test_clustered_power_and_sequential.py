@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import RunCli
+from test_power import power_json
 
 from retrievalkit.stats.paired import sign_flip_p_value
 from retrievalkit.stats.power import (
@@ -114,13 +115,6 @@ def test_clusters_of_one_question_are_the_per_question_spread() -> None:
     spread, clusters = spread_of_clusters(after, np.arange(200), baseline=before)
     assert clusters == 200 and spread.size_factor == 1.0
     assert spread.sd == pytest.approx(spread_of_pair(before, after).sd, rel=1e-12)
-
-
-def power_json(cli: RunCli, *args: str) -> dict[str, Any]:
-    done = cli("power", *args, "--format", "json")
-    assert done.returncode == 0, done.stderr
-    document: dict[str, Any] = json.loads(done.stdout)
-    return document
 
 
 def test_power_counts_the_demo_sets_clusters(cli: RunCli) -> None:

@@ -34,6 +34,22 @@ class _Ephemeral(Protocol):
     ephemeral: bool
 
 
+class OwnsIndex:
+    """A retriever that may own an ephemeral index (`owned` makes it the owner): ``close``
+    closes its client and deletes that index now."""
+
+    _client: Any
+    _dropper: Any = None
+    ephemeral = False
+    """Whether the index was built for this retriever and is deleted with it."""
+
+    def close(self) -> None:
+        """Close the client; an ephemeral retriever's index is deleted now."""
+        self._client.close()
+        if self._dropper is not None:
+            self._dropper()
+
+
 Owner = TypeVar("Owner", bound=_Ephemeral)
 
 #: What ``_meta.created_by`` of an index retrievalkit built starts with.

@@ -28,7 +28,7 @@ from retrievalkit_elasticsearch.connection import (
     target_from_options,
     version_mismatch,
 )
-from retrievalkit_elasticsearch.ephemeral import check_ephemeral_options
+from retrievalkit_elasticsearch.ephemeral import OwnsIndex, check_ephemeral_options
 from retrievalkit_elasticsearch.indexing import DEFAULT_B, DEFAULT_K1
 from retrievalkit_elasticsearch.query import (
     QUERY_THEN_FETCH,
@@ -56,7 +56,7 @@ class SearchFailed(RuntimeError):
     """Elasticsearch could not answer one question; the evaluator records it as an error."""
 
 
-class ElasticsearchBM25Retriever:
+class ElasticsearchBM25Retriever(OwnsIndex):
     """Ranked document ids from an Elasticsearch index, best first.
 
     ``retrieve`` returns one id per hit, so a chunked index may repeat a document (the
@@ -87,15 +87,6 @@ class ElasticsearchBM25Retriever:
         self._cluster = cluster
         self._indices = tuple(indices)
         self._search_type = search_type
-        self._dropper: Any = None
-        self.ephemeral = False
-        """Whether the index was built for this retriever and is deleted with it."""
-
-    def close(self) -> None:
-        """Close the client; an ephemeral retriever's index is deleted now."""
-        self._client.close()
-        if self._dropper is not None:
-            self._dropper()
 
     # --- the retriever contract ------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from retrievalkit_elasticsearch.connection import (
     explain,
     target_from_options,
 )
-from retrievalkit_elasticsearch.ephemeral import check_ephemeral_options
+from retrievalkit_elasticsearch.ephemeral import OwnsIndex, check_ephemeral_options
 from retrievalkit_elasticsearch.indexing import DEFAULT_B, DEFAULT_K1
 from retrievalkit_elasticsearch.query import QUERY_THEN_FETCH, parse_filter, parse_search_type
 
@@ -238,7 +238,7 @@ def embedder_for(
     return made
 
 
-class ElasticsearchKnnRetriever:
+class ElasticsearchKnnRetriever(OwnsIndex):
     """Top-k nearest neighbours of the question's vector in an index's ``dense_vector`` field.
 
     ``k`` is the limit asked (or the ``k`` option), ``num_candidates`` the candidates each
@@ -275,15 +275,6 @@ class ElasticsearchKnnRetriever:
         self._separator = doc_id_separator
         self._batch_size = batch_size
         self._cluster = cluster
-        self._dropper: Any = None
-        self.ephemeral = False
-        """Whether the index was built for this retriever and is deleted with it."""
-
-    def close(self) -> None:
-        """Close the client; an ephemeral retriever's index is deleted now."""
-        self._client.close()
-        if self._dropper is not None:
-            self._dropper()
 
     def describe(self) -> dict[str, str]:
         setup = self.vectors.index_type
