@@ -108,14 +108,17 @@ def search(data: Path, cache_dir: Path, embedder_name: str = "sentence-transform
     unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
     def ours() -> list[list[str]]:
-        return [[doc for doc, _ in found] for found in dense.search(vectors, 100)]
+        return dense.search_ids(vectors, 100)
 
-    def numpy_product() -> list[list[int]]:
+    id_array = np.array(dense._ids, dtype=object)
+
+    def numpy_product() -> list[list[str]]:
         queries = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
         scores = queries @ unit.T
         best = np.argpartition(-scores, 99, axis=1)[:, :100]
         rows = np.take_along_axis(scores, best, axis=1)
-        return np.take_along_axis(best, np.argsort(-rows, axis=1, kind="stable"), axis=1).tolist()
+        ranked = np.take_along_axis(best, np.argsort(-rows, axis=1, kind="stable"), axis=1)
+        return id_array[ranked].tolist()  # the same output: rankings of document ids
 
     def best_of(function: Any, rounds: int = 5) -> float:
         times = []
@@ -125,10 +128,9 @@ def search(data: Path, cache_dir: Path, embedder_name: str = "sentence-transform
             times.append(time.perf_counter() - began)
         return min(times)
 
-    ids = [document_id for document_id in dense._ids]
+    ids = dense._ids
     agree = sum(
-        [ids[index] for index in theirs[:10]] == mine[:10]
-        for mine, theirs in zip(ours(), numpy_product(), strict=True)
+        theirs[:10] == mine[:10] for mine, theirs in zip(ours(), numpy_product(), strict=True)
     )
     mine, theirs = best_of(ours), best_of(numpy_product)
     ratio = mine / theirs
@@ -271,17 +273,20 @@ def embedder_target(data: Path, cache_dir: Path, count: int) -> str:
     vectors = np.asarray(embedder.embed_queries(questions), dtype=np.float32)
     matrix = np.asarray(retriever._matrix)
     unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    id_array = np.array(retriever._ids, dtype=object)
     search, product = float("inf"), float("inf")
     for _ in range(5):
         began = time.perf_counter()
-        retriever.search(vectors, 100)
+        retriever.search_ids(vectors, 100)
         search = min(search, time.perf_counter() - began)
         began = time.perf_counter()
-        # One product of the questions with the documents, and the same top-100 selection.
+        # One product of the questions with the documents, the same top-100 selection and
+        # the same output: each question's ranking as a list of document ids.
         scores = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)) @ unit.T
         best = np.argpartition(-scores, 99, axis=1)[:, :100]
         rows = np.take_along_axis(scores, best, axis=1)
-        np.take_along_axis(best, np.argsort(-rows, axis=1, kind="stable"), axis=1)
+        ranked = np.take_along_axis(best, np.argsort(-rows, axis=1, kind="stable"), axis=1)
+        id_array[ranked].tolist()
         product = min(product, time.perf_counter() - began)
     dense = search / product
     return target(

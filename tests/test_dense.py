@@ -134,6 +134,10 @@ def test_a_batched_search_ranks_each_question_as_it_ranks_it_alone(
     alone = [retriever.search(vectors[index : index + 1], 20)[0] for index in range(0, 300, 10)]
     assert whole == backwards == pieces
     assert alone == whole[::10]
+    # The ids alone (what retrieve_many returns) are the ids of the pairs, in pieces too.
+    ranked = [[doc for doc, _ in found] for found in whole]
+    assert retriever.search_ids(vectors, 20) == ranked
+    assert retriever.search_ids(vectors[5:12], 20) == ranked[5:12]
     # And the ranking is the exact one: float64 scores rounded to float32, ties in corpus order.
     matrix = np.asarray(retriever._matrix, dtype=np.float64)
     ids = retriever._ids

@@ -15,7 +15,7 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -225,10 +225,13 @@ class DenseRetriever:
             label=identifier,
         )
         self._ids = [document_id_of(doc.id, doc_id_separator) for doc in embedded.documents]
-        self.corpus_hash = embedded.corpus_hash
-        self.cache_key = embedded.cache_key
         import numpy as np
 
+        # The ids as an object array: a block's rankings are one indexing and one tolist.
+        self._id_array = np.empty(len(self._ids), dtype=object)
+        self._id_array[:] = self._ids
+        self.corpus_hash = embedded.corpus_hash
+        self.cache_key = embedded.cache_key
         # A plain view (a memory map stays one, read as it is touched): indexing it skips
         # the memmap subclass's bookkeeping.
         self._matrix = np.asarray(embedded.matrix)
@@ -260,11 +263,26 @@ class DenseRetriever:
         together."""
         if limit <= 0:
             return [[] for _ in questions]
-        vectors = embed_queries(self.embedder, list(questions))
-        return [[doc for doc, _ in found] for found in self.search(vectors, limit)]
+        return self.search_ids(embed_queries(self.embedder, list(questions)), limit)
 
     def search(self, queries: npt.NDArray[np.float32], limit: int) -> list[list[tuple[str, float]]]:
         """The ``limit`` best (document id, score) pairs of each row of ``queries``."""
+        found: list[list[tuple[str, float]]] = []
+        for ids, scores in self._search_blocks(queries, limit):
+            found.extend(map(list, map(zip, ids, scores.tolist())))
+        return found
+
+    def search_ids(self, queries: npt.NDArray[np.float32], limit: int) -> list[list[str]]:
+        """The ids of `search`, without building a pair for every document found."""
+        found: list[list[str]] = []
+        for ids, _ in self._search_blocks(queries, limit):
+            found.extend(ids)
+        return found
+
+    def _search_blocks(
+        self, queries: npt.NDArray[np.float32], limit: int
+    ) -> Iterator[tuple[list[list[str]], npt.NDArray[np.float32]]]:
+        """(ids, scores) of each block of rows of ``queries``: `SCORES_HELD` scores at once."""
         import numpy as np
 
         queries = np.asarray(queries, dtype=np.float32)
@@ -276,13 +294,12 @@ class DenseRetriever:
             )
         take = min(limit, len(self._ids))
         if take <= 0:
-            return [[] for _ in queries]
-        found: list[list[tuple[str, float]]] = []
+            yield [[] for _ in queries], np.zeros((len(queries), 0), dtype=np.float32)
+            return
         rows = max(1, SCORES_HELD // max(len(self._ids), 1))
         for first in range(0, len(queries), rows):
             block = queries[first : first + rows]
-            found.extend(self._best(block, self._approximate(block), take))
-        return found
+            yield self._best(block, self._approximate(block), take)
 
     def _approximate(self, queries: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """(questions, documents) float32 scores from one product a block of documents."""
@@ -338,8 +355,9 @@ class DenseRetriever:
         queries: npt.NDArray[np.float32],
         scores: npt.NDArray[np.float32],
         take: int,
-    ) -> list[list[tuple[str, float]]]:
-        """Each row's ``take`` best documents by their exact scores, ties in corpus order.
+    ) -> tuple[list[list[str]], npt.NDArray[np.float32]]:
+        """Each row's ``take`` best document ids and their exact scores, ties in corpus
+        order.
 
         The ``take`` + `_SLACK` best by the product are rescored exactly, all rows at once;
         a row whose next document by the product could still belong (near-ties at the
@@ -365,16 +383,13 @@ class DenseRetriever:
             settled = np.ones(len(scores), dtype=bool)
         exact = self._exact_rows(candidates, queries, norms)
         ranked = np.lexsort((candidates, -exact), axis=1)[:, :take]
-        best = np.take_along_axis(candidates, ranked, 1).tolist()
-        values = np.take_along_axis(exact, ranked, 1).tolist()
-        ids = self._ids
-        found = [
-            list(zip([ids[i] for i in row], row_values, strict=True))
-            for row, row_values in zip(best, values, strict=True)
-        ]
+        best = np.take_along_axis(candidates, ranked, 1)
+        values = np.take_along_axis(exact, ranked, 1)
         for row in np.flatnonzero(~settled).tolist():
-            found[row] = self._best_of_one(queries[row], scores[row], take, float(margins[row]))
-        return found
+            best[row], values[row] = self._best_of_one(
+                queries[row], scores[row], take, float(margins[row])
+            )
+        return self._id_array[best].tolist(), values
 
     def _best_of_one(
         self,
@@ -382,8 +397,9 @@ class DenseRetriever:
         scores: npt.NDArray[np.float32],
         take: int,
         margin: float,
-    ) -> list[tuple[str, float]]:
-        """One row's best, rescoring every document within ``margin`` of its cut."""
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+        """One row's best documents and scores, rescoring every document within
+        ``margin`` of its cut."""
         import numpy as np
 
         cut = float(np.partition(scores, len(scores) - take)[len(scores) - take])
@@ -391,13 +407,7 @@ class DenseRetriever:
         norm = np.array([np.linalg.norm(query.astype(np.float64))])
         exact = self._exact_rows(candidates[None, :], query[None, :], norm)[0]
         ranked = np.lexsort((candidates, -exact))[:take]
-        return list(
-            zip(
-                [self._ids[i] for i in candidates[ranked].tolist()],
-                exact[ranked].tolist(),
-                strict=True,
-            )
-        )
+        return candidates[ranked], exact[ranked]
 
     def _exact_rows(
         self,
@@ -414,9 +424,15 @@ class DenseRetriever:
         similarity = self.embedder.similarity
         for first in range(0, len(queries), step):
             picked = candidates[first : first + step]
-            documents = self._matrix[picked].astype(np.float64)
-            vectors = queries[first : first + step].astype(np.float64)
-            dots = np.einsum("qkd,qd->qk", documents, vectors)
+            # float32 products are exact in float64; einsum casts a buffer at a time, so
+            # the gathered documents are never copied whole into float64.
+            dots = np.einsum(
+                "qkd,qd->qk",
+                self._matrix[picked],
+                queries[first : first + step].astype(np.float64),
+                dtype=np.float64,
+                casting="safe",
+            )
             if similarity == "cosine":
                 scale = self._norms[picked] * norms[first : first + step, None]
                 dots = np.divide(dots, scale, out=np.zeros_like(dots), where=scale > 0)
@@ -425,10 +441,6 @@ class DenseRetriever:
                 dots = -np.sqrt(np.maximum(squared - 2 * dots, 0))
             exact[first : first + step] = dots
         return exact
-
-    def _search(self, query: npt.NDArray[np.float32], limit: int) -> list[tuple[str, float]]:
-        """One question's (document id, score) pairs: `search` of one row."""
-        return self.search(query[None, :], limit)[0]
 
 
 def _row_norms(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
