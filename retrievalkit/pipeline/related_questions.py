@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from itertools import chain, compress, repeat
 from typing import Any
 
@@ -52,9 +52,9 @@ def related_groups(questions: Sequence[GoldenQuestion], *, by: str) -> RelatedGr
         firsts.append(_first_holders(documents, holders))
         owners.append(holders)
     elif by == "text":
-        for keys, holders in _text_keys(questions):
-            firsts.append(_first_holders(keys, holders))
-            owners.append(holders)
+        fingerprints, text_holders = _text_fingerprints(questions)
+        firsts.append(_first_fingerprint_holders(fingerprints, text_holders))
+        owners.append(text_holders)
     sizes = _component_sizes(count, owners, firsts)
     grouped = sizes[sizes > 1]
     return RelatedGroups(int(grouped.size), int(grouped.sum()), count)
@@ -97,45 +97,87 @@ def _relevant_pairs(questions: Sequence[GoldenQuestion]) -> tuple[list[str], lis
     return documents, holders
 
 
-def _text_keys(
-    questions: Sequence[GoldenQuestion],
-) -> Iterator[tuple[Iterable[Hashable], list[int]]]:
-    """Keys of each text (its words whole; of 3 to `_MAX_WORDS` words, also less each word
-    in turn), each with the index of its question: questions that share a key are
+def _text_fingerprints(questions: Sequence[GoldenQuestion]) -> tuple[Any, Any]:
+    """(fingerprints, holders) of the keys of each text (its words whole; of 3 to
+    `_MAX_WORDS` words, also less each word in turn): questions that share a key are
     near-identical (equal, equal but one word, or one word more).
 
-    A key is its words joined by spaces (a word holds none), a string, so that a million
-    keys are no million objects for the cyclic collector to walk; texts of one length are
-    keyed a column of words at a time.
+    A key is its words joined by spaces (a word holds none), kept as two 64-bit hashes,
+    of that string and of the tuple of its words, not as a string: the keys of a million
+    texts would take gigabytes. Two keys are taken for one only when both hashes agree,
+    which two different keys do with a chance of about 2^-128.
+    Texts of one length are keyed a column of words at a time, and each column's keys
+    live only while they are hashed.
     """
+    import numpy as np
+
     lowered = map(str.lower, map(_QUESTION_TEXT, questions))
     wholes = list(map(" ".join, map(_WORD.findall, lowered)))
     by_length: dict[int, list[int]] = {}
     for index, spaces in enumerate(map(str.count, wholes, repeat(" "))):
         if wholes[index]:
             by_length.setdefault(spaces + 1, []).append(index)
-    text_keys: list[Hashable] = []
-    text_holders: list[int] = []
+    parts: list[Any] = []
+    holders: list[Any] = []
+
+    def keep(columns: list[list[str]], indices: Any) -> None:
+        """The keys made of these columns of words, a key a row."""
+        pair = np.empty((len(indices), 2), dtype=np.int64)
+        rows = len(indices)
+        pair[:, 0] = np.fromiter(
+            map(hash, map(" ".join, zip(*columns, strict=True))), np.int64, rows
+        )
+        pair[:, 1] = np.fromiter(map(hash, zip(*columns, strict=True)), np.int64, rows)
+        parts.append(pair)
+        holders.append(indices)
+
     for length, indices in by_length.items():
         texts = list(map(wholes.__getitem__, indices))
-        text_keys.extend(texts)
-        text_holders.extend(indices)
-        if not 3 <= length <= _MAX_WORDS:
-            continue
         # A column of words at a time: the split lists live no longer than their word.
         columns = [
             list(map(operator.itemgetter(place), map(str.split, texts))) for place in range(length)
         ]
         del texts
-        for position in range(length):
-            others = columns[:position] + columns[position + 1 :]
-            shorter = list(map(" ".join, zip(*others, strict=True)))
+        numbers = np.array(indices, dtype=np.int64)
+        keep(columns, numbers)
+        if 3 <= length <= _MAX_WORDS:
             # One word more or fewer: the shorter text whole is the longer one less a word.
             # Two texts that differ in one word at the same place share this key too, so
             # it joins them as well: no key of its own is needed for that.
-            text_keys.extend(shorter)
-            text_holders.extend(indices)
-    yield text_keys, text_holders
+            for position in range(length):
+                keep(columns[:position] + columns[position + 1 :], numbers)
+    del wholes
+    if not parts:
+        return np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(parts), np.concatenate(holders)
+
+
+def _first_fingerprint_holders(fingerprints: Any, holders: Any) -> Any:
+    """For each key (a row of ``fingerprints``), the first holder of that key.
+
+    The keys are sorted (stably) by their first hash alone; the second must then agree
+    within each run of equal first hashes, or the rows are sorted whole.
+    """
+    import numpy as np
+
+    count = len(holders)
+    if not count:
+        return holders
+    first_hashes, second_hashes = fingerprints[:, 0], fingerprints[:, 1]
+    order = np.argsort(first_hashes, kind="stable")
+    ordered = first_hashes[order]
+    starts = np.ones(count, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    seconds = second_hashes[order]
+    if np.any(~starts[1:] & (seconds[1:] != seconds[:-1])):
+        # Two keys with one first hash: sort by both (return_index sorts stably).
+        keys = np.ascontiguousarray(fingerprints).view(np.dtype((np.void, 16))).ravel()
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        return holders[first][inverse.ravel()]
+    # Stable: each run of one key starts at its first place.
+    found = np.empty(count, dtype=holders.dtype)
+    found[order] = holders[order[starts]][np.cumsum(starts) - 1]
+    return found
 
 
 def _component_sizes(count: int, owners: list[list[int]], firsts: list[list[int]]) -> Any:
@@ -145,8 +187,8 @@ def _component_sizes(count: int, owners: list[list[int]], firsts: list[list[int]
 
     if not count:
         return np.zeros(0, dtype=np.int64)
-    left = np.fromiter(chain.from_iterable(owners), dtype=np.int64)
-    right = np.fromiter(chain.from_iterable(firsts), dtype=np.int64)
+    left = np.concatenate([np.asarray(part, dtype=np.int64) for part in owners])
+    right = np.concatenate([np.asarray(part, dtype=np.int64) for part in firsts])
     joined = left != right
     left, right = left[joined], right[joined]
     labels = np.arange(count, dtype=np.int64)
