@@ -524,10 +524,11 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks: ratios against pytrec_eval, ranx and Elasticsearch's _rank_eval."""
-    # bench_sweep_ray.py: the sweep on a two-worker Ray head; bench_models.py: MiniLM.
+    # bench_sweep_ray.py: the sweep on a two-worker Ray head; bench_models.py: MiniLM and
+    # WordLlama.
     session.install(
         "-e",
-        ".[test,ray,models]",
+        ".[test,ray,models,dense]",
         "-r",
         "benchmarks/requirements.txt",
         ES_CLIENT,

@@ -396,9 +396,10 @@ def main() -> int:
         where = f"{name} at {args.questions:,} questions"
         both(found.cold, found.cold_cpu, PAGE_GOAL, f"{where}, first view")
         both(found.warm, found.warm_cpu, PAGE_GOAL, f"{where}, then")
-    slowest = max(found.warm for found in pages.values())
+    # Each page, its first view included: that is the one a user opening it waits for.
+    slowest = max(max(found.cold, found.warm) for found in pages.values())
     figure = ", ".join(
-        f"{name} {seconds(found.warm)} (first {seconds(found.cold)})"
+        f"{name} first {seconds(found.cold)}, then {seconds(found.warm)}"
         for name, found in pages.items()
     )
     full = args.questions >= 100_000
@@ -407,8 +408,9 @@ def main() -> int:
         target(
             "serve",
             full and slowest <= PAGE_GOAL,
-            f"{size}slowest {seconds(slowest)}; {figure} (median of {args.repeats} after the "
-            f"first; load {load_pages:.2f} before, {load_now()} after)",
+            f"{size}slowest {seconds(slowest)} (first views included); {figure} (then: median "
+            f"of {args.repeats} after the first; load {load_pages:.2f} before, "
+            f"{load_now()} after)",
         )
     )
     return 0

@@ -99,7 +99,10 @@ def _builtin(module: str) -> Any:
 
 def _run_builtin(module: str, args: argparse.Namespace) -> int:
     """Run a built-in command, imported only now: help lists every command unimported."""
-    return int(_builtin(module).run(args))
+    from retrievalkit.cli.collector import owned
+
+    with owned():
+        return int(_builtin(module).run(args))
 
 
 def build_parser(

@@ -232,6 +232,7 @@ def check_can_save(args: argparse.Namespace, store: object, config: Config | Non
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.api import evaluate, gate, load_set
+    from retrievalkit.cli.collector import keeping
     from retrievalkit.cli.commands.collisions import (
         check_run_outputs,
         check_store_url,
@@ -260,7 +261,8 @@ def run(args: argparse.Namespace) -> int:
     check_run_outputs(outputs_of(args), store_at(store_url(args, config)), early)
     store = open_configured_store(args, config)
     extra_labels = read_label_files(args.extra_labels)
-    golden = load_set(args.set, config=config)
+    with keeping():  # the set lives to the end: no collection walks it
+        golden = load_set(args.set, config=config)
     check_slices(gated.slices, golden.questions, source=config.source, set_name=golden.name)
     inputs = [
         ("--set", golden.source),

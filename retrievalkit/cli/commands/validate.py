@@ -23,12 +23,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from retrievalkit.cli.collector import keeping
     from retrievalkit.pipeline.validation import lint_set
     from retrievalkit.plugins.resolution import resolve_set
     from retrievalkit.render.summary import to_json_text
 
     config = load_config(args)
-    golden = resolve_set(args.set, config)
+    with keeping():  # the set lives to the end: no collection walks it
+        golden = resolve_set(args.set, config)
     findings = lint_set(golden, {name: entry.options for name, entry in config.retrievers.items()})
     if args.format == "json":
         sys.stdout.write(to_json_text(findings) + "\n")
