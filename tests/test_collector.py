@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,19 +22,26 @@ def nothing_frozen() -> Iterator[None]:
     gc.unfreeze()
 
 
+def watch(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str, probe: Callable[[], Any]
+) -> list[Any]:
+    """What ``probe()`` gives each time ``module.name`` is called, which it then is."""
+    seen: list[Any] = []
+    function = getattr(module, name)
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(probe())
+        return function(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, watched)
+    return seen
+
+
 def frozen_while_linting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The number of frozen objects seen while validate checks its set."""
     import retrievalkit.pipeline.validation as validation
 
-    seen: list[int] = []
-    lint = validation.lint_set
-
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        seen.append(gc.get_freeze_count())
-        return lint(*args, **kwargs)
-
-    monkeypatch.setattr(validation, "lint_set", counting)
-    return seen
+    return watch(monkeypatch, validation, "lint_set", gc.get_freeze_count)
 
 
 def test_validate_freezes_its_loaded_set_and_unfreezes_it_at_the_end(
@@ -92,14 +99,7 @@ def test_a_set_is_read_without_collections_and_the_collector_is_back_after(
 ) -> None:
     import retrievalkit.plugins.resolution as resolution
 
-    enabled: list[bool] = []
-    resolve = resolution.resolve_set
-
-    def reading(*args: Any, **kwargs: Any) -> Any:
-        enabled.append(gc.isenabled())
-        return resolve(*args, **kwargs)
-
-    monkeypatch.setattr(resolution, "resolve_set", reading)
+    enabled = watch(monkeypatch, resolution, "resolve_set", gc.isenabled)
     seen = frozen_while_linting(monkeypatch)
     assert main(["validate", "--set", str(DEMO_SET), "--format", "json"]) == 0
     capsys.readouterr()
