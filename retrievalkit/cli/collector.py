@@ -5,9 +5,9 @@ objects) and keeps it to the end; every full collection after that walks all of 
 again, to free nothing, and reading it runs a full collection each time the objects
 read grow by a quarter. `keeping` reads it without collections and then moves the
 objects alive at that moment out of the collector's reach (`gc.freeze`); they are still
-freed by reference counting as usual,
-and `owned` hands them back to the collector (`gc.unfreeze`) when the command ends, so
-a program that runs commands in its own process (tests, a notebook) loses nothing.
+freed by reference counting as usual, and `owned` hands them back to the collector
+(`gc.unfreeze`) when the command ends, so a program that runs commands in its own
+process (tests, a notebook) loses nothing.
 
 Only the command line does this, and only while a command runs: the Python API leaves
 the collector to the program that calls it. A process whose objects were frozen before

@@ -45,8 +45,8 @@ def related_groups(questions: Sequence[GoldenQuestion], *, by: str) -> RelatedGr
     """Join questions that share an expected document (``by="expected"``) or have
     near-identical text (``by="text"``)."""
     count = len(questions)
-    firsts: list[list[int]] = []
-    owners: list[list[int]] = []
+    firsts: list[Any] = []  # lists of ints or arrays, one per kind of key
+    owners: list[Any] = []
     if by == "expected":
         documents, holders = _relevant_pairs(questions)
         firsts.append(_first_holders(documents, holders))
@@ -180,7 +180,7 @@ def _first_fingerprint_holders(fingerprints: Any, holders: Any) -> Any:
     return found
 
 
-def _component_sizes(count: int, owners: list[list[int]], firsts: list[list[int]]) -> Any:
+def _component_sizes(count: int, owners: list[Any], firsts: list[Any]) -> Any:
     """The size of each group of questions joined by the edges (owner, first), as an array
     with one entry per group (connected components, by hooking and pointer jumping)."""
     import numpy as np
