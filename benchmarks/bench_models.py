@@ -110,7 +110,7 @@ def search(data: Path, cache_dir: Path, embedder_name: str = "sentence-transform
     def ours() -> list[list[str]]:
         return dense.search_ids(vectors, 100)
 
-    id_array = np.array(dense._ids, dtype=object)
+    id_array = dense._ids  # the retriever's own object array of ids
 
     def numpy_product() -> list[list[str]]:
         queries = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -273,7 +273,7 @@ def embedder_target(data: Path, cache_dir: Path, count: int) -> str:
     vectors = np.asarray(embedder.embed_queries(questions), dtype=np.float32)
     matrix = np.asarray(retriever._matrix)
     unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-    id_array = np.array(retriever._ids, dtype=object)
+    id_array = retriever._ids  # the retriever's own object array of ids
     search, product = float("inf"), float("inf")
     for _ in range(5):
         began = time.perf_counter()

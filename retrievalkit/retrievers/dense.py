@@ -224,12 +224,11 @@ class DenseRetriever:
             progress=progress,
             label=identifier,
         )
-        self._ids = [document_id_of(doc.id, doc_id_separator) for doc in embedded.documents]
         import numpy as np
 
         # The ids as an object array: a block's rankings are one indexing and one tolist.
-        self._id_array = np.empty(len(self._ids), dtype=object)
-        self._id_array[:] = self._ids
+        self._ids = np.empty(len(embedded.documents), dtype=object)
+        self._ids[:] = [document_id_of(doc.id, doc_id_separator) for doc in embedded.documents]
         self.corpus_hash = embedded.corpus_hash
         self.cache_key = embedded.cache_key
         # A plain view (a memory map stays one, read as it is touched): indexing it skips
@@ -389,7 +388,7 @@ class DenseRetriever:
             best[row], values[row] = self._best_of_one(
                 queries[row], scores[row], take, float(margins[row])
             )
-        return self._id_array[best].tolist(), values
+        return self._ids[best].tolist(), values
 
     def _best_of_one(
         self,
