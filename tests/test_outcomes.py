@@ -126,7 +126,12 @@ def test_indexing_and_slicing_match_the_list(
     if made:
         index = data.draw(st.integers(-len(made), len(made) - 1))
         assert outcomes[index] == made[index]
-        assert outcomes.index_of(made[index].question_id) == index % len(made)
+        # The first look-up scans the ids, the later ones share an index: both agree.
+        for _ in range(2):
+            assert outcomes.index_of(made[index].question_id) == index % len(made)
+            assert outcomes.index_of(made[0].question_id) == 0
+            with pytest.raises(ValueError, match="not in these outcomes"):
+                outcomes.index_of("no such question")
         assert outcomes.ranking(index % len(made)) == made[index].ranking
     part = data.draw(st.slices(len(made) + 1))
     assert list(outcomes[part]) == made[part]
@@ -469,7 +474,8 @@ def reference_document_columns(outcomes: Outcomes) -> dict[str, bytes]:
     """The documents, rankings and judgments columns as the module documentation
     describes them, written out plainly: the ids used, each once, sorted by their UTF-8
     bytes, each as the prefix it shares with the one before (none when any id is longer
-    than 128 bytes) and the rest; codes into that list."""
+    than 128 bytes, nor for every 32nd id, stored whole) and the rest; codes into that
+    list."""
     from retrievalkit.stores.columns import _narrowest, _pack, _pack_bytes
 
     ranked, labels, documents = outcomes.rankings, outcomes.judgments, outcomes.documents
@@ -478,9 +484,9 @@ def reference_document_columns(outcomes: Outcomes) -> dict[str, bytes]:
     encoded = [_utf8(name) for name in used]
     front = all(len(name) <= 128 for name in encoded)
     shared, suffixes, previous = [], [], b""
-    for name in encoded:
+    for index, name in enumerate(encoded):
         common = 0
-        while front and common < min(len(name), len(previous)):
+        while front and index % 32 and common < min(len(name), len(previous)):
             if name[common] != previous[common]:
                 break
             common += 1
@@ -522,11 +528,9 @@ ALPHABETS = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(ALPHABETS))
-def test_document_columns_are_the_plain_front_coding_bit_for_bit(kind: str) -> None:
-    """Generated runs (empty rankings, ids repeated in a ranking, in the vocabulary and
-    across questions, ids that prefix others, unused ids) encode to exactly the bytes of
-    the plainly written front coding, and read back to every ranking and label."""
+def generated_run(kind: str) -> Outcomes:
+    """A run over ids of ``kind`` (`ALPHABETS`): empty rankings, ids repeated in a ranking,
+    in the vocabulary and across questions, ids that prefix others, unused ids."""
     rng = np.random.default_rng(sorted(ALPHABETS).index(kind))
     alphabet = ALPHABETS[kind]
     # Pieces picked by index: a numpy array of strings would drop their trailing NULs.
@@ -548,7 +552,7 @@ def test_document_columns_are_the_plain_front_coding_bit_for_bit(kind: str) -> N
     ranking_codes[::7] = len(vocabulary) - 1  # the long id (or another) in many rankings
     ranking_codes[1 : 1 + len(edges)] = [vocabulary.index(edge) for edge in edges]
     label_codes = rng.integers(0, len(vocabulary) - 100, int(label_lengths.sum()))
-    built = Outcomes.from_arrays(
+    return Outcomes.from_arrays(
         [f"q{i}" for i in range(count)],
         {"hit@1": rng.integers(0, 2, count).astype(float)},
         documents=vocabulary,
@@ -559,6 +563,14 @@ def test_document_columns_are_the_plain_front_coding_bit_for_bit(kind: str) -> N
             rng.integers(-1, 4, len(label_codes)),
         ),
     )
+
+
+@pytest.mark.parametrize("kind", sorted(ALPHABETS))
+def test_document_columns_are_the_plain_front_coding_bit_for_bit(kind: str) -> None:
+    """Generated runs encode to exactly the bytes of the plainly written front coding,
+    and read back to every ranking and label."""
+    built = generated_run(kind)
+    vocabulary = list(built.documents)
     columns = encode_columns(built)
     expected = reference_document_columns(built)
     for name in (DOCUMENTS, RANKINGS, JUDGMENTS):
@@ -570,6 +582,44 @@ def test_document_columns_are_the_plain_front_coding_bit_for_bit(kind: str) -> N
     assert set(back.documents) < set(vocabulary)
     if kind == "ids holding NUL":
         assert {"a", "a\x00", "\x00", ""} <= set(back.documents)
+
+
+@pytest.mark.parametrize("written", ["by 0.3", "before 0.3"])
+@pytest.mark.parametrize("kind", sorted(ALPHABETS))
+def test_document_ids_read_one_by_one_are_those_of_the_whole_vocabulary(
+    kind: str, written: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids asked by code from a stored run are the ones the whole vocabulary decodes to,
+    with every 32nd id stored whole (read without decoding the vocabulary) and without
+    (a run written before 0.3: walked back to an id sharing no prefix, or, when that is
+    too far, read from the whole vocabulary); a code outside it is an IndexError."""
+    import retrievalkit.model.outcomes as outcomes_module
+    import retrievalkit.stores.columns as columns_module
+
+    if written == "before 0.3":
+        monkeypatch.setattr(columns_module, "_RESTART", 1 << 62)
+    monkeypatch.setattr(columns_module, "_WALK_LIMIT", 40)
+    built = generated_run(kind)
+    whole = stored(built)[0].documents
+    rng = np.random.default_rng(len(whole))
+    codes = [0, len(whole) - 1, *rng.integers(0, len(whole), 300).tolist()]
+    back, loads = stored(built)
+    assert back.document_count == len(whole)
+    assert back.document_names(codes) == [whole[code] for code in codes]
+    assert [back.ranking(i) for i in range(len(back))] == [o.ranking for o in built]
+    assert loads[DOCUMENTS] == 1
+    if written == "by 0.3" or kind == "one id past front coding":  # (long ids: all whole)
+        assert DOCUMENTS not in back._cache
+    for wrong in (len(whole), -1):
+        with pytest.raises(IndexError, match="not in a vocabulary"):
+            back.document_names([wrong])
+    # Past the limit of ids asked one by one, the whole vocabulary is decoded once.
+    monkeypatch.setattr(outcomes_module, "_PICKED_LIMIT", 100)
+    again, loads = stored(built)
+    assert again.document_names(codes[:50]) == [whole[code] for code in codes[:50]]
+    assert again.document_names(codes) == [whole[code] for code in codes]
+    assert DOCUMENTS in again._cache
+    assert loads[DOCUMENTS] == 1
 
 
 @pytest.mark.parametrize(("shortest", "longest"), [(0, 12), (40, 120)])

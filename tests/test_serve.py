@@ -87,6 +87,18 @@ def test_another_host_without_a_token_is_refused(runs: DemoRuns) -> None:
     assert short.returncode == 2 and "too short" in short.stderr
 
 
+def test_connections_send_each_page_without_nagles_delay() -> None:
+    """The listening socket passes TCP_NODELAY on to the connections it accepts: a page
+    written in two parts is not held back 40 ms for the peer's delayed acknowledgement."""
+    from retrievalkit.cli.commands.serve import _listen
+
+    listening = _listen("127.0.0.1", 0)
+    with listening, socket.create_connection(listening.getsockname()[:2]):
+        accepted, _ = listening.accept()
+        with accepted:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
 def test_a_busy_port_is_one_line_and_exit_code_3(runs: DemoRuns) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -332,10 +344,17 @@ def test_a_read_only_store_is_shown_read_only_and_refuses_a_pin(runs: DemoRuns) 
 
 
 def test_the_queue_is_what_judge_would_grade_and_a_sample_is_seeded(runs: DemoRuns) -> None:
+    from retrievalkit.model.outcomes import DOCUMENTS
     from retrievalkit.serve.judging_queue import RunQueue
 
-    record = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}").get(runs.titles)
-    assert record is not None
+    store = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}")
+    fresh = store.get(runs.titles)
+    record = store.get(runs.titles)
+    assert fresh is not None and record is not None
+    # Built from columns whose document ids were never decoded: it decodes those it shows.
+    first = RunQueue(fresh.outcomes, k=5)
+    first_items = [(item.question_id, item.document_id, item.rank) for item in first.items()]
+    assert DOCUMENTS not in fresh.outcomes._cache
     wanted = [
         (outcome.question_id, document, rank)
         for outcome in record.outcomes
@@ -345,6 +364,8 @@ def test_the_queue_is_what_judge_would_grade_and_a_sample_is_seeded(runs: DemoRu
     ]
     queue = RunQueue(record.outcomes, k=5)
     assert [(item.question_id, item.document_id, item.rank) for item in queue.items()] == wanted
+    assert first_items == wanted
+    assert first.find(fresh.outcomes, *wanted[3][:2]) == queue.find(record.outcomes, *wanted[3][:2])
     assert all(item.set_grade is None for item in queue.items())
     sampled = RunQueue(record.outcomes, k=5, sample=7, seed=3)
     extra = [item for item in sampled.items() if item.set_grade is not None]
@@ -449,8 +470,38 @@ class _Summaries:
 
 
 def test_one_outcome_read_from_its_position_is_the_outcome(runs: DemoRuns) -> None:
+    from retrievalkit.model.outcomes import DOCUMENTS
     from retrievalkit.serve.views import outcome_at
 
-    for record in open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}").all_runs():
-        for index, outcome in enumerate(record.outcomes):
-            assert outcome_at(record.outcomes, index) == outcome
+    store = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}")
+    for record in store.all_runs():
+        # Read first from columns whose document ids were never all decoded.
+        fresh = store.get(record.run_id)
+        assert fresh is not None
+        found = [outcome_at(fresh.outcomes, index) for index in range(len(fresh.outcomes))]
+        assert DOCUMENTS not in fresh.outcomes._cache
+        assert found == list(record.outcomes)
+
+
+def test_the_warm_up_computes_the_newest_runs_comparison_and_queue(
+    runs: DemoRuns, tmp_path: Path
+) -> None:
+    """Once the server listens, the newest run of each of the newest keys is read, and
+    its comparison with its baseline and its default judging queue are computed: the
+    pages of that run are then answered as computed then."""
+    from retrievalkit.formats.config import Config
+    from retrievalkit.serve import views
+    from retrievalkit.serve.judging_queue import LabelsFile
+
+    source = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}")
+    sqlite = open_store(f"sqlite:///{tmp_path / 'runs.sqlite3'}")
+    for record in reversed(source.all_runs()):  # oldest first, as they were made
+        sqlite.save(record)
+    site = views.Site(store=sqlite, config=Config(), labels=LabelsFile(tmp_path / "l.jsonl"))
+    views.warm_up(site)
+    assert (runs.demo_older, runs.demo) in site._comparisons
+    assert (runs.demo, views.QUEUE_DEPTH, 0) in site._queues
+    assert (runs.titles, views.QUEUE_DEPTH, 0) in site._queues  # the second newest key
+    warm = views.compare_view(site, runs.demo, None)["comparison"]
+    cold = views.Site(store=sqlite, config=Config(), labels=LabelsFile(tmp_path / "l.jsonl"))
+    assert views.compare_view(cold, runs.demo, runs.demo_older)["comparison"] == warm

@@ -104,6 +104,11 @@ class _Metric(NamedTuple):
 Loader = Callable[[str], bytes]
 
 
+#: How many document ids `Outcomes.document_names` decodes one by one from a store before
+#: it decodes the whole vocabulary instead.
+_PICKED_LIMIT = 20_000
+
+
 class ColumnSource(Protocol):
     """Where the columns of lazily read outcomes come from (a store's stored form)."""
 
@@ -119,7 +124,16 @@ class Outcomes(Sequence["QuestionOutcome"]):
     also equals a tuple or list of the same `QuestionOutcome` values.
     """
 
-    __slots__ = ("_cache", "_count", "_errored", "_index", "_metrics", "_source")
+    __slots__ = (
+        "_cache",
+        "_count",
+        "_errored",
+        "_index",
+        "_looked_up",
+        "_metrics",
+        "_picked",
+        "_source",
+    )
 
     def __init__(
         self,
@@ -136,6 +150,8 @@ class Outcomes(Sequence["QuestionOutcome"]):
         self._cache = columns
         self._source = source
         self._index: dict[str, int] | None = None
+        self._picked = 0
+        self._looked_up = False
 
     # -- construction ----------------------------------------------------------------------
 
@@ -401,6 +417,34 @@ class Outcomes(Sequence["QuestionOutcome"]):
         return found
 
     @property
+    def document_count(self) -> int:
+        """``len(documents)``; from a store, without decoding an id."""
+        table = self._cache.get(DOCUMENTS)
+        counted = getattr(self._source, "document_count", None)
+        if table is None and counted is not None:
+            return int(counted())
+        return len(self.documents)
+
+    def document_names(self, codes: Iterable[int]) -> list[str]:
+        """The ids of ``codes`` (positions in `documents`); from a store, decoding those
+        alone where it can (a large run's vocabulary holds hundreds of thousands of ids,
+        a page shows a few). Raises ``IndexError`` for a code outside `documents`."""
+        wanted = [int(code) for code in codes]
+        table = self._cache.get(DOCUMENTS)
+        picked = getattr(self._source, "document_names", None)
+        # Past a few thousand ids asked one by one, decoding them all at once is cheaper.
+        if table is None and picked is not None and self._picked + len(wanted) <= _PICKED_LIMIT:
+            found: list[str] | None = picked(wanted)
+            if found is not None:
+                self._picked += len(wanted)
+                return found
+        documents = self.documents
+        for code in wanted:
+            if not 0 <= code < len(documents):
+                raise IndexError(f"document code {code} is not in a vocabulary of {len(documents)}")
+        return [documents[code] for code in wanted]
+
+    @property
     def rankings(self) -> Rankings:
         found: Rankings = self._column(RANKINGS)
         return found
@@ -422,6 +466,14 @@ class Outcomes(Sequence["QuestionOutcome"]):
 
     def index_of(self, question_id: str) -> int:
         """The position of ``question_id``; raises ``ValueError`` when it is not here."""
+        if self._index is None and not self._looked_up:
+            # The first look-up scans the ids (a page of one question asks once); later
+            # ones share an index of them all.
+            self._looked_up = True
+            try:
+                return self.question_ids.index(question_id)
+            except ValueError:
+                raise ValueError(f"question {question_id!r} is not in these outcomes") from None
         if self._index is None:
             index: dict[str, int] = {}
             for position, found in enumerate(self.question_ids):
@@ -435,8 +487,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
     def ranking(self, index: int) -> tuple[str, ...]:
         """The ranking of the question at ``index``, as document ids."""
         offsets, codes = self.rankings
-        documents = self.documents
-        return tuple(documents[c] for c in codes[offsets[index] : offsets[index + 1]].tolist())
+        return tuple(self.document_names(codes[offsets[index] : offsets[index + 1]].tolist()))
 
     # -- Sequence ------------------------------------------------------------------------
 

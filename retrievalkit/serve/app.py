@@ -201,7 +201,7 @@ def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> 
             **views.judge_view(
                 site,
                 query.get("run", ""),
-                k=_integer(query.get("k"), 10, 1, 1000),
+                k=_integer(query.get("k"), views.QUEUE_DEPTH, 1, 1000),
                 sample=_integer(query.get("sample"), 0, 0, 10_000),
                 grader=grader_of(request),
                 question_id=query.get("q"),
@@ -218,9 +218,11 @@ def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> 
         reason = site.labels.writable()
         if reason is not None:
             raise Forbidden(f"grades cannot be saved: {reason}")
-        run_id, k, sample = form.get("run", ""), form.get("k", "10"), form.get("sample", "0")
+        run_id, k, sample = form.get("run", ""), form.get("k"), form.get("sample")
         record = site.record(run_id)
-        queue = site.queue(record, _integer(k, 10, 1, 1000), _integer(sample, 0, 0, 10_000))
+        queue = site.queue(
+            record, _integer(k, views.QUEUE_DEPTH, 1, 1000), _integer(sample, 0, 0, 10_000)
+        )
         item = queue.find(record.outcomes, form.get("question", ""), form.get("document", ""))
         if item is None:
             raise views.NotFound("that document is not in this run's judging queue")

@@ -58,7 +58,7 @@ class RunQueue:
         self.k = k
         self.sample = sample
         self._question_ids = outcomes.question_ids
-        self._documents = outcomes.documents
+        self._outcomes = outcomes  # its document ids are decoded as items are shown
         offsets, codes = outcomes.rankings
         count = len(outcomes)
         lengths = np.minimum(np.diff(offsets), k).astype(np.int64)
@@ -71,7 +71,7 @@ class RunQueue:
         judged_questions = np.repeat(
             np.arange(count, dtype=np.int64), np.diff(judged_offsets).astype(np.int64)
         )
-        width = max(len(self._documents), 1)
+        width = max(outcomes.document_count, 1)
         judged_keys = judged_questions * width + np.asarray(judged_codes, dtype=np.int64)
         order = np.argsort(judged_keys, kind="stable")
         judged_keys = judged_keys[order]
@@ -113,10 +113,14 @@ class RunQueue:
         return QueueItem(
             position=position,
             question_id=self._question_ids[int(self._questions[position])],
-            document_id=self._documents[int(self._codes[position])],
+            document_id=self._document(position),
             rank=int(self._ranks[position]),
             set_grade=None if grade < 0 else grade,
         )
+
+    def _document(self, position: int) -> str:
+        (found,) = self._outcomes.document_names([int(self._codes[position])])
+        return found
 
     def items(self) -> Iterator[QueueItem]:
         return (self.item(position) for position in range(len(self)))
@@ -129,7 +133,7 @@ class RunQueue:
             return None
         low, high = self._questions.searchsorted([index, index + 1])
         for position in range(int(low), int(high)):
-            if self._documents[int(self._codes[position])] == document_id:
+            if self._document(position) == document_id:
                 return self.item(position)
         return None
 

@@ -56,6 +56,11 @@ STAGE_QUESTIONS = 100
 HISTORY_ROWS = 20
 #: Keys whose default history page is computed as the server starts (the newest first).
 WARM_KEYS = 8
+#: Keys whose newest run's comparison with its baseline and judging queue are computed as
+#: the server starts (each run a 100k-question set reads is tens of MB).
+WARM_RUNS = 2
+#: The judging queue's depth unless the page asks for another.
+QUEUE_DEPTH = 10
 #: What the pages compute with, imported as the server starts (after it listens).
 WARM_MODULES = (
     "numpy",
@@ -245,7 +250,9 @@ def warm_up(site: Site) -> None:
     store's newest keys (their runs' summaries, their newest runs' verdicts), import what
     the other pages compute with, and read the keys' sets, so that a first view is
     answered from memory. A request for a page being computed here waits for it rather
-    than computing it again; a failure is left for that page to report."""
+    than computing it again; a failure is left for that page to report. Last, the newest
+    run of the newest keys (`WARM_RUNS`) is read and its comparison with its baseline and
+    its default judging queue computed: the pages a new run is opened on."""
     import importlib
 
     from retrievalkit.model.records import GRADER
@@ -272,6 +279,14 @@ def warm_up(site: Site) -> None:
                 site.questions(runs[0])
     except Exception:
         log.debug("warm-up: sets stopped", exc_info=True)
+    for key in keys[:WARM_RUNS]:
+        try:
+            newest = site.runs_of(key.set_name, key.model)[0].run_id
+            site.queue(site.record(newest), QUEUE_DEPTH, 0)
+            if baseline_of(site, site.record(newest)) is not None:
+                compare_view(site, newest, None)
+        except Exception:
+            log.debug("warm-up: run %s stopped", key, exc_info=True)
 
 
 # ---------------------------------------------------------------- the store's keys
@@ -445,10 +460,10 @@ def baseline_of(site: Site, record: ResultRecord) -> ResultRecord | None:
     pinned = pinned_run_id(site.store, record.set, record.model)
     if pinned and pinned != record.run_id:
         return site.record(pinned)
-    runs = site.runs_of(record.set, record.model)
-    ids = [run.run_id for run in runs]
+    ids = [run.run_id for run in site.runs_of(record.set, record.model)]
     if record.run_id in ids and ids.index(record.run_id) + 1 < len(ids):
-        return runs[ids.index(record.run_id) + 1]
+        # As the site keeps it: the columns its pages read are read once.
+        return site.record(ids[ids.index(record.run_id) + 1])
     return None
 
 
@@ -479,6 +494,7 @@ def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
         raise NotFound(f"run {run_id} has no baseline to compare with; choose another run")
     labels = [f"{baseline.model} {baseline.run_id}", f"{candidate.model} {candidate.run_id}"]
     questions = site.questions(candidate)
+    texts = {qid: question.question for qid, question in questions.items()}
 
     def paired() -> Comparison:
         try:
@@ -486,7 +502,7 @@ def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
                 [baseline, candidate],
                 labels=labels,
                 allow_different_sets=True,
-                question_texts={qid: question.question for qid, question in questions.items()},
+                question_texts=texts,
             )
         except InputError as error:
             raise NotFound(str(error)) from None
@@ -494,9 +510,7 @@ def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
     comparison = site._comparisons.get_or((baseline.run_id, candidate.run_id), paired)
     stages = site._stage_views.get_or(
         (baseline.run_id, candidate.run_id),
-        lambda: stage_view(
-            baseline, candidate, {qid: question.question for qid, question in questions.items()}
-        ),
+        lambda: stage_view(baseline, candidate, texts),
     )
     choices = [
         (record.run_id, f"{record.model} {record.run_id}")
@@ -538,13 +552,13 @@ def stage_view(
 
 
 def outcome_at(outcomes: Outcomes, index: int) -> QuestionOutcome:
-    """One question's outcome, read from the columns at its position only (indexing
-    ``Outcomes`` builds its whole document table first, which a 100k-question run feels)."""
+    """One question's outcome, read from the columns at its position only: its document
+    ids alone are decoded (indexing ``Outcomes`` decodes every id of the run first, which
+    a 100k-question run feels)."""
     import math
 
     from retrievalkit.model.values import QuestionOutcome
 
-    documents = outcomes.documents
     offsets, codes, grades = outcomes.judgments
     low, high = int(offsets[index]), int(offsets[index + 1])
     scores: dict[str, float | None] = {}
@@ -559,10 +573,13 @@ def outcome_at(outcomes: Outcomes, index: int) -> QuestionOutcome:
         error=outcomes.errors.get(index),
         form=outcomes.forms[index],
         hard_class=outcomes.hard_classes[index],
-        judgments={
-            documents[code]: grade
-            for code, grade in zip(codes[low:high].tolist(), grades[low:high].tolist(), strict=True)
-        },
+        judgments=dict(
+            zip(
+                outcomes.document_names(codes[low:high].tolist()),
+                grades[low:high].tolist(),
+                strict=True,
+            )
+        ),
     )
 
 

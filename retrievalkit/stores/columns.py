@@ -27,7 +27,8 @@ second bytes, ...), compressed together with zlib. Every column round-trips exac
 - forms and hard classes are dictionary-encoded; errors are sparse (index, message);
 - rankings and judgments share one vocabulary of document ids (only the ids a run
   uses, each once, sorted and front-coded: each id as the length of the prefix it
-  shares with the one before and the rest), with per-question lengths and codes in the
+  shares with the one before and the rest, every 32nd id whole, so that one id is
+  decoded from at most 31 before it), with per-question lengths and codes in the
   narrowest integer type.
 """
 
@@ -38,6 +39,7 @@ import json
 import struct
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -214,6 +216,13 @@ def _pick(strings: Sequence[str], positions: IntArray) -> list[str]:
 
 #: Document ids longer than this (in UTF-8 bytes) are stored without front coding.
 _FRONT_CODING_WIDTH = 128
+#: One document id in this many is stored whole (sharing no prefix), so that any id is
+#: decoded from the nearest whole one before it: a page showing one question's documents
+#: decodes those, not a vocabulary of hundreds of thousands.
+_RESTART = 32
+#: Decoding one id of a run stored without such restarts (before retrievalkit 0.3) walks
+#: back at most this many ids; further back, the whole vocabulary is decoded once instead.
+_WALK_LIMIT = 4096
 
 
 def _front_code(
@@ -280,6 +289,7 @@ def _front_code_matrix(
     # A kept name shares its prefix with the kept name before it: duplicates dropped
     # between them were equal to that one, so the shared length holds.
     kept_shared, kept_lengths = shared[keep], ordered_lengths[keep]
+    kept_shared[::_RESTART] = 0
     kept = np.zeros((len(keep), matrix.shape[1] + 1), dtype=np.uint8)
     kept[:, :-1] = matrix[keep]
     columns = np.arange(kept.shape[1])
@@ -363,6 +373,58 @@ def _front_code_long(
     kept_shared = np.zeros(len(keep), dtype=np.int64)
     suffixes = [ordered[i] for i in keep]
     return order, codes.astype(np.int64), kept_shared, _pack_bytes(_SUFFIX, suffixes)
+
+
+class _Vocabulary:
+    """A run's front-coded document ids as stored: every id decoded at once, or one id
+    from the nearest id before it that is stored whole (see `_RESTART`)."""
+
+    __slots__ = ("_arrays", "_bounds", "_restarts", "count")
+
+    def __init__(self, arrays: Mapping[str, npt.NDArray[Any]], count: int) -> None:
+        if len(arrays["shared"]) != count:
+            raise ValueError(f"{len(arrays['shared'])} shared lengths for {count} document ids")
+        self._arrays = arrays
+        self.count = count
+        self._bounds: tuple[bytes, IntArray, IntArray] | None = None
+        self._restarts: IntArray | None = None
+
+    def names(self) -> list[str]:
+        suffixes = _unpack_bytes(_SUFFIX, self._arrays, self.count)
+        return _front_decode(self._arrays["shared"].tolist(), suffixes)
+
+    def name(self, code: int) -> str | None:
+        """The id of ``code`` (in range), or None when it lies too far from an id stored
+        whole (`_WALK_LIMIT`)."""
+        shared = self._arrays["shared"]
+        if self._restarts is None:
+            self._restarts = np.flatnonzero(shared == 0)
+        start = int(self._restarts[np.searchsorted(self._restarts, code, side="right") - 1])
+        if code - start > _WALK_LIMIT:
+            return None
+        raw, starts, ends = self._suffix_bounds()
+        name = b""
+        span = slice(start, code + 1)
+        lengths, lows, highs = shared[span].tolist(), starts[span].tolist(), ends[span].tolist()
+        for length, low, high in zip(lengths, lows, highs, strict=True):
+            name = name[:length] + raw[low:high]
+        return name.decode("utf-8", "surrogatepass")
+
+    def _suffix_bounds(self) -> tuple[bytes, IntArray, IntArray]:
+        """The suffixes' text and where each starts and ends in it."""
+        if self._bounds is None:
+            text = self._arrays[_SUFFIX + "text"]
+            lengths = self._arrays.get(_SUFFIX + "lengths")
+            if lengths is None:
+                ends = np.append(np.flatnonzero(text == 0), len(text)) if self.count else text[:0]
+                starts = ends - np.diff(ends, prepend=-1) + 1
+            else:
+                ends = np.cumsum(lengths.astype(np.int64))
+                starts = ends - lengths.astype(np.int64)
+            if len(ends) != self.count:
+                raise ValueError(f"expected {self.count} strings, found {len(ends)}")
+            self._bounds = (text.tobytes(), starts, ends)
+        return self._bounds
 
 
 def _front_decode(shared: list[int], suffixes: list[bytes]) -> list[str]:
@@ -578,29 +640,56 @@ def decode_columns(
 class StoredColumns:
     """The stored columns of one run's outcomes, decoded one at a time when first read."""
 
-    __slots__ = ("_document_count", "_documents_read", "load", "where")
+    __slots__ = ("_vocabulary", "load", "where")
 
     def __init__(self, load: Loader, where: str) -> None:
         self.load = load
         self.where = where
-        self._document_count: int | None = None
-        self._documents_read: bytes | None = None
+        self._vocabulary: _Vocabulary | None = None
 
-    def _documents(self) -> int:
-        """How many document ids the run's vocabulary holds, from its header alone: the
-        codes of a ranking are checked against it without decoding a single id. (The
-        column read is kept until the ids themselves are asked for: read once.)"""
-        if self._document_count is None:
-            self._documents_read = self.load(DOCUMENTS)
-            _, meta = _unpack(self._documents_read)
-            self._document_count = int(meta["count"])
-        return self._document_count
+    def _documents(self) -> _Vocabulary:
+        """The run's vocabulary of document ids, read once: its size checks the codes of
+        a ranking without decoding an id, and ids are decoded all at once or one by one."""
+        if self._vocabulary is None:
+            arrays, meta = _unpack(self.load(DOCUMENTS))
+            self._vocabulary = _Vocabulary(arrays, int(meta["count"]))
+        return self._vocabulary
 
     def column(self, name: str, outcomes: Outcomes) -> Any:
+        with self._reading(name):
+            if name == DOCUMENTS:
+                return tuple(self._documents().names())
+            return self._decode(name, self.load(name), outcomes)
+
+    def document_count(self) -> int:
+        """How many document ids the run's vocabulary holds (no id decoded)."""
+        with self._reading(DOCUMENTS):
+            return self._documents().count
+
+    def document_names(self, codes: Sequence[int]) -> list[str] | None:
+        """The ids of ``codes`` alone, or None when decoding them one by one would cost
+        more than decoding the whole vocabulary (a run stored before restarts existed)."""
+        with self._reading(DOCUMENTS):
+            vocabulary = self._documents()
+        for code in codes:
+            if not 0 <= code < vocabulary.count:
+                raise IndexError(
+                    f"document code {code} is not in a vocabulary of {vocabulary.count}"
+                )
+        names = []
+        with self._reading(DOCUMENTS):
+            for code in codes:
+                name = vocabulary.name(code)
+                if name is None:
+                    return None
+                names.append(name)
+        return names
+
+    @contextmanager
+    def _reading(self, name: str) -> Iterator[None]:
+        """Any failure to decode column ``name`` as a `StoreError` naming it."""
         try:
-            data = self._documents_read if name == DOCUMENTS else None
-            self._documents_read = None if name == DOCUMENTS else self._documents_read
-            return self._decode(name, self.load(name) if data is None else data, outcomes)
+            yield
         except StoreError:
             raise
         except Exception as error:
@@ -630,18 +719,14 @@ class StoredColumns:
             if name == FORMS:
                 vocabulary = [QuestionForm(label) for label in vocabulary]
             table = [None, *vocabulary]
-            return tuple(table[code] for code in sized(arrays["codes"]).tolist())
-        if name == DOCUMENTS:
-            suffixes = _unpack_bytes("suffix.", arrays, meta["count"])
-            self._document_count = int(meta["count"])
-            return tuple(_front_decode(arrays["shared"].tolist(), suffixes))
+            return tuple(map(table.__getitem__, sized(arrays["codes"]).tolist()))
         if name in (RANKINGS, JUDGMENTS):
             lengths = sized(arrays["lengths"]).astype(np.int64)
             offsets = np.zeros(count + 1, dtype=np.int64)
             np.cumsum(lengths, out=offsets[1:])
             codes = _read_only(arrays["codes"].astype(np.int64))
             _check_offsets(offsets, count, len(codes), name)
-            _check_codes(codes, self._documents(), name)
+            _check_codes(codes, self._documents().count, name)
             if name == RANKINGS:
                 return Rankings(_read_only(offsets), codes)
             grades = _read_only(arrays["grades"].astype(np.int64))
