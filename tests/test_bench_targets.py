@@ -48,3 +48,12 @@ def test_a_row_reported_twice_is_met_only_when_both_reports_are(run_all) -> None
 
     rows = run_all.reported_rows([target("serve", True, "a 10 ms"), target("serve", False, "b")])
     assert rows["serve"] == (False, "a 10 ms; b")
+
+
+def test_a_figure_is_what_follows_its_rows_name_and_goal_even_with_colons(run_all) -> None:  # type: ignore[no-untyped-def]
+    from harness import target
+    from targets import TARGETS
+
+    assert ":" in TARGETS["embedders"][0]  # the row whose name holds a colon
+    rows = run_all.reported_rows([target("embedders", False, "0.98x: 1.82x")])
+    assert rows["embedders"] == (False, "0.98x: 1.82x")
