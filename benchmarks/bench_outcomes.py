@@ -25,8 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from retrievalkit.stores.columns import columns_header, decode_columns
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
@@ -35,6 +33,7 @@ from harness import goal, seconds, table
 from retrievalkit.formats.convert import structure, to_json
 from retrievalkit.metrics.definitions import DEFAULT_KS, compute_metrics, judge_rankings
 from retrievalkit.model.outcomes import Judgments, Outcomes, Rankings
+from retrievalkit.stores.columns import columns_header, decode_columns, encode_columns
 
 CORPUS = 1_000_000
 GOAL_BYTES = 8_000_000
@@ -91,7 +90,7 @@ def main() -> int:
     args = parser.parse_args()
     outcomes = synthetic(args.questions)
 
-    write_columns, columns = best(args.repeats, outcomes.to_columns)
+    write_columns, columns = best(args.repeats, lambda: encode_columns(outcomes))
     write_json, text = best(1, lambda: to_json(outcomes))
     stored = sum(map(len, columns.values()))
     inline = len(text.encode("utf-8"))

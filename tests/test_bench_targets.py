@@ -57,3 +57,17 @@ def test_a_figure_is_what_follows_its_rows_name_and_goal_even_with_colons(run_al
     assert ":" in TARGETS["embedders"][0]  # the row whose name holds a colon
     rows = run_all.reported_rows([target("embedders", False, "0.98x: 1.82x")])
     assert rows["embedders"] == (False, "0.98x: 1.82x")
+
+
+def test_the_stored_outcomes_benchmark_runs_on_the_codec_it_measures() -> None:
+    """bench_outcomes.py at a small size: it writes, reads and checks a stored run through
+    the column codec of `retrievalkit.stores.columns` (a moved function breaks it)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_outcomes.py"), "--questions", "2000",
+         "--repeats", "1"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "stored bytes" in done.stdout
