@@ -430,6 +430,10 @@ class Outcomes(Sequence["QuestionOutcome"]):
         alone where it can (a large run's vocabulary holds hundreds of thousands of ids,
         a page shows a few). Raises ``IndexError`` for a code outside `documents`."""
         wanted = [int(code) for code in codes]
+        count = self.document_count
+        for code in wanted:
+            if not 0 <= code < count:
+                raise IndexError(f"document code {code} is not in a vocabulary of {count}")
         table = self._cache.get(DOCUMENTS)
         picked = getattr(self._source, "document_names", None)
         # Past a few thousand ids asked one by one, decoding them all at once is cheaper.
@@ -439,9 +443,6 @@ class Outcomes(Sequence["QuestionOutcome"]):
                 self._picked += len(wanted)
                 return found
         documents = self.documents
-        for code in wanted:
-            if not 0 <= code < len(documents):
-                raise IndexError(f"document code {code} is not in a vocabulary of {len(documents)}")
         return [documents[code] for code in wanted]
 
     @property

@@ -281,10 +281,10 @@ def warm_up(site: Site) -> None:
         log.debug("warm-up: sets stopped", exc_info=True)
     for key in keys[:WARM_RUNS]:
         try:
-            newest = site.runs_of(key.set_name, key.model)[0].run_id
-            site.queue(site.record(newest), QUEUE_DEPTH, 0)
-            if baseline_of(site, site.record(newest)) is not None:
-                compare_view(site, newest, None)
+            newest = site.record(site.runs_of(key.set_name, key.model)[0].run_id)
+            site.queue(newest, QUEUE_DEPTH, 0)
+            if baseline_of(site, newest) is not None:
+                compare_view(site, newest.run_id, None)
         except Exception:
             log.debug("warm-up: run %s stopped", key, exc_info=True)
 

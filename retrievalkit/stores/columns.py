@@ -667,17 +667,12 @@ class StoredColumns:
             return self._documents().count
 
     def document_names(self, codes: Sequence[int]) -> list[str] | None:
-        """The ids of ``codes`` alone, or None when decoding them one by one would cost
-        more than decoding the whole vocabulary (a run stored before restarts existed)."""
-        with self._reading(DOCUMENTS):
-            vocabulary = self._documents()
-        for code in codes:
-            if not 0 <= code < vocabulary.count:
-                raise IndexError(
-                    f"document code {code} is not in a vocabulary of {vocabulary.count}"
-                )
+        """The ids of ``codes`` (each within `document_count`, as `Outcomes.document_names`
+        checks) alone, or None when decoding them one by one would cost more than
+        decoding the whole vocabulary (a run stored before restarts existed)."""
         names = []
         with self._reading(DOCUMENTS):
+            vocabulary = self._documents()
             for code in codes:
                 name = vocabulary.name(code)
                 if name is None:
