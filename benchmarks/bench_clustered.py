@@ -32,7 +32,7 @@ from populations import population
 
 from retrievalkit.model.records import GRADER, ResultRecord
 from retrievalkit.model.values import GoldenQuestion, Manifest, QuestionOutcome
-from retrievalkit.pipeline.gate import compare_runs
+from retrievalkit.pipeline.gating.gate import compare_runs
 from retrievalkit.stats.clusters import cluster_bootstrap_means
 from retrievalkit.stats.intervals import bootstrap_means
 from retrievalkit.stats.ppi import corrected_mean

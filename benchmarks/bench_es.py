@@ -266,7 +266,7 @@ def worker(case: str, url: str, index: str, folder: Path) -> None:
         from retrievalkit_elasticsearch.retriever import create_elasticsearch_bm25
 
         from retrievalkit.formats.golden_sets import load_beir
-        from retrievalkit.pipeline.evaluator import evaluate_questions
+        from retrievalkit.pipeline.engine.evaluator import evaluate_questions
 
         questions = load_beir(folder).questions
         retriever: Any = create_elasticsearch_bm25(

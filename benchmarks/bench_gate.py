@@ -8,7 +8,7 @@ tokenizer, a tie broken differently), independently for the two runs, so the two
 are exchangeable (A/A). An A/B candidate also misses a question entirely (every metric
 0) with the chance that makes its hit@1 drop by the given amount.
 
-Each pair goes through the real gate (``retrievalkit.pipeline.gate.compare_runs``) with
+Each pair goes through the real gate (``retrievalkit.pipeline.gating.gate.compare_runs``) with
 the default thresholds (hit@1 and hit@3 may not drop at all). Reported: the share of
 A/A pairs flagged (false alarms) with and without ``--require-significant``, and the
 share of A/B pairs flagged with it (detection), by drop and set size.
@@ -32,7 +32,7 @@ from populations import population
 
 from retrievalkit.model.records import GRADER, ResultRecord
 from retrievalkit.model.values import Manifest, QuestionOutcome
-from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS, compare_runs
+from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS, compare_runs
 
 METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")
 SIZES = (30, 75, 150, 300, 1000)

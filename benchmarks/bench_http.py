@@ -4,7 +4,7 @@ The service (tests/search_service.py: BM25 over the demo corpus behind a threade
 server) runs in its own process on a loopback port, once answering as fast as it can
 and once after a fixed service time per request (``--latency``, as a remote service
 would add). The demo set's questions, repeated ``--rounds`` times, are asked through
-:func:`retrievalkit.pipeline.evaluator.evaluate_questions` as ``retrievalkit eval`` asks them,
+:func:`~retrievalkit.pipeline.engine.evaluator.evaluate_questions` as ``eval`` asks them,
 with the retriever's ``concurrency`` at 1 and at 8; each keeps its best of
 ``--repeats`` runs. The peer is the built-in ``bm25`` retriever in process, asked the
 same questions. Every ranking through HTTP must equal the built-in one before any time
@@ -44,7 +44,7 @@ def serve(latency: float) -> None:
 
 def measure(url: str, texts: list[str], concurrency: int, repeats: int) -> tuple[float, Any]:
     from retrievalkit.model.values import GoldenQuestion
-    from retrievalkit.pipeline.evaluator import evaluate_questions
+    from retrievalkit.pipeline.engine.evaluator import evaluate_questions
     from retrievalkit.retrievers.http_service import create_http
 
     questions = [GoldenQuestion(id=f"b{i}", question=text) for i, text in enumerate(texts)]
@@ -87,7 +87,7 @@ def main() -> int:
 
     from retrievalkit.demo import DEMO_CORPUS, DEMO_SET
     from retrievalkit.formats.golden_sets import load_jsonl
-    from retrievalkit.pipeline.evaluator import evaluate_questions
+    from retrievalkit.pipeline.engine.evaluator import evaluate_questions
     from retrievalkit.retrievers.bm25 import BM25Retriever
 
     golden = load_jsonl(DEMO_SET, name="demo")

@@ -47,8 +47,8 @@ def main() -> int:
     from retrievalkit.embedders import create_embedder
     from retrievalkit.formats.golden_sets import load_set_file
     from retrievalkit.metrics.scoring import ScoringOptions, score_run
-    from retrievalkit.pipeline.evaluator import evaluate_questions
-    from retrievalkit.pipeline.fidelity import measure_fidelity
+    from retrievalkit.pipeline.engine.evaluator import evaluate_questions
+    from retrievalkit.pipeline.gating.fidelity import measure_fidelity
     from retrievalkit.plugins.resolution import ResolvedRetriever
     from retrievalkit.retrievers.bm25 import BM25Retriever
     from retrievalkit.retrievers.dense import DenseRetriever, embed_corpus

@@ -45,9 +45,9 @@ if TYPE_CHECKING:
         QuestionForm,
         QuestionOutcome,
     )
-    from retrievalkit.pipeline.comparison import Comparison
-    from retrievalkit.pipeline.gate import Verdict
-    from retrievalkit.pipeline.sweep import SweepResult
+    from retrievalkit.pipeline.gating.comparison import Comparison
+    from retrievalkit.pipeline.gating.gate import Verdict
+    from retrievalkit.pipeline.sweeps.sweep import SweepResult
 
 _EXPORTS = {
     "Run": "retrievalkit.api",
@@ -63,8 +63,8 @@ _EXPORTS = {
     "open_store": "retrievalkit.api",
     "sweep": "retrievalkit.api",
     "SweepConfig": "retrievalkit.formats.sweep_table",
-    "SweepResult": "retrievalkit.pipeline.sweep",
-    "Comparison": "retrievalkit.pipeline.comparison",
+    "SweepResult": "retrievalkit.pipeline.sweeps.sweep",
+    "Comparison": "retrievalkit.pipeline.gating.comparison",
     "Metric": "retrievalkit.metrics.definitions",
     "parse_metric": "retrievalkit.metrics.definitions",
     "GoldenQuestion": "retrievalkit.model.values",
@@ -73,7 +73,7 @@ _EXPORTS = {
     "QuestionForm": "retrievalkit.model.values",
     "QuestionOutcome": "retrievalkit.model.values",
     "ResultRecord": "retrievalkit.model.records",
-    "Verdict": "retrievalkit.pipeline.gate",
+    "Verdict": "retrievalkit.pipeline.gating.gate",
 }
 
 __all__ = [

@@ -35,11 +35,10 @@ from retrievalkit.errors import RunFailed as RunFailed
 from retrievalkit.metrics.definitions import DEFAULT_KS
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestionSet
-from retrievalkit.pipeline.comparison import DEFAULT_CHANGED_BY
-from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
-from retrievalkit.pipeline.run import OBJECT_PLUGIN as OBJECT_PLUGIN
-from retrievalkit.pipeline.run import Run as Run
-from retrievalkit.pipeline.run import (
+from retrievalkit.pipeline.engine.evaluator import DEFAULT_OVERFETCH
+from retrievalkit.pipeline.engine.run import OBJECT_PLUGIN as OBJECT_PLUGIN
+from retrievalkit.pipeline.engine.run import Run as Run
+from retrievalkit.pipeline.engine.run import (
     _check_slices,
     _checked_clusters,
     _config,
@@ -47,16 +46,17 @@ from retrievalkit.pipeline.run import (
     _resolve,
     _staged_run,
 )
+from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
 from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
     from retrievalkit.formats.sweep_table import SweepConfig
     from retrievalkit.model.values import GoldenQuestion
-    from retrievalkit.pipeline.comparison import Comparison
-    from retrievalkit.pipeline.fidelity import FidelityReport
-    from retrievalkit.pipeline.gate import Verdict
-    from retrievalkit.pipeline.sweep import SweepResult
+    from retrievalkit.pipeline.gating.comparison import Comparison
+    from retrievalkit.pipeline.gating.fidelity import FidelityReport
+    from retrievalkit.pipeline.gating.gate import Verdict
+    from retrievalkit.pipeline.sweeps.sweep import SweepResult
     from retrievalkit.stats.power import PowerReport
     from retrievalkit.stores import ResultStore
 
@@ -99,25 +99,25 @@ def open_store(
 
 
 def _default_thresholds() -> dict[str, float]:
-    from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS
+    from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS
 
     return dict(DEFAULT_THRESHOLDS)
 
 
 def _metric_thresholds(value: Any) -> Mapping[str, float]:
-    from retrievalkit.pipeline.arguments import check_metric_thresholds
+    from retrievalkit.pipeline.engine.arguments import check_metric_thresholds
 
     return check_metric_thresholds(value)
 
 
 def _slice_thresholds(value: Any) -> Mapping[str, Mapping[str, float]]:
-    from retrievalkit.pipeline.arguments import check_slice_thresholds
+    from retrievalkit.pipeline.engine.arguments import check_slice_thresholds
 
     return check_slice_thresholds(value)
 
 
 def _flag(value: Any) -> bool:
-    from retrievalkit.pipeline.arguments import check_flag
+    from retrievalkit.pipeline.engine.arguments import check_flag
 
     return check_flag(value, field="require_significant")
 
@@ -151,7 +151,7 @@ class Thresholds:
     def from_config(cls, config: Config, **overrides: float) -> Thresholds:
         """The configuration's `[regression]` thresholds over the defaults; `overrides`
         (metric name to drop) win over both."""
-        from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS
+        from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS
 
         metrics = {**DEFAULT_THRESHOLDS, **config.regression.thresholds, **overrides}
         return cls(metrics, config.regression.slices, config.regression.require_significant)
@@ -224,18 +224,19 @@ def evaluate(
       line.
     - `chunk_separator`: the retriever returns chunk ids (`doc-7#3`); the document
       metrics score their documents, and for questions with `expected_chunks` the chunk
-      metrics (`chunk_rr`, ...) score the raw chunk ranking (`retrievalkit.pipeline.chunks`).
+      metrics (`chunk_rr`, ...) score the raw chunk ranking (`retrievalkit.pipeline.engine.chunks`).
     - `executor`: `"local"` (this process) or `"ray"`: the questions are asked in batches
       by Ray workers on the cluster at `ray_address` (else `RAY_ADDRESS`, else a cluster
       Ray starts on this machine for the run), each building the retriever once from its
       configuration; the outcomes are those of the local run. Needs the `[ray]` extra.
 
-    Returns a [`Run`][retrievalkit.pipeline.run.Run]; nothing is saved (`store.save(run.record)`).
+    Returns a [`Run`][retrievalkit.pipeline.engine.run.Run]; nothing is saved
+    (`store.save(run.record)`).
     """
     from retrievalkit.metrics.definitions import normalise_ks
     from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
-    from retrievalkit.pipeline import arguments
-    from retrievalkit.pipeline.evaluator import STREAM_BATCH, ask_in_batches
+    from retrievalkit.pipeline.engine import arguments
+    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, ask_in_batches
 
     settings = _config(config)
     defaults = settings.eval
@@ -295,8 +296,8 @@ def evaluate(
         planned = options if options is not None else (configured.options if configured else {})
         check_separators(golden, planned, name or retriever)
     if executor == "ray":
-        from retrievalkit.pipeline.remote_run import evaluate_on_ray
-        from retrievalkit.pipeline.run import _plan
+        from retrievalkit.pipeline.engine.run import _plan
+        from retrievalkit.pipeline.executors.ray.remote_run import evaluate_on_ray
 
         plan = _plan(retriever, options, name, settings)
         check_separators(golden, plan.options, plan.name)
@@ -322,7 +323,7 @@ def evaluate(
     # Asked, judged and scored a batch at a time: a batch's answers are let go once its
     # columns are filled in, so no per-question object outlives its batch.
     scorer = RunScorer(questions, scoring)
-    from retrievalkit.pipeline.stages import has_stages
+    from retrievalkit.pipeline.engine.stages import has_stages
 
     if has_stages(resolved.retriever):
         # Stages rank documents: a staged run has no chunk ranking to score.
@@ -342,7 +343,7 @@ def evaluate(
     asked = resolved.retriever
     keeper = None
     if chunk_separator is not None or scorer.with_chunks:
-        from retrievalkit.pipeline.chunks import ChunkKeeper
+        from retrievalkit.pipeline.engine.chunks import ChunkKeeper
 
         asked = keeper = ChunkKeeper(resolved.retriever, chunk_separator)
     done = 0
@@ -412,8 +413,8 @@ def gate(
     `cluster_by` (default: the field the run was evaluated with, `record.cluster_by`)
     makes every paired test treat clusters of questions as the unit.
     """
-    from retrievalkit.pipeline.baselines import choose_baseline
-    from retrievalkit.pipeline.gate import Verdict, check_slices, compare_runs
+    from retrievalkit.pipeline.gating.baselines import choose_baseline
+    from retrievalkit.pipeline.gating.gate import Verdict, check_slices, compare_runs
 
     if not isinstance(run, (Run, ResultRecord)):
         raise InputError(
@@ -450,7 +451,7 @@ def gate(
             require_significant=thresholds.require_significant,
             note=choice.note,
         )
-    from retrievalkit.pipeline.gate import retriever_changes
+    from retrievalkit.pipeline.gating.gate import retriever_changes
     from retrievalkit.stores.consistency import check_run
 
     # The gate compares the baseline's columns and reports its summary: both must agree.
@@ -516,8 +517,8 @@ def compare(
     test treat clusters of questions as the unit; labels come from `questions`, else
     from the runs' sets, else from what the records keep (`meta.NAME` needs a set).
     """
-    from retrievalkit.pipeline import arguments
-    from retrievalkit.pipeline.comparison import Side, compare_records
+    from retrievalkit.pipeline.engine import arguments
+    from retrievalkit.pipeline.gating.comparison import Side, compare_records
 
     if confidence is not None:
         confidence = arguments.check_confidence(confidence)
@@ -584,7 +585,7 @@ def power(
 
     - Neither `run` nor `retriever`: the worst case (every question moves by a full 1).
     - `run`: a stored run's per-question values, paired with the baseline `gate` would
-      choose for it in `store` (`retrievalkit.pipeline.baselines.choose_baseline`).
+      choose for it in `store` (`retrievalkit.pipeline.gating.baselines.choose_baseline`).
     - `retriever`: evaluated now with [`evaluate`][retrievalkit.api.evaluate] (nothing
       saved), paired with its key's baseline in `store` when there is one.
 
@@ -596,9 +597,9 @@ def power(
     Returns a `retrievalkit.stats.power.PowerReport`; `retrievalkit power`
     prints it.
     """
-    from retrievalkit.pipeline import arguments
-    from retrievalkit.pipeline.baselines import choose_baseline
-    from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS, check_slices
+    from retrievalkit.pipeline.engine import arguments
+    from retrievalkit.pipeline.gating.baselines import choose_baseline
+    from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS, check_slices
     from retrievalkit.stats.power import set_power
 
     if run is not None and retriever is not None:
@@ -677,7 +678,7 @@ def power(
 
 
 def _checked_cluster_field(cluster_by: str | None) -> str | None:
-    from retrievalkit.pipeline.clustering import checked_cluster_by
+    from retrievalkit.pipeline.engine.clustering import checked_cluster_by
 
     return checked_cluster_by(cluster_by)
 
@@ -697,9 +698,9 @@ def fidelity(
     Both retrievers are given as in [`evaluate`][retrievalkit.api.evaluate].
     """
     from retrievalkit.formats.limits import MAX_K
-    from retrievalkit.pipeline.arguments import check_count
-    from retrievalkit.pipeline.evaluator import evaluate_questions
-    from retrievalkit.pipeline.fidelity import measure_fidelity
+    from retrievalkit.pipeline.engine.arguments import check_count
+    from retrievalkit.pipeline.engine.evaluator import evaluate_questions
+    from retrievalkit.pipeline.gating.fidelity import measure_fidelity
 
     k = check_count(k, field="--k", maximum=MAX_K)
     if isinstance(persistence, bool) or not (
@@ -759,11 +760,11 @@ def sweep(
       every configuration is built on the workers, and the configurations of the grid (or
       of a halving round) are asked all at once, spread over the cluster.
 
-    Returns a [`SweepResult`][retrievalkit.pipeline.sweep.SweepResult]; nothing is saved.
+    Returns a [`SweepResult`][retrievalkit.pipeline.sweeps.sweep.SweepResult]; nothing is saved.
     """
     from pathlib import Path
 
-    from retrievalkit.pipeline.sweep import Settings, run_sweep
+    from retrievalkit.pipeline.sweeps.sweep import Settings, run_sweep
 
     if not 0.0 < confidence < 1.0:
         raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
@@ -783,7 +784,7 @@ def sweep(
     else:
         spec = sweep
     from retrievalkit.metrics.definitions import normalise_ks
-    from retrievalkit.pipeline.arguments import check_executor
+    from retrievalkit.pipeline.engine.arguments import check_executor
 
     executor = check_executor(executor, ray_address)
 
@@ -808,8 +809,8 @@ def sweep(
 
     if executor == "local":
         return run()
-    from retrievalkit.pipeline.ray_cluster import pool
-    from retrievalkit.pipeline.remote_run import RaySweepAsker
+    from retrievalkit.pipeline.executors.ray.ray_cluster import pool
+    from retrievalkit.pipeline.executors.ray.remote_run import RaySweepAsker
 
     with pool(ray_address) as workers:
         return run(RaySweepAsker(workers, spec.retriever, spec.name, share_stages))

@@ -28,7 +28,7 @@ import numpy as np
 from retrievalkit.demo import DEMO_CORPUS, DemoSetProvider
 from retrievalkit.metrics.definitions import DEFAULT_KS
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.pipeline.evaluator import evaluate_questions
+from retrievalkit.pipeline.engine.evaluator import evaluate_questions
 from retrievalkit.retrievers.bm25 import BM25Retriever, create_bm25_demo
 from retrievalkit.stats.intervals import bootstrap_means
 from retrievalkit.stats.paired import paired_test

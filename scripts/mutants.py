@@ -79,11 +79,11 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "comparison": Target(
-        ("retrievalkit/pipeline/comparison.py",),
+        ("retrievalkit/pipeline/gating/comparison.py",),
         ("tests/test_compare_records.py", "tests/test_compare.py"),
     ),
     "regression": Target(
-        ("retrievalkit/pipeline/gate.py",),
+        ("retrievalkit/pipeline/gating/gate.py",),
         (
             "tests/test_regression_gate.py",
             "tests/test_baselines.py",

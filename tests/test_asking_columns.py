@@ -15,7 +15,7 @@ import pytest
 
 from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
 from retrievalkit.model.values import GoldenQuestion, Retrieval
-from retrievalkit.pipeline.evaluator import (
+from retrievalkit.pipeline.engine.evaluator import (
     Retrievals,
     ask_in_batches,
     distinct_ranking,

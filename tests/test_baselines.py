@@ -27,11 +27,11 @@ from retrievalkit.formats.config import find_config
 from retrievalkit.formats.golden_sets import load_jsonl
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import GRADER, ResultRecord
-from retrievalkit.pipeline.baselines import NEWEST, PINNED, choose_baseline
-from retrievalkit.pipeline.evaluator import Retrieval
-from retrievalkit.pipeline.gate import compare_runs
-from retrievalkit.pipeline.history import build_history, manifest_changes, runs_to_prune
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import Retrieval
+from retrievalkit.pipeline.engine.record import build_record
+from retrievalkit.pipeline.gating.baselines import NEWEST, PINNED, choose_baseline
+from retrievalkit.pipeline.gating.gate import compare_runs
+from retrievalkit.pipeline.gating.history import build_history, manifest_changes, runs_to_prune
 from retrievalkit.stores import (
     DeletingStore,
     PinningStore,

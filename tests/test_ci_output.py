@@ -166,7 +166,7 @@ def test_the_first_run_is_a_skipped_gate_and_a_failed_run_an_error(tmp_path: Pat
 def test_control_characters_in_names_still_give_valid_xml(tmp_path: Path) -> None:
     from retrievalkit.metrics.scoring import ScoringOptions, score_run
     from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
-    from retrievalkit.pipeline.record import build_record
+    from retrievalkit.pipeline.engine.record import build_record
     from retrievalkit.render.ci_output import junit_xml
     from retrievalkit.render.summary import EvalReport
 
@@ -175,7 +175,7 @@ def test_control_characters_in_names_still_give_valid_xml(tmp_path: Path) -> Non
         questions=(GoldenQuestion(id="q1", question="a", expected=("d1",)),),
     )
     scoring = ScoringOptions(ks=(1, 3), resamples=50, confidence=0.95, seed=1)
-    from retrievalkit.pipeline.evaluator import evaluate_questions
+    from retrievalkit.pipeline.engine.evaluator import evaluate_questions
 
     class One:
         identifier = "one"

@@ -20,7 +20,7 @@ import pytest
 
 from retrievalkit.model.records import GRADER, ResultRecord
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, Manifest, QuestionOutcome
-from retrievalkit.pipeline.gate import compare_runs
+from retrievalkit.pipeline.gating.gate import compare_runs
 from retrievalkit.stats.clusters import (
     CLUSTER_BOOTSTRAP,
     cluster_bootstrap_means,

@@ -39,7 +39,7 @@ def watch(
 
 def frozen_while_linting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The number of frozen objects seen while validate checks its set."""
-    import retrievalkit.pipeline.validation as validation
+    import retrievalkit.pipeline.authoring.validation as validation
 
     return watch(monkeypatch, validation, "lint_set", gc.get_freeze_count)
 
@@ -59,7 +59,7 @@ def test_validate_freezes_its_loaded_set_and_unfreezes_it_at_the_end(
 def test_a_failing_command_unfreezes_too(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import retrievalkit.pipeline.validation as validation
+    import retrievalkit.pipeline.authoring.validation as validation
 
     frozen: list[int] = []
 

@@ -15,8 +15,8 @@ from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import QuestionOutcome
-from retrievalkit.pipeline.gate import compare_runs
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.record import build_record
+from retrievalkit.pipeline.gating.gate import compare_runs
 from retrievalkit.stats.intervals import DEFAULT_SEED
 from retrievalkit.stats.paired import paired_test
 

@@ -23,9 +23,9 @@ from retrievalkit.errors import InputError
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
-from retrievalkit.pipeline.comparison import Side, compare_records, first_relevant_rank, holm
-from retrievalkit.pipeline.evaluator import Retrieval
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import Retrieval
+from retrievalkit.pipeline.engine.record import build_record
+from retrievalkit.pipeline.gating.comparison import Side, compare_records, first_relevant_rank, holm
 
 STATS: dict[str, Any] = {"resamples": 1000, "confidence": 0.95, "seed": 11}
 

@@ -20,8 +20,13 @@ from retrievalkit.errors import InputError
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, Retrieval
-from retrievalkit.pipeline.comparison import MetricDelta, PairComparison, Side, compare_records
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.record import build_record
+from retrievalkit.pipeline.gating.comparison import (
+    MetricDelta,
+    PairComparison,
+    Side,
+    compare_records,
+)
 from retrievalkit.stats.paired import paired_test
 
 COUNT = 30

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from retrievalkit.errors import InputError
-from retrievalkit.pipeline.fidelity import overlap_at, rank_biased_overlap
+from retrievalkit.pipeline.gating.fidelity import overlap_at, rank_biased_overlap
 from retrievalkit.plugins.resolution import ResolvedRetriever
 from retrievalkit.retrievers.fusion import FusionRetriever, create_fusion
 from retrievalkit.retrievers.rerank import RerankRetriever

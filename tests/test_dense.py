@@ -386,7 +386,7 @@ def test_the_manifest_names_the_embedding_model_or_none(cli: RunCli) -> None:
 def test_history_shows_an_embedding_model_change() -> None:
     import datetime as dt
 
-    from retrievalkit.pipeline.history import build_history
+    from retrievalkit.pipeline.gating.history import build_history
     from retrievalkit.render.history import history_rows
     from retrievalkit.testing import _sample_record
 

@@ -206,7 +206,7 @@ def test_a_label_holding_the_retrievers_separator_is_refused_with_the_fix(
         )  # fmt: skip
     assert refused.value.field == "expected"
     assert repr(head) in (refused.value.hint or "")
-    from retrievalkit.pipeline.validation import lint_set
+    from retrievalkit.pipeline.authoring.validation import lint_set
 
     warnings = lint_set(golden, {"chunks": {"doc_id_separator": separator}})["warnings"]
     assert any("doc_id_separator" in w and repr(head) in w for w in warnings)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from retrievalkit.model.values import GoldenQuestion
-from retrievalkit.pipeline.evaluator import _BATCH, evaluate_questions
+from retrievalkit.pipeline.engine.evaluator import _BATCH, evaluate_questions
 
 #: Only a guard against a hang if batches were (wrongly) asked one after another.
 BARRIER_WAIT = 30.0

@@ -15,8 +15,8 @@ import pytest
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import GRADER, ResultRecord
 from retrievalkit.model.values import Manifest, QuestionOutcome
-from retrievalkit.pipeline.evaluator import evaluate_questions
-from retrievalkit.pipeline.gate import DEFAULT_THRESHOLDS, compare_runs
+from retrievalkit.pipeline.engine.evaluator import evaluate_questions
+from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS, compare_runs
 from retrievalkit.retrievers.bm25 import create_bm25_demo
 
 METRICS = ("hit@1", "hit@3", "rr", "ndcg@10")

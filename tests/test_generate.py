@@ -22,7 +22,11 @@ from retrievalkit.generators.chat import ChatClient, ChatError
 from retrievalkit.generators.offline import OfflineGenerator
 from retrievalkit.generators.openai_compatible import parse_question_reply
 from retrievalkit.model.values import QuestionForm
-from retrievalkit.pipeline.generation import GenerationCache, lexical_overlap, overlap_band
+from retrievalkit.pipeline.authoring.generation import (
+    GenerationCache,
+    lexical_overlap,
+    overlap_band,
+)
 
 SCIFACT = shared_data() / "scifact"
 SECRET = "sk-test-DO-NOT-LEAK-4f1c"

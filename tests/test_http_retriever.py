@@ -19,7 +19,7 @@ from search_service import SearchService
 from retrievalkit.demo import DEMO_CORPUS, DEMO_SET
 from retrievalkit.errors import InputError
 from retrievalkit.formats.golden_sets import load_jsonl
-from retrievalkit.pipeline.evaluator import evaluate_questions
+from retrievalkit.pipeline.engine.evaluator import evaluate_questions
 from retrievalkit.retrievers.bm25 import BM25Retriever
 from retrievalkit.retrievers.http_service import HttpRetriever, ServiceError, create_http
 

@@ -17,7 +17,12 @@ from conftest import RunCli
 from retrievalkit.formats.labels import Label, merge_labels, read_labels, write_labels
 from retrievalkit.judges.openai_compatible import parse_grade
 from retrievalkit.model.values import GoldenQuestion
-from retrievalkit.pipeline.judging import JudgeFailed, agreement, cohen_kappa, relevance_agreement
+from retrievalkit.pipeline.authoring.judging import (
+    JudgeFailed,
+    agreement,
+    cohen_kappa,
+    relevance_agreement,
+)
 
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "retrievalkit" / "demo" / "corpus.jsonl"
 STORE = "sqlite:///runs.sqlite3"

@@ -17,7 +17,7 @@ from run_records import run_record
 from retrievalkit.cli.commands.output import emit_report
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import QuestionOutcome
-from retrievalkit.pipeline.gate import MetricComparison, Verdict
+from retrievalkit.pipeline.gating.gate import MetricComparison, Verdict
 from retrievalkit.render.ci_output import STEP_SUMMARY_QUESTIONS, write_step_summary
 from retrievalkit.render.summary import EvalReport
 from retrievalkit.render.table import PLAIN_LISTING, _question_list, question_listing

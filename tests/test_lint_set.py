@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
-from retrievalkit.pipeline.validation import lint_set
+from retrievalkit.pipeline.authoring.validation import lint_set
 
 
 def reference_lint(
@@ -52,7 +52,7 @@ def reference_lint(
                 "(it counts as relevant everywhere)"
             )
     if not any(q.cluster is not None for q in questions):
-        from retrievalkit.pipeline.related_questions import related_warning
+        from retrievalkit.pipeline.engine.related_questions import related_warning
 
         related = related_warning(questions)
         if related is not None:

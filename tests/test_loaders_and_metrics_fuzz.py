@@ -42,7 +42,7 @@ from retrievalkit.formats.golden_sets import (
 from retrievalkit.metrics.definitions import compute_metrics, judge_rankings
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
-from retrievalkit.pipeline.evaluator import Retrieval, distinct_ranking
+from retrievalkit.pipeline.engine.evaluator import Retrieval, distinct_ranking
 
 EXAMPLES = int(os.environ.get("RETRIEVALKIT_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(

@@ -103,6 +103,6 @@ def test_retrieval_is_a_value_type_with_the_others() -> None:
     retrieval = Retrieval(["d1", "d2"], 1.5)
     assert retrieval.ranking == ("d1", "d2") and retrieval.error is None
     assert hash(retrieval) == hash(Retrieval(("d1", "d2"), 1.5))
-    from retrievalkit.pipeline import evaluator
+    from retrievalkit.pipeline.engine import evaluator
 
     assert evaluator.Retrieval is Retrieval

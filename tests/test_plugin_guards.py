@@ -272,7 +272,7 @@ def test_the_store_kit_checks_pins_and_deletion() -> None:
     ],
 )
 def test_what_counts_as_a_chunk_id(returned: str, expected: str, chunk: bool) -> None:
-    from retrievalkit.pipeline.diagnostics import chunk_like
+    from retrievalkit.pipeline.engine.diagnostics import chunk_like
 
     assert chunk_like(returned, expected) is chunk
 

@@ -21,8 +21,8 @@ from conftest import REPO
 from retrievalkit import redaction
 from retrievalkit.formats.golden_sets import load_jsonl
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.pipeline.evaluator import Retrieval
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import Retrieval
+from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.redaction import REDACTED, is_secret_option, redact_options, secret_values
 from retrievalkit.stores.serialization import dump_record
 

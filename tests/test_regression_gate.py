@@ -18,15 +18,15 @@ from retrievalkit.errors import InputError
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
-from retrievalkit.pipeline.evaluator import Retrieval
-from retrievalkit.pipeline.gate import (
+from retrievalkit.pipeline.engine.evaluator import Retrieval
+from retrievalkit.pipeline.engine.record import build_record
+from retrievalkit.pipeline.gating.gate import (
     Verdict,
     check_slices,
     compare_runs,
     settle_sequentially,
     split_slice,
 )
-from retrievalkit.pipeline.record import build_record
 from retrievalkit.stats.paired import paired_test
 from retrievalkit.stats.power import power_row, spread_of_pair, undetectable_warning
 from retrievalkit.stats.sequential import FAIL, PASS, UNDECIDED, GateSequence, SequentialResult

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from retrievalkit.model.values import GoldenQuestion
-from retrievalkit.pipeline.related_questions import related_groups, related_warning
+from retrievalkit.pipeline.engine.related_questions import related_groups, related_warning
 from retrievalkit.stats.clusters import relevant_documents
 
 _WORD = re.compile(r"\w+")

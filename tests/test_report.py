@@ -29,8 +29,8 @@ import pytest
 from retrievalkit.demo import DEMO_CORPUS
 from retrievalkit.formats.golden_sets import load_set_file
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
-from retrievalkit.pipeline.evaluator import Retrieval
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import Retrieval
+from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.stores import open_store
 
 DEMO_QUESTIONS = 75

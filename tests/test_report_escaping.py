@@ -28,8 +28,8 @@ from test_report import ERROR_TRAP, browse, console_messages
 from retrievalkit.formats.golden_sets import load_set_file
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.pipeline.evaluator import Retrieval
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import Retrieval
+from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.render.html_report import render_html_report
 from retrievalkit.render.run_report import build_run_report
 

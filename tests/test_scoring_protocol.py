@@ -22,8 +22,8 @@ from retrievalkit.metrics.scoring import (
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import GRADER
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, MetricValue, QuestionForm
-from retrievalkit.pipeline.evaluator import Retrieval, evaluate_questions
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import Retrieval, evaluate_questions
+from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.retrievers.contract import document_id_of
 
 KS = (1, 3, 5, 10)

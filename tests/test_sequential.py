@@ -11,7 +11,7 @@ from conftest import RunCli
 from run_records import run_record
 
 from retrievalkit.model.values import QuestionOutcome
-from retrievalkit.pipeline.gate import compare_runs
+from retrievalkit.pipeline.gating.gate import compare_runs
 from retrievalkit.stats.sequential import (
     FAIL,
     PASS,

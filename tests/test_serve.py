@@ -269,7 +269,7 @@ SECRET = "sk-serve-test-secret-0123456789abcdef"
 def test_no_secret_of_a_manifest_appears_on_any_page(runs: DemoRuns, tmp_path: Path) -> None:
     import attrs
 
-    from retrievalkit.pipeline.record import redact_options
+    from retrievalkit.pipeline.engine.record import redact_options
 
     store = open_store(f"jsonl:///{tmp_path / 'runs.jsonl'}")
     record = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}").get(runs.titles)

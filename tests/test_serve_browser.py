@@ -326,8 +326,8 @@ def _staged(record: ResultRecord, folder: Path) -> ResultRecord:
     from retrievalkit.formats.golden_sets import load_set_file
     from retrievalkit.metrics.scoring import ScoringOptions
     from retrievalkit.model.outcomes import Outcomes
-    from retrievalkit.pipeline.evaluator import Retrievals
-    from retrievalkit.pipeline.stages import StageScorer
+    from retrievalkit.pipeline.engine.evaluator import Retrievals
+    from retrievalkit.pipeline.engine.stages import StageScorer
 
     questions = load_set_file(folder / "set.jsonl").questions
     prefix = _value("stage", True)

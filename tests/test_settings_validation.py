@@ -30,8 +30,8 @@ from retrievalkit.formats.limits import (
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
-from retrievalkit.pipeline.evaluator import Retrieval
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import Retrieval
+from retrievalkit.pipeline.engine.record import build_record
 
 QUESTIONS = [
     GoldenQuestion(id=f"q{i}", question=f"question {i}", expected=[f"d{i}"]) for i in range(12)

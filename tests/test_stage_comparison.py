@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import retrievalkit as rk
-from retrievalkit.pipeline.stage_comparison import compare_stages
+from retrievalkit.pipeline.gating.stage_comparison import compare_stages
 from retrievalkit.render.stages import stage_metrics
 from retrievalkit.stats.paired import paired_test
 

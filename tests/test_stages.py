@@ -12,7 +12,7 @@ import pytest
 
 import retrievalkit as rk
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
-from retrievalkit.pipeline.stages import (
+from retrievalkit.pipeline.engine.stages import (
     BELOW_K,
     NOT_RETRIEVED,
     attribute,

@@ -48,7 +48,7 @@ FORBIDDEN = (
     "retrievalkit.serve",
     # --executor ray: imported only when a run asks for it
     "ray",
-    "retrievalkit.pipeline.ray_cluster",
+    "retrievalkit.pipeline.executors.ray.ray_cluster",
 )
 
 DECLARED_PYPROJECT = """\

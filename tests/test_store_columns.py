@@ -34,10 +34,10 @@ from retrievalkit.metrics.definitions import DEFAULT_KS
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import SCHEMA_VERSION, ResultRecord
-from retrievalkit.pipeline.baselines import RunBrief, baseline_status, choose_baseline
-from retrievalkit.pipeline.evaluator import evaluate_questions
-from retrievalkit.pipeline.history import build_history
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import evaluate_questions
+from retrievalkit.pipeline.engine.record import build_record
+from retrievalkit.pipeline.gating.baselines import RunBrief, baseline_status, choose_baseline
+from retrievalkit.pipeline.gating.history import build_history
 from retrievalkit.plugins.resolution import resolve_retriever
 from retrievalkit.stores import ResultStore, open_store, serialization
 from retrievalkit.stores.columns import columns_header

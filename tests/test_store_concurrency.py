@@ -28,8 +28,8 @@ from retrievalkit.demo import DemoSetProvider
 from retrievalkit.formats.config import Config
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.pipeline.evaluator import evaluate_questions
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import evaluate_questions
+from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.plugins.resolution import resolve_retriever
 from retrievalkit.stores.jsonl import JSONLStore
 from retrievalkit.stores.serialization import dump_record

@@ -24,8 +24,8 @@ import pytest
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
-from retrievalkit.pipeline.evaluator import Retrieval
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import Retrieval
+from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.stores.jsonl import JSONLStore
 from retrievalkit.stores.serialization import dump_record
 from retrievalkit.stores.sqlite import SQLiteStore

@@ -34,8 +34,8 @@ from retrievalkit.formats.config import Config
 from retrievalkit.formats.text_files import not_a_regular_file
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.pipeline.evaluator import evaluate_questions
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import evaluate_questions
+from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.plugins.resolution import resolve_retriever
 from retrievalkit.stores import (
     check_parent,

@@ -18,8 +18,8 @@ from retrievalkit.formats.config import Config
 from retrievalkit.formats.convert import to_json
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import GRADER, SCHEMA_VERSION, ResultRecord
-from retrievalkit.pipeline.evaluator import evaluate_questions
-from retrievalkit.pipeline.record import build_record
+from retrievalkit.pipeline.engine.evaluator import evaluate_questions
+from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.plugins.resolution import resolve_retriever
 from retrievalkit.stores import DEFAULT_STORE_URL, ResultStore, open_store
 from retrievalkit.stores.jsonl import JSONLStore

@@ -21,12 +21,12 @@ from retrievalkit.model.values import (
     QuestionOutcome,
     Retrieval,
 )
-from retrievalkit.pipeline.diagnostics import (
+from retrievalkit.pipeline.engine.diagnostics import (
     chunk_id_warning,
     chunk_like,
     short_of_documents_warning,
 )
-from retrievalkit.pipeline.evaluator import STREAM_BATCH, ask_in_batches, evaluate_questions
+from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, ask_in_batches, evaluate_questions
 from retrievalkit.stats.intervals import DEFAULT_SEED, bootstrap_means, slice_masks
 
 KS = (1, 3, 5, 10)
@@ -331,7 +331,7 @@ def test_ids_that_may_be_chunks_are_found_in_one_search_as_id_by_id(newline: boo
     """The chunk-id warning searches one by one only the ids a search of all of them
     picks: the ids it ends with are those the pattern finds in each id alone (ends of
     ids, case, a long s that matches s, unicode digits, empty ids, newlines)."""
-    from retrievalkit.pipeline.diagnostics import _MAYBE_CHUNK, maybe_chunks
+    from retrievalkit.pipeline.engine.diagnostics import _MAYBE_CHUNK, maybe_chunks
 
     rng = np.random.default_rng(int(newline))
     pieces = ["doc", "#", "-", "_", ".", "chunk", "CHUNK", "p", "c", "3", "١٢", "é", ":", "x", ""]

@@ -17,8 +17,8 @@ import retrievalkit as rk
 from retrievalkit.errors import InputError
 from retrievalkit.formats.config import Config, parse_config
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm, Retrieval
-from retrievalkit.pipeline import sweep_split
-from retrievalkit.pipeline.sweep import (
+from retrievalkit.pipeline.sweeps import sweep_split
+from retrievalkit.pipeline.sweeps.sweep import (
     Configuration,
     Settings,
     _pareto,
@@ -222,7 +222,7 @@ def test_shared_first_stages_give_exactly_what_asking_again_gives(
 
 
 def test_a_reused_answer_is_a_copy_the_caller_may_change(tmp_path: Path) -> None:
-    from retrievalkit.pipeline.shared_answers import Remembering, SharedRetrievers
+    from retrievalkit.pipeline.engine.shared_answers import Remembering, SharedRetrievers
 
     class Scored:
         def retrieve_scored(self, question: str, limit: int) -> list[tuple[str, float]]:
@@ -488,7 +488,7 @@ def test_progress_file_lives_beside_the_store_or_in_the_output_dir() -> None:
 
 def test_retrievals_are_kept_per_configuration_and_question(tmp_path: Path) -> None:
     """What the progress file stores reads back as the same retrieval."""
-    from retrievalkit.pipeline.sweep import Progress
+    from retrievalkit.pipeline.sweeps.sweep import Progress
 
     path = tmp_path / "p.jsonl"
     Progress(path, "id").add("k", {"q": Retrieval(("a", "b"), 1.5, "Boom: x", 2)})

@@ -23,7 +23,7 @@ from retrievalkit.errors import InputError
 from retrievalkit.formats.golden_sets import load_jsonl
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import Manifest, MetricValue, QuestionOutcome
-from retrievalkit.pipeline.gate import MetricComparison, Verdict
+from retrievalkit.pipeline.gating.gate import MetricComparison, Verdict
 from retrievalkit.render.markdown import render_markdown
 from retrievalkit.render.summary import EvalReport
 from retrievalkit.render.table import eval_renderable

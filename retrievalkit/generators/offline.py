@@ -15,7 +15,7 @@ from collections import Counter
 
 from retrievalkit.corpora.providers import Chunk
 from retrievalkit.model.values import QuestionForm
-from retrievalkit.pipeline.generation import STOPWORDS, GenerationFailed
+from retrievalkit.pipeline.authoring.generation import STOPWORDS, GenerationFailed
 
 PROMPT_VERSION = "offline-key-sentence-v1"
 #: How many of the key sentence's content words the question names.

@@ -12,7 +12,7 @@ import re
 from retrievalkit.corpora.providers import Chunk
 from retrievalkit.generators.chat import ChatClient, configured_client
 from retrievalkit.model.values import QuestionForm
-from retrievalkit.pipeline.generation import GenerationFailed
+from retrievalkit.pipeline.authoring.generation import GenerationFailed
 
 PROMPT_VERSION = "generate-v1"
 

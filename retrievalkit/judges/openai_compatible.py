@@ -11,7 +11,7 @@ import re
 
 from retrievalkit.formats.corpus import CorpusDocument
 from retrievalkit.generators.chat import ChatClient, configured_client
-from retrievalkit.pipeline.judging import JudgeFailed
+from retrievalkit.pipeline.authoring.judging import JudgeFailed
 
 PROMPT_VERSION = "judge-v1"
 

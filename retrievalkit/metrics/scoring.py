@@ -24,8 +24,8 @@ from retrievalkit.model.values import (
     QuestionOutcome,
     Retrieval,
 )
-from retrievalkit.pipeline.diagnostics import short_warning
-from retrievalkit.pipeline.evaluator import STREAM_BATCH, Retrievals
+from retrievalkit.pipeline.engine.diagnostics import short_warning
+from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, Retrievals
 from retrievalkit.stats.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -144,7 +144,7 @@ class RunScorer:
     ) -> None:
         """Score the retrievals of the next ``len(retrievals)`` questions of the set.
 
-        `retrievalkit.pipeline.evaluator.Retrievals` (what `ask_in_batches` yields) are read by
+        `pipeline.engine.evaluator.Retrievals` (what `ask_in_batches` yields) are read by
         column; any other sequence of `Retrieval` is put in columns first.
         ``chunk_rankings``: each question's raw ranking of chunk ids, for a set with
         ``expected_chunks`` (default: the rankings themselves, for a retriever that
@@ -204,7 +204,7 @@ class RunScorer:
         self.done = high
 
     def short_of_documents(self, overfetch: int) -> str | None:
-        """`~retrievalkit.pipeline.diagnostics.short_of_documents_warning` of these retrievals."""
+        """`pipeline.engine.diagnostics.short_of_documents_warning` of these retrievals."""
         limit = self.depth * overfetch
         short = (self.returned >= limit) & (self.ranking_lengths < self.depth) & ~self.errored
         if not short.any():

@@ -1,7 +1,7 @@
-"""What a comparison of runs found: the values `retrievalkit.pipeline.comparison` computes.
+"""What a comparison of runs found: the values `retrievalkit.pipeline.gating.comparison` computes.
 
 Plain frozen values, so that renderers can name them without importing the pipeline
-that computes them (`retrievalkit.pipeline.comparison.Comparison` adds the displays).
+that computes them (`retrievalkit.pipeline.gating.comparison.Comparison` adds the displays).
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ class StageDelta:
 
 @attrs.frozen
 class StageReport:
-    """Every stage of a staged retriever scored in one run (see `retrievalkit.pipeline.stages`).
+    """Every stage of a staged retriever scored in one run (see `pipeline.engine.stages`).
 
     ``order`` lists the stages as the retriever reported them, the last being its answer;
     ``metrics`` holds each stage's metric table with intervals, ``deltas`` each stage's

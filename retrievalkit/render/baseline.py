@@ -1,11 +1,11 @@
-"""Renderers of a `retrievalkit.pipeline.baselines.BaselineStatus`: JSON and plain lines."""
+"""Renderers of a `retrievalkit.pipeline.gating.baselines.BaselineStatus`: JSON and plain lines."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from retrievalkit.formats.convert import unstructure
-from retrievalkit.pipeline.baselines import NEWEST, BaselineStatus, RunBrief
+from retrievalkit.pipeline.gating.baselines import NEWEST, BaselineStatus, RunBrief
 from retrievalkit.render.text import number
 
 

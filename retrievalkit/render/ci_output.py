@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from retrievalkit.pipeline.gate import MetricComparison
+    from retrievalkit.pipeline.gating.gate import MetricComparison
     from retrievalkit.render.summary import EvalReport
 
 #: Characters XML 1.0 cannot carry at all, even escaped: dropped from every text.

@@ -1,4 +1,4 @@
-"""Renderers of a `retrievalkit.pipeline.comparison.Comparison`: JSON, Markdown and rich tables."""
+"""Renderers of a `pipeline.gating.comparison.Comparison`: JSON, Markdown and rich tables."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""Renderers of a `retrievalkit.pipeline.history.History`: JSON rows, Markdown and a rich table."""
+"""Renderers of a `pipeline.gating.history.History`: JSON rows, Markdown and a rich table."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.metrics.definitions import TREND
-from retrievalkit.pipeline.history import History, HistoryEntry, ManifestChange
+from retrievalkit.pipeline.gating.history import History, HistoryEntry, ManifestChange
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import number
 

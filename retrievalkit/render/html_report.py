@@ -19,7 +19,7 @@ from retrievalkit._version import __version__
 from retrievalkit.metrics.definitions import TREND, headline, metric_order
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue
-from retrievalkit.pipeline.comparison import Comparison, MetricDelta
+from retrievalkit.pipeline.gating.comparison import Comparison, MetricDelta
 from retrievalkit.render import charts
 from retrievalkit.render.comparison import (
     ci_text,

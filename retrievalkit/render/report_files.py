@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from retrievalkit.model.records import ResultRecord
-    from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.render.summary import EvalReport
 
 

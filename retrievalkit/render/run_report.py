@@ -1,7 +1,7 @@
 """What ``retrievalkit report`` shows, computed from stored runs before any HTML is written.
 
 A `RunReport` holds one run (and, with ``--compare``, the baseline it is set
-against, with the paired `retrievalkit.pipeline.comparison.Comparison` of the two), its
+against, with the paired `retrievalkit.pipeline.gating.comparison.Comparison` of the two), its
 questions row by row, and the history of its (set, retriever) key. The HTML renderer
 (`retrievalkit.render.html_report`) only lays this out; every number in the page
 is computed here or by the modules this one calls, the same ones ``eval``, ``compare``
@@ -18,15 +18,15 @@ from retrievalkit.metrics.definitions import TREND
 from retrievalkit.metrics.judged_share import judged_shares, judged_warning
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue, QuestionOutcome
-from retrievalkit.pipeline.comparison import (
+from retrievalkit.pipeline.gating.comparison import (
     DEFAULT_CHANGED_BY,
     Comparison,
     Side,
     compare_records,
     first_relevant_rank,
 )
-from retrievalkit.pipeline.gate import Verdict
-from retrievalkit.pipeline.history import manifest_changes
+from retrievalkit.pipeline.gating.gate import Verdict
+from retrievalkit.pipeline.gating.history import manifest_changes
 
 #: Manifest changes marked on the trend line: the ones that change what is measured.
 #: (The retrievalkit version and the git commit change on almost every run.)

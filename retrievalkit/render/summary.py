@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     # Types only: the regression module brings numpy, which `list` and `show` never need.
     from retrievalkit.formats.labels import LabelEffect
-    from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.pipeline.gating.gate import Verdict
 
 
 @attrs.frozen
@@ -46,7 +46,7 @@ class EvalReport:
     def warnings(self) -> tuple[str, ...]:
         """What the reader must know before trusting the numbers (e.g. pooling bias)."""
         from retrievalkit.metrics.judged_share import judged_shares, judged_warning
-        from retrievalkit.pipeline.diagnostics import chunk_id_warning
+        from retrievalkit.pipeline.engine.diagnostics import chunk_id_warning
 
         pooling = judged_warning(self.record.model, judged_shares(self.record.metrics))
         chunks = chunk_id_warning(self.record.outcomes)

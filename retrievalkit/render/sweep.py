@@ -1,11 +1,11 @@
-"""Renderers of a `retrievalkit.pipeline.sweep.SweepResult`: JSON, Markdown and a rich table."""
+"""Renderers of a `pipeline.sweeps.sweep.SweepResult`: JSON, Markdown and a rich table."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.pipeline.sweep import Configuration, SweepResult
+from retrievalkit.pipeline.sweeps.sweep import Configuration, SweepResult
 from retrievalkit.render.summary import metric_map
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import NONE, interval, number, p_text, percent

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from retrievalkit.metrics.definitions import headline
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue
-from retrievalkit.pipeline.gate import MetricComparison, Verdict
+from retrievalkit.pipeline.gating.gate import MetricComparison, Verdict
 
 #: Columns of the breakdown tables: the record's two rates and two rank-aware metrics.
 NONE = "–"

@@ -41,7 +41,7 @@ class FusionRetriever:
 
     def describe(self) -> dict[str, str]:
         """What the manifest records: the method and each part with its options hash."""
-        from retrievalkit.pipeline.record import options_hash
+        from retrievalkit.pipeline.engine.record import options_hash
 
         parts = ", ".join(
             f"{part.name} (plugin {part.plugin}, options {options_hash(part.options)})"
@@ -78,7 +78,7 @@ class FusionRetriever:
     ) -> list[tuple[str, float]]:
         """The fused ranking; with ``stages``, each part's stages are written into it as
         the part is asked (for score fusion, the part's scored ranking is its one stage)."""
-        from retrievalkit.pipeline.stages import answer_of, has_stages, part_stages
+        from retrievalkit.pipeline.engine.stages import answer_of, has_stages, part_stages
 
         fetch = max(limit, self._depth or limit)
         totals: dict[str, float] = {}

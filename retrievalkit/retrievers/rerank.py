@@ -30,7 +30,7 @@ class RerankRetriever:
         self._candidates = candidates
 
     def describe(self) -> dict[str, str]:
-        from retrievalkit.pipeline.record import options_hash
+        from retrievalkit.pipeline.engine.record import options_hash
 
         return {
             "rerank.first_stage": f"{self._first.name} (plugin {self._first.plugin}, options "
@@ -53,7 +53,7 @@ class RerankRetriever:
 
     def retrieve_stages(self, question: str, limit: int) -> dict[str, list[str]]:
         """The first stage's ranking (or its own stages, under its name), then ``rerank``."""
-        from retrievalkit.pipeline.stages import answer_of, part_stages
+        from retrievalkit.pipeline.engine.stages import answer_of, part_stages
 
         stages = part_stages(self._first, question, max(limit, self._candidates))
         reranked = self._reranked(question, answer_of(stages), limit)

@@ -224,7 +224,7 @@ class LabelsFile:
     def grade(self, question_id: str, document_id: str, grade: int, grader: str) -> Label:
         """Append one human grade, stamped with the grader and the time."""
         from retrievalkit.formats.labels import HUMAN_JUDGE, Label, append_labels
-        from retrievalkit.pipeline.judging import MAX_GRADE
+        from retrievalkit.pipeline.authoring.judging import MAX_GRADE
 
         if not 0 <= grade <= MAX_GRADE:
             raise ValueError(f"a grade runs from 0 to {MAX_GRADE}, got {grade}")

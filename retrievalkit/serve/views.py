@@ -35,9 +35,9 @@ if TYPE_CHECKING:
     from retrievalkit.model.outcomes import Outcomes
     from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import GoldenQuestion, MetricValue, QuestionOutcome
-    from retrievalkit.pipeline.comparison import Comparison
-    from retrievalkit.pipeline.gate import Verdict
-    from retrievalkit.pipeline.stage_comparison import StageComparison
+    from retrievalkit.pipeline.gating.comparison import Comparison
+    from retrievalkit.pipeline.gating.gate import Verdict
+    from retrievalkit.pipeline.gating.stage_comparison import StageComparison
     from retrievalkit.stores import ResultStore
 
 #: Runs kept in memory at once (a 100k-question run's columns are tens of MB).
@@ -66,11 +66,11 @@ WARM_MODULES = (
     "numpy",
     "retrievalkit.api",
     "retrievalkit.formats.labels",
-    "retrievalkit.pipeline.comparison",
-    "retrievalkit.pipeline.gate",
-    "retrievalkit.pipeline.history",
-    "retrievalkit.pipeline.judging",
-    "retrievalkit.pipeline.stage_comparison",
+    "retrievalkit.pipeline.gating.comparison",
+    "retrievalkit.pipeline.gating.gate",
+    "retrievalkit.pipeline.gating.history",
+    "retrievalkit.pipeline.authoring.judging",
+    "retrievalkit.pipeline.gating.stage_comparison",
     "retrievalkit.render.stages",
     "retrievalkit.stats.power",
     "scipy.special",
@@ -325,7 +325,7 @@ def _verdict(
         return VerdictCell("no baseline", None, None)
 
     def compute() -> VerdictCell:
-        from retrievalkit.pipeline.gate import compare_runs
+        from retrievalkit.pipeline.gating.gate import compare_runs
 
         manifest = record.manifest
         thresholds = site.gate_thresholds()
@@ -383,7 +383,7 @@ def _history(
     pinned: str | None,
 ) -> dict[str, Any]:
     from retrievalkit.metrics.definitions import TREND, headline
-    from retrievalkit.pipeline.history import build_history
+    from retrievalkit.pipeline.gating.history import build_history
 
     runs = site.runs_of(set_name, retriever)
     if not runs:
@@ -530,9 +530,9 @@ def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
 def stage_view(
     baseline: ResultRecord, candidate: ResultRecord, texts: Mapping[str, str]
 ) -> StageComparison | None:
-    """The stages of two runs side by side (`retrievalkit.pipeline.stage_comparison`), with
+    """The stages of two runs side by side (`retrievalkit.pipeline.gating.stage_comparison`), with
     the metrics and the paired test settings ``compare`` uses; None when neither has stages."""
-    from retrievalkit.pipeline.stage_comparison import compare_stages
+    from retrievalkit.pipeline.gating.stage_comparison import compare_stages
     from retrievalkit.render.stages import stage_metrics
     from retrievalkit.stats.intervals import DEFAULT_SEED
 
@@ -669,7 +669,7 @@ def judge_view(
     document_id: str | None = None,
 ) -> dict[str, Any]:
     """The next document to grade in a run's queue (or the one named), with progress."""
-    from retrievalkit.pipeline.judging import agreement, relevance_agreement
+    from retrievalkit.pipeline.authoring.judging import agreement, relevance_agreement
 
     record = site.record(run_id)
     queue = site.queue(record, k, sample)

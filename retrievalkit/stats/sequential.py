@@ -1,6 +1,6 @@
 """The mathematics of ``eval --sequential``: betting confidence sequences over a seeded order.
 
-`retrievalkit.pipeline.sequential_gate` asks the questions in that order and stops once
+`retrievalkit.pipeline.gating.sequential_gate` asks the questions in that order and stops once
 the gate is settled; this module decides, from the answers so far, whether it is.
 
 For each gated metric (and slice) the quantity the gate judges is the mean difference

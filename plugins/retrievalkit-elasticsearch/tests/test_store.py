@@ -17,7 +17,7 @@ from retrievalkit.errors import InputError, StoreError
 from retrievalkit.formats.convert import to_json
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.pipeline.history import build_history
+from retrievalkit.pipeline.gating.history import build_history
 from retrievalkit.stores import open_store
 from retrievalkit.stores.columns import columns_header
 from retrievalkit.stores.serialization import load_record

@@ -16,8 +16,8 @@ import attrs
 from retrievalkit.metrics.scoring import ScoringOptions, score_run
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
-from retrievalkit.pipeline.evaluator import Retrieval
-from retrievalkit.pipeline.record import build_record, new_run_id
+from retrievalkit.pipeline.engine.evaluator import Retrieval
+from retrievalkit.pipeline.engine.record import build_record, new_run_id
 
 REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "postgres.py"

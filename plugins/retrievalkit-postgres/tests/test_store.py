@@ -16,8 +16,8 @@ from support import cli, copy_of, scalar, scored_run
 from retrievalkit.errors import InputError, StoreError
 from retrievalkit.formats.convert import to_json
 from retrievalkit.model.outcomes import Outcomes
-from retrievalkit.pipeline.baselines import choose_baseline
-from retrievalkit.pipeline.history import build_history
+from retrievalkit.pipeline.gating.baselines import choose_baseline
+from retrievalkit.pipeline.gating.history import build_history
 from retrievalkit.stores import open_store
 from retrievalkit.stores.columns import columns_header
 from retrievalkit.testing import check_store

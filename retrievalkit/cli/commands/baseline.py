@@ -39,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.model.records import GRADER
-    from retrievalkit.pipeline.baselines import baseline_status
+    from retrievalkit.pipeline.gating.baselines import baseline_status
     from retrievalkit.render.baseline import baseline_document, baseline_lines
     from retrievalkit.render.summary import to_json_text
     from retrievalkit.stores import pinning

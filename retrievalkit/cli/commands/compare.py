@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.api import Run, compare, evaluate, load_set
     from retrievalkit.cli.commands.evaluate import check_can_save
     from retrievalkit.formats.labels import label_effect, read_label_files
-    from retrievalkit.pipeline.comparison import DEFAULT_CHANGED_BY
-    from retrievalkit.pipeline.record import git_commit
+    from retrievalkit.pipeline.engine.record import git_commit
+    from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
     from retrievalkit.render.comparison import (
         comparison_document,
         comparison_renderable,

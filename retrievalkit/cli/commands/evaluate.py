@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
     from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import GoldenQuestionSet
-    from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.stores import ResultStore
 
 NAME, HELP = SUMMARIES["evaluate"]
@@ -242,8 +242,8 @@ def run(args: argparse.Namespace) -> int:
     )
     from retrievalkit.errors import RunFailed
     from retrievalkit.formats.labels import label_effect, read_label_files
-    from retrievalkit.pipeline.gate import check_slices
-    from retrievalkit.pipeline.record import git_commit
+    from retrievalkit.pipeline.engine.record import git_commit
+    from retrievalkit.pipeline.gating.gate import check_slices
     from retrievalkit.render.summary import EvalReport
 
     config = load_config(args)
@@ -395,7 +395,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _warn_related(args: argparse.Namespace, golden: GoldenQuestionSet) -> None:
     """On stderr (the report stays as it was): related questions evaluated as independent."""
-    from retrievalkit.pipeline.related_questions import related_warning
+    from retrievalkit.pipeline.engine.related_questions import related_warning
 
     warning = related_warning(golden.questions)
     if warning is not None and not args.quiet:
@@ -411,8 +411,8 @@ def _run_sequential(
 ) -> int:
     """``eval --sequential``: ask until the confidence sequences settle the gate."""
     from retrievalkit.cli.streams import plugin_ground
-    from retrievalkit.pipeline.record import git_commit
-    from retrievalkit.pipeline.sequential_gate import evaluate_sequentially
+    from retrievalkit.pipeline.engine.record import git_commit
+    from retrievalkit.pipeline.gating.sequential_gate import evaluate_sequentially
     from retrievalkit.render.summary import EvalReport
     from retrievalkit.stats.sequential import PASS
 

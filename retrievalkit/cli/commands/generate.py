@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.corpora.providers import open_corpus
     from retrievalkit.formats.golden_sets import load_jsonl, write_jsonl
     from retrievalkit.model.values import QuestionForm
-    from retrievalkit.pipeline.generation import (
+    from retrievalkit.pipeline.authoring.generation import (
         DEFAULT_CACHE_DIR,
         NEAR_QUOTE,
         NEAR_QUOTE_WARNING_SHARE,

@@ -51,7 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.model.records import GRADER
-    from retrievalkit.pipeline.history import build_history, runs_to_prune
+    from retrievalkit.pipeline.gating.history import build_history, runs_to_prune
     from retrievalkit.render.history import (
         history_renderable,
         history_rows,
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.prune and (args.keep is not None or args.dry_run):
         option = "--keep" if args.keep is not None else "--dry-run"
         raise InputError("only means something with --prune", field=option, hint="add --prune")
-    from retrievalkit.pipeline.stages import check_metric_name
+    from retrievalkit.pipeline.engine.stages import check_metric_name
 
     metrics = []
     for name in args.metric:

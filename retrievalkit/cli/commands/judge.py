@@ -76,7 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def open_judge(name: str, options: list[str], config: Config) -> tuple[PluginInstance, Any]:
-    from retrievalkit.pipeline.judging import RelevanceJudge
+    from retrievalkit.pipeline.authoring.judging import RelevanceJudge
     from retrievalkit.plugins import registry as plugins
     from retrievalkit.plugins.factories import create_instance, parse_options
 
@@ -129,7 +129,7 @@ def _question_texts(
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.formats.labels import label_effect, read_labels, write_labels
-    from retrievalkit.pipeline.judging import JudgeTask, judge_pairs
+    from retrievalkit.pipeline.authoring.judging import JudgeTask, judge_pairs
 
     config = load_config(args)
     _, record = stored_run(args, config)

@@ -53,7 +53,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.formats.labels import read_labels
-    from retrievalkit.pipeline.judging import JudgeTask, agreement, judge_pairs, relevance_agreement
+    from retrievalkit.pipeline.authoring.judging import (
+        JudgeTask,
+        agreement,
+        judge_pairs,
+        relevance_agreement,
+    )
     from retrievalkit.plugins.resolution import resolve_set
     from retrievalkit.render.summary import to_json_text
 

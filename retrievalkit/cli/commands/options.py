@@ -20,7 +20,7 @@ FORMATS = ("table", "json", "markdown")
 
 
 def _checked(check: Callable[[], Any]) -> Any:
-    """The value of one of `retrievalkit.pipeline.arguments`' checks, its refusal as
+    """The value of one of `retrievalkit.pipeline.engine.arguments`' checks, its refusal as
     argparse's: the command line and the Python API refuse with the same words."""
     from retrievalkit.errors import InputError
 
@@ -42,7 +42,7 @@ def _whole_numbers(text: str) -> list[int] | None:
 
 
 def k_list(text: str) -> tuple[int, ...]:
-    from retrievalkit.pipeline.arguments import check_ks
+    from retrievalkit.pipeline.engine.arguments import check_ks
 
     values = _whole_numbers(text)
     if values is None:
@@ -60,7 +60,7 @@ def _number(text: str) -> float | None:
 
 
 def fraction(text: str) -> float:
-    from retrievalkit.pipeline.arguments import check_fraction
+    from retrievalkit.pipeline.engine.arguments import check_fraction
 
     value = _number(text)
     if value is None:
@@ -70,7 +70,7 @@ def fraction(text: str) -> float:
 
 def confidence_level(text: str) -> float:
     """A confidence level strictly between 0 and 1, such as 0.95."""
-    from retrievalkit.pipeline.arguments import check_confidence
+    from retrievalkit.pipeline.engine.arguments import check_confidence
 
     value = _number(text)
     if value is None:
@@ -84,7 +84,7 @@ def positive(text: str) -> int:
 
 def at_most(limit: int) -> Callable[[str], int]:
     """A whole number from 1 to ``limit``, for an option whose huge values are mistakes."""
-    from retrievalkit.pipeline.arguments import check_count
+    from retrievalkit.pipeline.engine.arguments import check_count
 
     def whole_number(text: str) -> int:
         values = _whole_numbers(text) if "," not in text else None
@@ -97,7 +97,7 @@ def at_most(limit: int) -> Callable[[str], int]:
 
 def seconds(text: str) -> float:
     """A positive, finite number of seconds, such as 2 or 0.5."""
-    from retrievalkit.pipeline.arguments import check_timeout
+    from retrievalkit.pipeline.engine.arguments import check_timeout
 
     value = _number(text)
     if value is None:
@@ -232,7 +232,7 @@ def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
 
 def metric_name(text: str) -> str:
     """A metric name, canonical (``NDCG_BURGES@10`` -> ``ndcg_exp@10``)."""
-    from retrievalkit.pipeline.arguments import check_metric_name
+    from retrievalkit.pipeline.engine.arguments import check_metric_name
 
     return _checked(lambda: check_metric_name(text, field=""))  # type: ignore[no-any-return]
 
@@ -341,7 +341,7 @@ def executor_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The ``executor`` and ``ray_address`` keywords of the Python API."""
     executor = getattr(args, "executor", None) or "local"
     address = getattr(args, "ray_address", None)
-    from retrievalkit.pipeline.arguments import check_executor
+    from retrievalkit.pipeline.engine.arguments import check_executor
 
     check_executor(executor, address)
     if executor == "local":
@@ -354,7 +354,7 @@ def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, A
     configuration, the same for every command that evaluates, so that ``eval`` and
     ``compare`` store the same record for the same retriever."""
     from retrievalkit.metrics.definitions import DEFAULT_KS, parse_metric, requested_metrics
-    from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
+    from retrievalkit.pipeline.engine.evaluator import DEFAULT_OVERFETCH
     from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 
     settings = config.eval

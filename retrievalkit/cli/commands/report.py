@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
     from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import GoldenQuestionSet
-    from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.stores import ResultStore
 
 NAME, HELP = SUMMARIES["report"]
@@ -108,8 +108,8 @@ def _gate(
     import attrs
 
     from retrievalkit.api import Thresholds
-    from retrievalkit.pipeline.baselines import EXPLICIT, NEWEST, PINNED
-    from retrievalkit.pipeline.gate import compare_runs, retriever_changes
+    from retrievalkit.pipeline.gating.baselines import EXPLICIT, NEWEST, PINNED
+    from retrievalkit.pipeline.gating.gate import compare_runs, retriever_changes
     from retrievalkit.stores import pinned_run_id
 
     key = (record.set, record.model, record.grader)

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.api import sweep
     from retrievalkit.formats.limits import check_path
     from retrievalkit.metrics.definitions import DEFAULT_KS
-    from retrievalkit.pipeline.evaluator import DEFAULT_OVERFETCH
+    from retrievalkit.pipeline.engine.evaluator import DEFAULT_OVERFETCH
     from retrievalkit.render.summary import to_json_text
     from retrievalkit.render.sweep import render_sweep_markdown, sweep_document, sweep_renderable
     from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES

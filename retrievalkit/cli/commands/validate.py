@@ -24,7 +24,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.cli.collector import keeping
-    from retrievalkit.pipeline.validation import lint_set
+    from retrievalkit.pipeline.authoring.validation import lint_set
     from retrievalkit.plugins.resolution import resolve_set
     from retrievalkit.render.summary import to_json_text
 

@@ -27,7 +27,7 @@ from retrievalkit.errors import InputError
 from retrievalkit.model.comparisons import MetricDifference
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
-from retrievalkit.pipeline.differences import paired_fields
+from retrievalkit.pipeline.gating.differences import paired_fields
 
 if TYPE_CHECKING:
     from retrievalkit.model.outcomes import Outcomes
@@ -169,7 +169,7 @@ def compare_runs(
     everyone = np.arange(len(pairing.question_ids), dtype=np.intp)
     codes = None
     if cluster_by is not None:
-        from retrievalkit.pipeline.clustering import paired_clusters
+        from retrievalkit.pipeline.engine.clustering import paired_clusters
 
         codes = paired_clusters(
             cluster_by,
@@ -352,7 +352,7 @@ def _compare_metric(
 def retriever_changes(baseline: ResultRecord, candidate: ResultRecord) -> tuple[str, ...]:
     """The retriever's plugin, options (redacted values) and parts (a composed retriever's
     ``describe()``) that differ between the two runs' manifests."""
-    from retrievalkit.pipeline.history import mapping_changes
+    from retrievalkit.pipeline.gating.history import mapping_changes
 
     before, after = baseline.manifest, candidate.manifest
     changes = []

@@ -1,7 +1,7 @@
 """Asking questions on a Ray cluster: connect, start one worker per CPU, hand out batches.
 
 Ray is imported here only, and only when a run asks for ``executor="ray"``. Each worker
-is a Ray actor holding `retrievalkit.pipeline.ray_worker.Worker`, which builds a retriever
+is a Ray actor holding `ray_worker.Worker`, which builds a retriever
 once from its configuration and answers batches of questions; batches are handed to
 whichever worker is free and put back in the set's order, so a run's outcomes are those
 of the local run. Every way this can fail ends in one `EvaluationError` (exit code 3)
@@ -19,7 +19,7 @@ from typing import Any
 
 from retrievalkit.errors import EvaluationError, InputError, PluginError, RetrievalkitError
 from retrievalkit.model.values import GoldenQuestion
-from retrievalkit.pipeline.ray_worker import Answers, Build, Failure, Profile
+from retrievalkit.pipeline.executors.ray.ray_worker import Answers, Build, Failure, Profile
 
 #: Questions in one task: one ``retrieve_many`` group of the local run, so a batching
 #: retriever sees exactly the groups it would see locally.
@@ -111,7 +111,7 @@ class Pool:
     """One `Worker` actor per CPU of the cluster, asked in batches."""
 
     def __init__(self, ray: Any, workers: int | None = None) -> None:
-        from retrievalkit.pipeline.ray_worker import Worker
+        from retrievalkit.pipeline.executors.ray.ray_worker import Worker
 
         self.ray = ray
         count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))

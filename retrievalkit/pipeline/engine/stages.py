@@ -41,7 +41,7 @@ import numpy.typing as npt
 from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
 from retrievalkit.model.records import ResultRecord, StageDelta, StageReport
 from retrievalkit.model.values import GoldenQuestion
-from retrievalkit.pipeline.evaluator import (
+from retrievalkit.pipeline.engine.evaluator import (
     Retrievals,
     call_with_timeout,
     distinct_ranking,
@@ -166,7 +166,7 @@ def ask_stages(
     """The answer (last stage) of every question, and each question's stages (None for
     one that errored), asked one question at a time or with ``retrieve_many_stages`` in
     groups of 64, ``concurrency`` questions (or groups) at once. ``timeout`` bounds each
-    question as in `retrievalkit.pipeline.evaluator`."""
+    question as in `retrievalkit.pipeline.engine.evaluator`."""
     limit = depth * overfetch
     batched = callable(getattr(retriever, "retrieve_many_stages", None))
     order: list[str] | None = None

@@ -3,7 +3,7 @@
 `retrievalkit.evaluate(..., executor="ray")` comes here: the retriever is built on every
 worker from its configuration (never in this process), the questions go out in batches,
 and the answers come back in the set's order to the same scorers, stage scorer and
-record as a local run's (`retrievalkit.pipeline.run`).
+record as a local run's (`retrievalkit.pipeline.engine.run`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from retrievalkit.formats.ids import ReturnedIds
 from retrievalkit.metrics.scoring import ScoringOptions
 from retrievalkit.model.values import GoldenQuestionSet
-from retrievalkit.pipeline.evaluator import STREAM_BATCH, Retrievals
-from retrievalkit.pipeline.ray_worker import CHUNKS, PLAIN, STAGES, Build
-from retrievalkit.pipeline.run import Run, _finished_run, _Plan
+from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, Retrievals
+from retrievalkit.pipeline.engine.run import Run, _finished_run, _Plan
+from retrievalkit.pipeline.executors.ray.ray_worker import CHUNKS, PLAIN, STAGES, Build
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
     from retrievalkit.model.values import GoldenQuestion, Retrieval
-    from retrievalkit.pipeline.sweep import Settings
+    from retrievalkit.pipeline.sweeps.sweep import Settings
 
 
 def build_of(plan: _Plan) -> Build:
@@ -55,8 +55,8 @@ def evaluate_on_ray(
 ) -> Run:
     """The run of ``plan``'s retriever on ``golden``, its questions asked on Ray."""
     from retrievalkit.metrics.scoring import RunScorer
-    from retrievalkit.pipeline.ray_cluster import pool
-    from retrievalkit.pipeline.stages import StageScorer
+    from retrievalkit.pipeline.engine.stages import StageScorer
+    from retrievalkit.pipeline.executors.ray.ray_cluster import pool
 
     questions = golden.questions
     depth = max(scoring.ks)
@@ -125,7 +125,7 @@ def evaluate_on_ray(
 
 class RaySweepAsker:
     """A sweep's configurations built and asked on the Ray workers of ``workers``
-    (`retrievalkit.pipeline.sweep.RemoteAsker`): each worker builds a configuration once,
+    (`retrievalkit.pipeline.sweeps.sweep.RemoteAsker`): each worker builds a configuration once,
     sharing stages between configurations as a local sweep does."""
 
     def __init__(self, workers: Any, retriever: str, sweep: str, share: bool) -> None:

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
     from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
     from retrievalkit.model.values import GoldenQuestion
-    from retrievalkit.pipeline.evaluator import Retrieval
-    from retrievalkit.pipeline.gate import Verdict
+    from retrievalkit.pipeline.engine.evaluator import Retrieval
+    from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.plugins.resolution import Builder
 
 
@@ -242,7 +242,7 @@ def _plan(
         from retrievalkit.plugins.resolution import plan_retriever
 
         if options is not None:
-            from retrievalkit.pipeline.arguments import check_plugin_options
+            from retrievalkit.pipeline.engine.arguments import check_plugin_options
 
             options = check_plugin_options(options)
             # Options given here configure the plugin of that name for this call.
@@ -311,7 +311,7 @@ def _check_slices(golden: GoldenQuestionSet, slices: Sequence[str]) -> None:
 
 def _checked_clusters(golden: GoldenQuestionSet, cluster_by: str | None) -> str | None:
     """``cluster_by`` checked against the set (an `InputError` names what to do)."""
-    from retrievalkit.pipeline.clustering import check_set_clusters, checked_cluster_by
+    from retrievalkit.pipeline.engine.clustering import check_set_clusters, checked_cluster_by
 
     field = checked_cluster_by(cluster_by)
     if field is not None:
@@ -334,10 +334,10 @@ def _staged_run(
     concurrency: int = 1,
 ) -> Run:
     """A run of a retriever that reports its stages: its answer scored as any run's, and
-    every stage scored beside it (`retrievalkit.pipeline.stages`); ``concurrency``
+    every stage scored beside it (`retrievalkit.pipeline.engine.stages`); ``concurrency``
     questions (or groups of them) are asked at once."""
-    from retrievalkit.pipeline.evaluator import STREAM_BATCH
-    from retrievalkit.pipeline.stages import StageScorer, ask_stages
+    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH
+    from retrievalkit.pipeline.engine.stages import StageScorer, ask_stages
 
     questions = scorer.questions
     staged = StageScorer(questions, scorer.options)
@@ -389,8 +389,8 @@ def _scored_run(
     question's stage rankings, None for one that errored) scores every stage beside the
     answer, as a staged run of the whole set does."""
     from retrievalkit.metrics.scoring import RunScorer
-    from retrievalkit.pipeline.evaluator import STREAM_BATCH, Retrievals
-    from retrievalkit.pipeline.stages import StageScorer
+    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, Retrievals
+    from retrievalkit.pipeline.engine.stages import StageScorer
 
     scorer = RunScorer(questions, scoring)
     staged = None if stages is None else StageScorer(questions, scoring)
@@ -434,8 +434,8 @@ def _finished_run(
     """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
     sequential run asked); raise `RunFailed` past ``max_error_rate``."""
     from retrievalkit.embedders import embedding_of
-    from retrievalkit.pipeline.record import build_record
-    from retrievalkit.pipeline.record import git_commit as commit_of_working_directory
+    from retrievalkit.pipeline.engine.record import build_record
+    from retrievalkit.pipeline.engine.record import git_commit as commit_of_working_directory
     from retrievalkit.redaction import scrub
 
     scoring = scorer.options

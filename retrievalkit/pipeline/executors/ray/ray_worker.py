@@ -1,11 +1,11 @@
 """What a Ray worker runs: it builds a retriever from its configuration once and asks it batches.
 
-Nothing here imports Ray: `retrievalkit.pipeline.ray_cluster` wraps `Worker` in a Ray actor.
+Nothing here imports Ray: `ray_cluster` wraps `Worker` in a Ray actor.
 A worker builds each retriever in its own process from what the run names it by (the
 configured retriever's name and the configuration's tables, or a pickled object), so
 the secrets its plugins read from ``*_env`` options come from the worker's environment
 and never travel with a task. It asks a batch exactly as a local run asks it
-(`retrievalkit.pipeline.evaluator.ask_in_batches`, `retrievalkit.pipeline.stages.ask_stages`),
+(`pipeline.engine.evaluator.ask_in_batches`, `pipeline.engine.stages.ask_stages`),
 so the rankings, errors and their messages are those of the local run.
 """
 
@@ -20,7 +20,7 @@ import attrs
 from retrievalkit.formats.config import Config
 from retrievalkit.formats.ids import ReturnedIds
 from retrievalkit.model.values import GoldenQuestion
-from retrievalkit.pipeline.evaluator import Retrievals
+from retrievalkit.pipeline.engine.evaluator import Retrievals
 
 #: How a batch is asked: the answer only, the answer and its raw chunk ranking, or stages.
 PLAIN, CHUNKS, STAGES = "plain", "chunks", "stages"
@@ -86,13 +86,13 @@ class Worker:
         """Build the retriever of ``key`` (once) and describe it."""
         from retrievalkit.embedders import embedding_of
         from retrievalkit.errors import RetrievalkitError
-        from retrievalkit.pipeline.run import _resolve
-        from retrievalkit.pipeline.stages import has_stages
+        from retrievalkit.pipeline.engine.run import _resolve
+        from retrievalkit.pipeline.engine.stages import has_stages
         from retrievalkit.redaction import scrub
 
         if key not in self._built:
             if share and self._shared is None:
-                from retrievalkit.pipeline.shared_answers import SharedRetrievers
+                from retrievalkit.pipeline.engine.shared_answers import SharedRetrievers
 
                 self._shared = SharedRetrievers()
             try:
@@ -106,7 +106,7 @@ class Worker:
             except RetrievalkitError as error:
                 return Failure(type(error).__name__, str(error))
             except Exception as error:
-                from retrievalkit.pipeline.evaluator import _describe
+                from retrievalkit.pipeline.engine.evaluator import _describe
 
                 secrets = _secrets_of(build.config)
                 return Failure("EvaluationError", scrub(_describe(error), secrets))
@@ -140,7 +140,7 @@ class Worker:
         chunk_separator: str | None = None,
     ) -> Answers:
         """Ask the retriever of ``key`` (built by `prepare`) ``questions`` as a local run would."""
-        from retrievalkit.pipeline.evaluator import ask_in_batches
+        from retrievalkit.pipeline.engine.evaluator import ask_in_batches
 
         resolved = self._built[key]
         notes = ReturnedIds()
@@ -149,7 +149,7 @@ class Worker:
             self._shared.charges(())
             reused = self._shared.reused
         if mode == STAGES:
-            from retrievalkit.pipeline.stages import ask_stages
+            from retrievalkit.pipeline.engine.stages import ask_stages
 
             answers, stages = ask_stages(
                 resolved.retriever,
@@ -164,7 +164,7 @@ class Worker:
         asked = resolved.retriever
         keeper = None
         if mode == CHUNKS:
-            from retrievalkit.pipeline.chunks import ChunkKeeper
+            from retrievalkit.pipeline.engine.chunks import ChunkKeeper
 
             asked = keeper = ChunkKeeper(resolved.retriever, chunk_separator)
         parts = list(

@@ -32,7 +32,7 @@ from retrievalkit.model.comparisons import QuestionChange as QuestionChange
 from retrievalkit.model.comparisons import System as System
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
-from retrievalkit.pipeline.differences import paired_fields
+from retrievalkit.pipeline.gating.differences import paired_fields
 from retrievalkit.stats.clusters import paired_test_by
 from retrievalkit.stats.paired import TIE, verdict
 from retrievalkit.stats.paired import holm as holm
@@ -103,7 +103,7 @@ def compare_records(
 
     With ``cluster_by`` the paired tests treat clusters of questions as the unit; the
     labels come from ``questions`` (the set), else from the records
-    (`retrievalkit.pipeline.clustering.paired_clusters`).
+    (`retrievalkit.pipeline.engine.clustering.paired_clusters`).
     """
     if len(sides) < 2:
         raise InputError(
@@ -170,7 +170,7 @@ def compare_records(
     side_positions = [positions_of(column, shared) for column in columns[1:]]
     codes = None
     if cluster_by is not None:
-        from retrievalkit.pipeline.clustering import paired_clusters
+        from retrievalkit.pipeline.engine.clustering import paired_clusters
 
         codes = paired_clusters(
             cluster_by,

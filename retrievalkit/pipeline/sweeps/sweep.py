@@ -37,12 +37,12 @@ from retrievalkit.errors import EvaluationError, InputError
 from retrievalkit.formats.config import Config, RetrieverConfig
 from retrievalkit.formats.sweep_table import SweepConfig
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, MetricValue, Retrieval
-from retrievalkit.pipeline import sweep_split
-from retrievalkit.pipeline.shared_answers import SharedRetrievers, referenced, retriever_key
+from retrievalkit.pipeline.engine.shared_answers import SharedRetrievers, referenced, retriever_key
+from retrievalkit.pipeline.sweeps import sweep_split
 
 if TYPE_CHECKING:
     from retrievalkit.metrics.scoring import ScoringOptions
-    from retrievalkit.pipeline.run import Run, _Retriever
+    from retrievalkit.pipeline.engine.run import Run, _Retriever
 
 #: Grids with more configurations than this are tuned by successive halving (unless
 #: the table says ``halving = false``).
@@ -190,7 +190,7 @@ def ask_locally(
     resolved: _Retriever, questions: Sequence[GoldenQuestion], settings: Settings
 ) -> list[Retrieval]:
     """The questions asked in this process, as `retrievalkit.evaluate` asks them."""
-    from retrievalkit.pipeline.evaluator import evaluate_questions
+    from retrievalkit.pipeline.engine.evaluator import evaluate_questions
 
     return evaluate_questions(
         resolved.retriever,
@@ -366,7 +366,7 @@ class _Evaluations:
         self._resolved: dict[str, _Retriever] = {}
 
     def _retriever(self, key: str, config: Config) -> _Retriever:
-        from retrievalkit.pipeline.run import _resolve
+        from retrievalkit.pipeline.engine.run import _resolve
 
         found = self._resolved.get(key)
         if found is None:
@@ -422,7 +422,7 @@ class _Evaluations:
         self, key: str, config: Config, questions: Sequence[GoldenQuestion], label: str
     ) -> tuple[Run, list[Retrieval]]:
         from retrievalkit.errors import RunFailed
-        from retrievalkit.pipeline.run import _Retriever, _scored_run
+        from retrievalkit.pipeline.engine.run import _Retriever, _scored_run
 
         retrievals = self.retrievals(key, config, questions)
         placeholder = _Retriever(label, "sweep", {}, None, ())
@@ -501,7 +501,7 @@ def run_sweep(
     """Evaluate every configuration of ``spec``'s grid on ``golden`` and confirm the best.
 
     ``share`` builds each distinct retriever once and answers a question asked again of
-    a shared stage from memory (`retrievalkit.pipeline.shared_answers`); the results
+    a shared stage from memory (`retrievalkit.pipeline.engine.shared_answers`); the results
     are those of asking again. ``progress_file`` keeps the answers so far for a resumed
     sweep. ``asker`` asks a configuration's questions (in this process by default);
     ``remote`` instead builds and asks every configuration elsewhere (a Ray cluster), the

@@ -22,8 +22,8 @@ from retrievalkit.stats.sequential import (
 if TYPE_CHECKING:
     from retrievalkit.api import Thresholds
     from retrievalkit.model.values import GoldenQuestionSet
-    from retrievalkit.pipeline.gate import Verdict
-    from retrievalkit.pipeline.run import Run
+    from retrievalkit.pipeline.engine.run import Run
+    from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.stores import ResultStore
 
 
@@ -59,11 +59,11 @@ def evaluate_sequentially(
     """
     from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
     from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
-    from retrievalkit.pipeline.baselines import choose_baseline
-    from retrievalkit.pipeline.evaluator import Retrieval, Retrievals, evaluate_questions
-    from retrievalkit.pipeline.gate import compare_runs, settle_sequentially, split_slice
-    from retrievalkit.pipeline.run import _checked_clusters, _config, _resolve, _scored_run
-    from retrievalkit.pipeline.stages import StageScorer, ask_stages, has_stages
+    from retrievalkit.pipeline.engine.evaluator import Retrieval, Retrievals, evaluate_questions
+    from retrievalkit.pipeline.engine.run import _checked_clusters, _config, _resolve, _scored_run
+    from retrievalkit.pipeline.engine.stages import StageScorer, ask_stages, has_stages
+    from retrievalkit.pipeline.gating.baselines import choose_baseline
+    from retrievalkit.pipeline.gating.gate import compare_runs, settle_sequentially, split_slice
     from retrievalkit.stats.clusters import questions_clusters
     from retrievalkit.stats.power import gated_metrics
 

@@ -150,7 +150,7 @@ def build_history(
 ) -> History:
     """History of the key from its runs, newest first (as stores return them); ``metrics``
     are shown after the trend metrics (a stage's too, e.g. ``stage.rerank:rr``)."""
-    from retrievalkit.pipeline.stages import record_mean
+    from retrievalkit.pipeline.engine.stages import record_mean
 
     names = tuple(dict.fromkeys((*TREND, *metrics)))
     entries = []

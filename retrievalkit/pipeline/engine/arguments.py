@@ -151,7 +151,7 @@ def check_metric_name(name: Any, *, field: str) -> str:
     if not isinstance(name, str):
         raise InputError(f"a metric name must be a string, got {name!r}", field=field)
     text = name.strip()
-    # A stage's metric (`retrievalkit.pipeline.stages`): stage.STAGE:METRIC, e.g. stage.rerank:rr.
+    # A stage's metric (`pipeline.engine.stages`): stage.STAGE:METRIC, e.g. stage.rerank:rr.
     if text.startswith("stage."):
         stage, colon, metric = text[len("stage.") :].rpartition(":")
         if not colon or not stage.strip():

@@ -17,7 +17,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from retrievalkit.model.values import QuestionOutcome
-    from retrievalkit.pipeline.evaluator import Retrieval
+    from retrievalkit.pipeline.engine.evaluator import Retrieval
 
 #: Separators that only chunk ids use after a document id (``DOC#3``, ``DOC::p2``).
 _JOINERS = "#:|/@~"

@@ -76,7 +76,7 @@ def lint_set(
                 "(it counts as relevant everywhere)"
             )
     if not any(map(operator.is_not, map(_CLUSTER, questions), repeat(None))):
-        from retrievalkit.pipeline.related_questions import related_warning
+        from retrievalkit.pipeline.engine.related_questions import related_warning
 
         related = related_warning(questions)
         if related is not None:

@@ -7,11 +7,11 @@ both runs' means with their intervals, each run's paired difference from the sta
 before it (what the run recorded), and the candidate's paired difference from the
 baseline on that stage, computed from the stage's outcome columns (``stage.NAME:METRIC``)
 over the questions both runs share, with the same paired test as
-`retrievalkit.pipeline.comparison` (raw p-values: no correction across stages).
+`retrievalkit.pipeline.gating.comparison` (raw p-values: no correction across stages).
 
 Per question, the attribution each run recorded at its cut-off (``not retrieved``,
 ``lost in fusion``, ``demoted by reranker``, ``ranked below k``, or a rescue; see
-`retrievalkit.pipeline.stages`), questions whose label changed first.
+`retrievalkit.pipeline.engine.stages`), questions whose label changed first.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import attrs
 
 from retrievalkit.model.records import ResultRecord, StageDelta, StageReport
 from retrievalkit.model.values import MetricValue
-from retrievalkit.pipeline.comparison import MetricDelta
-from retrievalkit.pipeline.stages import stage_metric
+from retrievalkit.pipeline.engine.stages import stage_metric
+from retrievalkit.pipeline.gating.comparison import MetricDelta
 
 
 @attrs.frozen
@@ -90,7 +90,7 @@ def compare_stages(
 ) -> StageComparison | None:
     """The stage view of ``candidate`` against ``baseline``; None when neither has stages."""
     from retrievalkit.metrics.scoring import metric_column, positions_of
-    from retrievalkit.pipeline.comparison import _delta
+    from retrievalkit.pipeline.gating.comparison import _delta
     from retrievalkit.stats.paired import verdict
 
     before, after = baseline.stages, candidate.stages

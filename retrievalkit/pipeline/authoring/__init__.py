@@ -1,0 +1,1 @@
+"""Writing golden sets: generating questions, judging answers, validating labels."""

@@ -1,0 +1,1 @@
+"""Running an evaluation: ask the retriever, score each question, build the record."""

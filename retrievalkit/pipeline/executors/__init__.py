@@ -1,0 +1,1 @@
+"""Places other than this process where an evaluation can run."""

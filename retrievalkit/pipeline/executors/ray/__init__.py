@@ -1,0 +1,1 @@
+"""Running an evaluation's questions on a Ray cluster."""

@@ -1,0 +1,1 @@
+"""Choosing a baseline and deciding whether a run passes against it."""

@@ -1,0 +1,1 @@
+"""Running a grid of configurations and splitting its cells."""
