@@ -38,7 +38,10 @@ import nox.virtualenv
 # the fallback explicitly keeps a `pip install nox` without uv free of a warning per session.
 nox.options.default_venv_backend = "uv" if nox.virtualenv.HAS_UV else "virtualenv"
 nox.options.reuse_existing_virtualenvs = True
+# Lint and types first: the cheapest checks fail a run within a minute, not at its end.
 nox.options.sessions = [
+    "lint",
+    "typecheck",
     "tests",
     "minimums",
     "package",
@@ -51,8 +54,6 @@ nox.options.sessions = [
     "vectordb",
     "ray",
     "mlflow",
-    "lint",
-    "typecheck",
     "docs",
 ]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 
 import attrs
 import pytest
+from child_env import child_environment, child_pythonpath
 
 from retrievalkit.testing import deliver_stop_signals
 
@@ -268,11 +268,11 @@ def cli(tmp_path: Path) -> RunCli:
     def run(
         *args: str, cwd: Path | None = None, sites: Sequence[Path] = ()
     ) -> subprocess.CompletedProcess[str]:
-        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+        env = child_environment()
         env["NO_COLOR"] = "1"
         env["COLUMNS"] = "200"
         if sites:
-            env["PYTHONPATH"] = os.pathsep.join(str(site) for site in sites)
+            env["PYTHONPATH"] = child_pythonpath(sites)
         return subprocess.run(
             [sys.executable, "-m", "retrievalkit", *args],
             cwd=cwd or tmp_path,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
+from child_env import child_environment
 
 from retrievalkit.demo import DEMO_CORPUS
 
@@ -32,7 +32,7 @@ def retrievalkit(
 
 
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env = child_environment()
     env.pop("RETRIEVALKIT_SERVE_TOKEN", None)
     env["NO_COLOR"] = "1"
     env.update(extra or {})

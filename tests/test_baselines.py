@@ -19,6 +19,7 @@ from typing import Any
 
 import by_hand
 import pytest
+from child_env import child_environment
 from conftest import REPO, RunCli
 
 from retrievalkit.demo import DEMO_CORPUS
@@ -581,7 +582,7 @@ def repository(tmp_path: Path) -> Iterator[Path]:
 
 
 def run_gate(root: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env = child_environment()
     env.update(RETRIEVAL_SET="demo", RETRIEVAL_RETRIEVER="my-search")
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["NO_COLOR"] = "1"

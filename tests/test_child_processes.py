@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_env import child_environment
 
 from retrievalkit.retrievers.command import ChildError, create_command
 from retrievalkit.retrievers.http_service import create_http
@@ -97,7 +98,7 @@ def test_a_stop_signal_stops_the_child_and_its_process_group(
         f'[retrievers.child]\nplugin = "command"\ncommand = {json.dumps(command)}\ntimeout = 600\n',
         encoding="utf-8",
     )
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env = child_environment()
     run = subprocess.Popen(
         [sys.executable, "-m", "retrievalkit", "eval", "--set", "golden.jsonl",
          "--retriever", "child", "--store", "sqlite:///runs.sqlite3", "--quiet"],

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from child_env import child_environment
 
 from retrievalkit.demo import DEMO_CORPUS
 
@@ -687,7 +688,7 @@ ACCEPTED = [
 
 
 def _run(args: tuple[str, ...], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env = child_environment()
     env.update(NO_COLOR="1", COLUMNS="200")
     return subprocess.run(
         [sys.executable, "-m", "retrievalkit", *args],

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_environment, child_pythonpath
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from stored_text import stored_text
@@ -146,8 +147,10 @@ def seeded(faulty_site: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _cli(args: list[str], cwd: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(site), NO_COLOR="1", COLUMNS="160", RK_FUZZ_KEY=SECRETS["env"])
+    env = child_environment()
+    env.update(
+        PYTHONPATH=child_pythonpath(site), NO_COLOR="1", COLUMNS="160", RK_FUZZ_KEY=SECRETS["env"]
+    )
     return subprocess.run(
         [sys.executable, "-m", "retrievalkit", *args],
         cwd=cwd,

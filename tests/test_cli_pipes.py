@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_environment, child_pythonpath
 
 SET = "".join(
     json.dumps({"id": f"q{n}", "question": f"what about d{n}", "expected": [f"d{n}"]}) + "\n"
@@ -32,8 +33,8 @@ fail_on = "{fail_on}"
 
 
 def _env(site: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(NO_COLOR="1", COLUMNS="120", PYTHONPATH=str(site))
+    env = child_environment()
+    env.update(NO_COLOR="1", COLUMNS="120", PYTHONPATH=child_pythonpath(site))
     return env
 
 

@@ -161,6 +161,7 @@ def test_verbose_is_offered_by_every_built_in_command(tmp_path: Path) -> None:
     assert checked >= 8
 
 
+@pytest.mark.timeout(900)  # builds and installs a wheel in a fresh environment
 def test_python_dash_m_runs_the_command_line(tmp_path: Path) -> None:
     result = piped("--version", env=environment(), cwd=tmp_path)
     assert (result.returncode, result.stdout.strip()) == (0, f"retrievalkit {__version__}")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_pythonpath
 from conftest import REPO, RunCli, _install
 
 from retrievalkit.testing import RULES
@@ -47,7 +48,7 @@ def tutorial(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_the_tutorial_package_passes_its_own_tests(tutorial: tuple[Path, Path]) -> None:
     package, site = tutorial
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(site)}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
         cwd=package,

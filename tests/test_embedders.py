@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from child_env import child_pythonpath
 from conftest import RunCli
 
 from retrievalkit.embedders import create_embedder, embed_queries
@@ -194,7 +195,7 @@ def test_a_missing_dense_extra_says_what_to_install(tmp_path: Path, cli: RunCli)
         capture_output=True,
         text=True,
         check=False,
-        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": child_pythonpath(site), "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr
     assert "wordllama" in done.stdout

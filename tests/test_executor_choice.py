@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from child_env import child_pythonpath
 
 import retrievalkit as rk
 from retrievalkit.errors import InputError
@@ -39,7 +40,7 @@ def test_ray_not_installed_names_the_extra_and_exits_2(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "retrievalkit", "eval", "--set", str(DEMO / "golden.jsonl"),
          "--retriever", "bm25-demo", "--no-save", "--executor", "ray"],
-        cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path, env={"PYTHONPATH": child_pythonpath(tmp_path), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr

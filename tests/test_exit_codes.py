@@ -8,13 +8,13 @@ code of retrievalkit's (never 1, never the plugin's own), no traceback and no se
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_environment
 from hostile import lay_out
 
 from retrievalkit.cli.main import main
@@ -123,8 +123,8 @@ def _stored_runs(path: str) -> int:
 
 
 def _cli(folder: Path, site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(site), NO_COLOR="1")
+    env = child_environment(site)
+    env.update(NO_COLOR="1")
     return subprocess.run(
         [sys.executable, "-m", "retrievalkit", *args],
         cwd=folder, env=env, capture_output=True, text=True, check=False, timeout=120,

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_environment
 
 from retrievalkit.cli.main import main
 
@@ -207,7 +208,7 @@ def _limited(limit: int) -> None:
 def _cli_limited(
     folder: Path, limit: int, *args: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    environment = child_environment()
     environment.update(env, NO_COLOR="1", PYTHONDONTWRITEBYTECODE="1")
     return subprocess.run(
         [sys.executable, "-m", "retrievalkit", *args], cwd=folder, env=environment,

@@ -11,7 +11,6 @@ retrievalkit's document alone, and exactly one run may be saved.
 from __future__ import annotations
 
 import json
-import os
 import random
 import sqlite3
 import subprocess
@@ -19,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_environment
 from hostile import lay_out
 
 ACTS = ("chdir-create", "chdir-retrieve", "print-create", "print-retrieve", "fork")
@@ -59,8 +59,8 @@ def test_a_plugin_cannot_move_the_store_the_outputs_or_stdout(
     )
     # The outputs named relative to the working directory the run started in.
     out = "../project/out" if relative_elsewhere else "out"
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(hostile_site), NO_COLOR="1")
+    env = child_environment(hostile_site)
+    env.update(NO_COLOR="1")
     done = subprocess.run(
         [sys.executable, "-m", "retrievalkit", "eval", "--set", "golden.jsonl",
          "--retriever", "h", "--store", "sqlite:///runs.sqlite3", "--output-dir", out,

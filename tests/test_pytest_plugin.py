@@ -5,14 +5,18 @@ Jupyter kernel."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
+import pytest
+from child_env import child_environment
 from nbclient import NotebookClient
+
+# Each test runs pytest or a notebook kernel in a child, each bounded at 600 s.
+pytestmark = pytest.mark.timeout(900)
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "python.md"
@@ -22,8 +26,8 @@ NOTEBOOK = REPO / "docs" / "examples" / "quickstart.ipynb"
 def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {
         key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("PYTEST_", "RETRIEVALKIT_")) and key != "PYTHONPATH"
+        for key, value in child_environment().items()
+        if not key.startswith(("PYTEST_", "RETRIEVALKIT_"))
     }
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from child_env import child_environment, child_pythonpath
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -182,8 +183,13 @@ def test_a_plugin_that_logs_warns_prints_and_raises_its_options_leaks_nothing(
     ]  # fmt: skip
     (tmp_path / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
     (tmp_path / "retrievalkit.toml").write_text(CONFIG, encoding="utf-8")
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(faulty_site), NO_COLOR="1", COLUMNS="300", PYTHONWARNINGS="always")
+    env = child_environment()
+    env.update(
+        PYTHONPATH=child_pythonpath(faulty_site),
+        NO_COLOR="1",
+        COLUMNS="300",
+        PYTHONWARNINGS="always",
+    )
     streams = []
     for fmt, extra in (("table", ["-v"]), ("json", []), ("markdown", ["--output-dir", "out"])):
         completed = subprocess.run(

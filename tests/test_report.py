@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -25,6 +24,7 @@ from typing import Any
 import attrs
 import by_hand
 import pytest
+from child_env import child_environment
 
 from retrievalkit.demo import DEMO_CORPUS
 from retrievalkit.formats.golden_sets import load_set_file
@@ -37,7 +37,7 @@ DEMO_QUESTIONS = 75
 
 
 def retrievalkit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env = child_environment()
     env["NO_COLOR"] = "1"
     return subprocess.run(
         [sys.executable, "-m", "retrievalkit", *args],

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_env import child_environment
 from conftest import RunCli
 
 QUESTIONS = 10
@@ -214,8 +215,8 @@ def test_ctrl_c_during_eval_saves_nothing_and_says_so(
 ) -> None:
     write_set(tmp_path)
     (tmp_path / "retrievalkit.toml").write_text(SLOW, encoding="utf-8")
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(faulty_site), NO_COLOR="1")
+    env = child_environment(faulty_site)
+    env.update(NO_COLOR="1")
     process = subprocess.Popen(
         [sys.executable, "-m", "retrievalkit", "eval", "--set", "golden.jsonl",
          "--retriever", "slow", "--store", url, *extra],

@@ -10,12 +10,12 @@ every secret value. The options hash must still follow each secret.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_environment, child_pythonpath
 from stored_text import stored_text
 
 from retrievalkit.redaction import options_hash, redact_options, secret_values
@@ -60,8 +60,10 @@ def write_set(directory: Path) -> None:
 def run(
     directory: Path, site: Path, *args: str, api_key: str = SECRETS["api_key"]
 ) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(PYTHONPATH=str(site), NO_COLOR="1", COLUMNS="200", RK_TEST_API_KEY=api_key)
+    env = child_environment()
+    env.update(
+        PYTHONPATH=child_pythonpath(site), NO_COLOR="1", COLUMNS="200", RK_TEST_API_KEY=api_key
+    )
     return subprocess.run(
         [sys.executable, "-m", "retrievalkit", *args],
         cwd=directory,

@@ -11,7 +11,6 @@ command, never the secret header or argument.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_env import child_environment
 from search_service import SearchService
 from stored_text import stored_text
 from test_command_retriever import CHILD, node, write_rankings
@@ -76,7 +76,7 @@ doc_id_separator = "#"
         encoding="utf-8",
     )
     service.expected_authorization = "Bearer parity-s3cret"
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env = child_environment()
     env.update(
         NO_COLOR="1", DEMO_SEARCH_AUTH="Bearer parity-s3cret", RANKING_TOKEN="tok-parity-9876"
     )

@@ -11,13 +11,13 @@ ended with; no timing is asserted (benchmarks/bench_startup.py measures the time
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_environment, child_pythonpath
 from conftest import REPO, _install, _write_package
 
 #: Never imported by listing or help: the plugins' own modules, their clients, and the
@@ -134,9 +134,9 @@ def run(
 ) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """Run ``retrievalkit ARGS`` with the plugin folders on the path; return the modules."""
     out = tmp_path / "modules.json"
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env = child_environment()
     env.update(
-        PYTHONPATH=os.pathsep.join(str(site) for site in sites),
+        PYTHONPATH=child_pythonpath(sites),
         RK_MODULES_OUT=str(out),
         NO_COLOR="1",
         COLUMNS="200",

@@ -305,8 +305,9 @@ def test_a_colon_in_a_store_path_is_part_of_the_path(tmp_path: Path) -> None:
         # The built-in stores in order, with any a store plugin installed here adds.
         (
             "nosuch:///x",
-            r"unknown store scheme 'nosuch' .*\(installed: ([a-z]+, )*jsonl, memory, "
-            r"([a-z]+, )*sqlite(, [a-z]+)*\)",
+            # A scheme is RFC 3986's: letters, digits, "+", "-", "." (mlflow+file, ...).
+            r"unknown store scheme 'nosuch' .*\(installed: ([a-z][a-z0-9+.-]*, )*jsonl, memory, "
+            r"([a-z][a-z0-9+.-]*, )*sqlite(, [a-z][a-z0-9+.-]*)*\)",
         ),
         ("sqlite:///", "is not of the form sqlite:///PATH"),
         ("sqlite:/runs.sqlite3", "is not of the form sqlite:///PATH"),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from child_env import child_environment
 
 from retrievalkit.errors import StoreError
 from retrievalkit.model.records import ResultRecord
@@ -33,7 +34,7 @@ EVAL = ["eval", "--set", "demo", "--retriever", "bm25-demo", "-q"]
 def _cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None, file_limit: int | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    environment = child_environment()
     environment.update(NO_COLOR="1", COLUMNS="200", **(env or {}))
 
     def limit() -> None:
@@ -211,12 +212,27 @@ def test_pins_racing_prunes_never_leave_a_dangling_pin(tmp_path: Path) -> None:
             thread.start()
         for thread in threads:
             thread.join()
+    # Whichever side the scheduler lets in first, exactly one of the two wins each round.
+    assert outcomes["pinned"] + outcomes["deleted"] == 150
+    # Both orders, forced rather than left to thread timing: a pinned run refuses deletion,
+    # a deleted run refuses a pin.
+    pinned_first = attrs.evolve(template, run_id="20260101T000000Z-pinned-first")
+    saver.save(pinned_first)
+    pinner.pin(pinned_first)
+    with pytest.raises(StoreError):
+        pruner.delete([pinned_first.run_id])
+    deleted_first = attrs.evolve(template, run_id="20260101T000000Z-deleted-first")
+    saver.save(deleted_first)
+    assert pruner.delete([deleted_first.run_id]) == 1
+    with pytest.raises(StoreError):
+        pinner.pin(deleted_first)
     check = sqlite3.connect(path)
     dangling = check.execute(
         "SELECT count(*) FROM pins WHERE run_id NOT IN (SELECT run_id FROM runs)"
     ).fetchone()[0]
     assert dangling == 0
-    assert outcomes["pinned"] > 0 and outcomes["deleted"] > 0  # both sides won some rounds
+    stored = {row[0] for row in check.execute("SELECT run_id FROM runs")}
+    assert pinned_first.run_id in stored and deleted_first.run_id not in stored
 
 
 PROBE_CHILD = """\

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import shutil
 import sqlite3
@@ -23,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_env import child_environment, child_pythonpath
 from hostile import lay_out
 
 from retrievalkit.api import evaluate, gate, load_set
@@ -171,9 +171,9 @@ def hostile_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _eval(
     folder: Path, site: Path | None, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **(env or {})}
+    env = {**child_environment(), **(env or {})}
     if site is not None:
-        env["PYTHONPATH"] = str(site)
+        env["PYTHONPATH"] = child_pythonpath(site)
     return subprocess.run(
         [sys.executable, "-m", "retrievalkit", "eval", *args], cwd=folder, env=env,
         capture_output=True, text=True, check=False, timeout=120,

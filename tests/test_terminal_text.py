@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_environment
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -135,7 +136,7 @@ SET_WITH_BRACKETS = [
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env = child_environment()
     env.update(NO_COLOR="1", COLUMNS="300")
     return subprocess.run(
         [sys.executable, "-m", "retrievalkit", *args],
