@@ -8,7 +8,6 @@ exit 0 with the whole report on stdout, no progress bar on stderr, and the run s
 
 from __future__ import annotations
 
-import os
 import random
 import sqlite3
 import subprocess
@@ -16,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_env import child_environment
 
 from retrievalkit.render.terminal import MIN_WIDTH, width_from_environment
 
@@ -65,8 +65,8 @@ def test_an_odd_terminal_environment_still_gives_the_whole_report(
     )
     env = {
         key: value
-        for key, value in os.environ.items()
-        if key not in ("PYTHONPATH", "NO_COLOR", "COLUMNS", "FORCE_COLOR", "PYTHONIOENCODING")
+        for key, value in child_environment().items()
+        if key not in ("NO_COLOR", "COLUMNS", "FORCE_COLOR", "PYTHONIOENCODING")
     }
     env.update(overrides)
     done = subprocess.run(
@@ -90,3 +90,34 @@ def test_the_width_is_never_below_a_drawable_table(text: str) -> None:
     width = width_from_environment({"COLUMNS": text})
     assert width is not None and width >= MIN_WIDTH
     assert width_from_environment({}) is None
+
+
+EMBED = """\
+import sys
+from retrievalkit.embedders import create_embedder
+from retrievalkit.retrievers.dense import embed_corpus
+embedder = create_embedder("wordllama", {"dimensions": 128})
+embed_corpus("corpus.jsonl", embedder, cache_dir="cache", progress=True, batch_size=1)
+from rich.console import Console
+Console().print("[bold]done[/bold]")
+"""
+
+
+@pytest.mark.parametrize("force", ["1", "3", "true"])
+def test_force_color_on_a_pipe_colours_but_never_draws_the_embedding_bar(
+    force: str, tmp_path: Path
+) -> None:
+    # progress=True asks for the bar (the index commands of backend plugins do); a pipe
+    # still never gets one: FORCE_COLOR makes rich treat any stream as a terminal, so the
+    # stream itself must decide.
+    (tmp_path / "corpus.jsonl").write_text(CORPUS, encoding="utf-8")
+    env = child_environment(FORCE_COLOR=force, COLUMNS="120")
+    env.pop("NO_COLOR", None)
+    done = subprocess.run(
+        [sys.executable, "-c", EMBED],
+        cwd=tmp_path, env=env, capture_output=True, check=False, timeout=120,
+    )  # fmt: skip
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 0, err
+    assert "\x1b[?25l" not in err and "\x1b[2K" not in err and "━" not in err
+    assert "\x1b[1m" in done.stdout.decode("utf-8", "replace")  # colours asked for: given

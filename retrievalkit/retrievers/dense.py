@@ -177,7 +177,8 @@ def embed_corpus(
     matrix = cache.load(key, *shape)
     if matrix is None:
         texts = [document_text(doc) for doc in documents]
-        show = sys.stderr.isatty() if progress is None else progress
+        # A bar only where someone watches: `progress = true` never draws one into a log.
+        show = progress is not False and _stderr_is_a_terminal()
         matrix = cache.fill(
             key, shape, lambda out: _embed_into(out, texts, embedder, batch_size, show, label)
         )
@@ -533,3 +534,11 @@ def create_dense_demo() -> DenseRetriever:
         doc_id_separator="#",
         identifier="dense-demo",
     )
+
+
+def _stderr_is_a_terminal() -> bool:
+    """Whether standard error is a terminal (``FORCE_COLOR`` does not make a pipe one)."""
+    try:
+        return os.isatty(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False

@@ -357,7 +357,9 @@ def run_index(args: argparse.Namespace) -> int:
     create_index(client, target, args.index, body, recreate=args.recreate)
 
     status = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
-    if status.is_terminal and not args.quiet:
+    # The stream decides, not FORCE_COLOR (which makes rich call any stream a terminal):
+    # colours may reach a CI log, a redrawn bar never does.
+    if _stderr_is_a_terminal() and not args.quiet:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -428,3 +430,11 @@ def run_index(args: argparse.Namespace) -> int:
             "the corpus and re-run with --recreate"
         )
     return EXIT_OK
+
+
+def _stderr_is_a_terminal() -> bool:
+    """Whether standard error is a terminal someone watches (a progress bar may be drawn)."""
+    try:
+        return os.isatty(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False

@@ -143,7 +143,9 @@ def run_index(args: argparse.Namespace) -> int:
     connection = target.connect(autocommit=True)
     status = Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False)
     try:
-        if status.is_terminal and not args.quiet:
+        # The stream decides, not FORCE_COLOR (which makes rich call any stream a terminal):
+        # colours may reach a CI log, a redrawn bar never does.
+        if _stderr_is_a_terminal() and not args.quiet:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             with Progress(
@@ -226,3 +228,11 @@ def run_drop(args: argparse.Namespace) -> int:
         connection.close()
     sys.stdout.write(f"dropped {args.table} on {target.where}\n")
     return EXIT_OK
+
+
+def _stderr_is_a_terminal() -> bool:
+    """Whether standard error is a terminal someone watches (a progress bar may be drawn)."""
+    try:
+        return os.isatty(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
