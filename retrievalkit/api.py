@@ -32,10 +32,8 @@ import attrs
 
 from retrievalkit.errors import InputError
 from retrievalkit.errors import RunFailed as RunFailed
-from retrievalkit.metrics.definitions import DEFAULT_KS
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestionSet
-from retrievalkit.pipeline.engine.evaluator import DEFAULT_OVERFETCH
 from retrievalkit.pipeline.engine.run import OBJECT_PLUGIN as OBJECT_PLUGIN
 from retrievalkit.pipeline.engine.run import Run as Run
 from retrievalkit.pipeline.engine.run import (
@@ -46,7 +44,9 @@ from retrievalkit.pipeline.engine.run import (
     _resolve,
     _staged_run,
 )
+from retrievalkit.pipeline.engine.settings import UNSET, EvalSettings, _Unset
 from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
+from retrievalkit.pipeline.gating.thresholds import Thresholds as Thresholds
 from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
@@ -98,69 +98,6 @@ def open_store(
     return open_by_scheme(url)
 
 
-def _default_thresholds() -> dict[str, float]:
-    from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS
-
-    return dict(DEFAULT_THRESHOLDS)
-
-
-def _metric_thresholds(value: Any) -> Mapping[str, float]:
-    from retrievalkit.pipeline.engine.arguments import check_metric_thresholds
-
-    return check_metric_thresholds(value)
-
-
-def _slice_thresholds(value: Any) -> Mapping[str, Mapping[str, float]]:
-    from retrievalkit.pipeline.engine.arguments import check_slice_thresholds
-
-    return check_slice_thresholds(value)
-
-
-def _flag(value: Any) -> bool:
-    from retrievalkit.pipeline.engine.arguments import check_flag
-
-    return check_flag(value, field="require_significant")
-
-
-@attrs.frozen
-class Thresholds:
-    """What a gate checks: the largest allowed absolute drop of each metric, overall and
-    per slice (`{"hard_class=near-duplicate": {"hit@3": 0.1}}`).
-
-    With `require_significant`, a drop past its threshold is a regression only when
-    the paired test finds the difference significant.
-    """
-
-    metrics: Mapping[str, float] = attrs.field(
-        factory=_default_thresholds, converter=_metric_thresholds
-    )
-    slices: Mapping[str, Mapping[str, float]] = attrs.field(
-        factory=dict, converter=_slice_thresholds
-    )
-    require_significant: bool = attrs.field(default=False, converter=_flag)
-
-    def __attrs_post_init__(self) -> None:
-        if not self.metrics and not self.slices:
-            raise InputError(
-                "no metric to gate: a gate with nothing to check would always pass",
-                field="thresholds",
-                hint='give at least one metric, e.g. {"hit@1": 0.0}',
-            )
-
-    @classmethod
-    def from_config(cls, config: Config, **overrides: float) -> Thresholds:
-        """The configuration's `[regression]` thresholds over the defaults; `overrides`
-        (metric name to drop) win over both."""
-        from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS
-
-        metrics = {**DEFAULT_THRESHOLDS, **config.regression.thresholds, **overrides}
-        return cls(metrics, config.regression.slices, config.regression.require_significant)
-
-    def metric_names(self) -> list[str]:
-        """Every gated metric name, overall or in a slice, sorted."""
-        return sorted({*self.metrics, *(m for ms in self.slices.values() for m in ms)})
-
-
 def evaluate(
     set: GoldenQuestionSet | str | os.PathLike[str],
     retriever: Any,
@@ -174,7 +111,7 @@ def evaluate(
     seed: int = DEFAULT_SEED,
     concurrency: int | None = None,
     timeout: float | None = None,
-    max_error_rate: float | None = 0.0,
+    max_error_rate: float | _Unset | None = UNSET,
     options: Mapping[str, Any] | None = None,
     name: str | None = None,
     config: Config | str | os.PathLike[str] | None = None,
@@ -195,8 +132,12 @@ def evaluate(
       run is stored under (default: its `identifier`), and `options` what the manifest
       records about it (secrets redacted).
     Each argument left out (None) takes the configuration's `[eval]` value, else the
-    default: `k` 1, 3, 5, 10; `overfetch` 3; `confidence` 0.95; `resamples` 10,000;
-    `concurrency` 1; no `timeout`; no extra `slices`.
+    default: `k` 1, 3, 5, 10; `overfetch` 3; `confidence` 0.95; `resamples` 2,000;
+    `concurrency` 1; no `timeout`; no extra `slices`; `max_error_rate` the
+    configuration's `[regression] max_error_rate`, else 0. `slices` and `metrics` add to
+    the configuration's; every metric its `[regression]` gates is computed too. The
+    command line resolves its options the same way
+    ([`EvalSettings`][retrievalkit.pipeline.engine.settings.EvalSettings]).
 
     - `k`: the cut-offs (1 and 3 are always added); each question asks for
       `max(k) * overfetch` ids so that `max(k)` distinct documents remain after chunk
@@ -239,33 +180,34 @@ def evaluate(
     from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, ask_in_batches
 
     settings = _config(config)
-    defaults = settings.eval
-    # The configuration's [eval] fills what is not given, as the command line does.
-    k = k if k is not None else defaults.k or DEFAULT_KS
-    overfetch = overfetch if overfetch is not None else defaults.overfetch or DEFAULT_OVERFETCH
-    slices = slices if slices is not None else defaults.slices
-    confidence = confidence if confidence is not None else defaults.confidence or DEFAULT_CONFIDENCE
-    resamples = resamples if resamples is not None else defaults.resamples or DEFAULT_RESAMPLES
-    concurrency = concurrency if concurrency is not None else defaults.concurrency or 1
-    timeout = timeout if timeout is not None else defaults.timeout
-    if chunk_separator is None:
-        chunk_separator = defaults.chunk_separator
-    if cluster_by is None:
-        cluster_by = defaults.cluster_by
-    metrics = metrics if metrics is not None else defaults.metrics
-    # The checks of the command line's options, with the same messages (exit code 2 there).
-    k = arguments.check_ks(k)
-    confidence = arguments.check_confidence(confidence)
-    overfetch = arguments.check_overfetch(overfetch)
-    concurrency = arguments.check_concurrency(concurrency)
-    resamples = arguments.check_resamples(resamples)
-    seed = arguments.check_seed(seed)
-    timeout = arguments.check_timeout(timeout)
-    max_error_rate = arguments.check_max_error_rate(max_error_rate)
-    slices = arguments.check_names(slices, field="--slice")
+    resolved_settings = EvalSettings.resolve(
+        settings,
+        k=k,
+        overfetch=overfetch,
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+        concurrency=concurrency,
+        timeout=timeout,
+        max_error_rate=max_error_rate,
+        slices=slices,
+        metrics=metrics,
+        cluster_by=cluster_by,
+        chunk_separator=chunk_separator,
+    )
+    k = resolved_settings.k
+    overfetch = resolved_settings.overfetch
+    resamples = resolved_settings.resamples
+    confidence = resolved_settings.confidence
+    seed = resolved_settings.seed
+    concurrency = resolved_settings.concurrency
+    timeout = resolved_settings.timeout
+    max_error_rate = resolved_settings.max_error_rate
+    slices = resolved_settings.slices
+    metrics = resolved_settings.metrics
+    cluster_by = resolved_settings.cluster_by
+    chunk_separator = resolved_settings.chunk_separator
     executor = arguments.check_executor(executor, ray_address)
-    metrics = arguments.check_metric_names(metrics)
-    k = (*k, *_cut_offs(metrics))
     provider = None
     from retrievalkit.formats.ids import ReturnedIds, canonical_set, check_separators
 
@@ -381,14 +323,6 @@ def evaluate(
     )
 
 
-def _cut_offs(names: Sequence[str]) -> tuple[int, ...]:
-    """The cut-offs of metric names (a stage's metric, ``stage.S:ndcg@20``, counts too)."""
-    from retrievalkit.metrics.definitions import parse_metric
-
-    metrics = (parse_metric(name.rpartition(":")[2]) for name in names)
-    return tuple(metric.k for metric in metrics if metric.k is not None)
-
-
 def gate(
     run: Run | ResultRecord,
     store: ResultStore,
@@ -403,7 +337,7 @@ def gate(
     (set, retriever) key, else the newest earlier run of that key (never `run`
     itself, so gating after saving works too). `thresholds` maps metric names to the
     largest allowed absolute drop (default: any drop of `hit@1` or `hit@3`), or is a
-    [`Thresholds`][retrievalkit.api.Thresholds] with slice thresholds.
+    [`Thresholds`][retrievalkit.pipeline.gating.thresholds.Thresholds] with slice thresholds.
 
     The verdict's `regressed` says whether a metric dropped past its threshold;
     `failures` and `checked` give each metric with both values and the paired
@@ -731,13 +665,13 @@ def sweep(
     set: GoldenQuestionSet | str | os.PathLike[str],
     sweep: str | SweepConfig,
     *,
-    k: Sequence[int] = DEFAULT_KS,
-    overfetch: int = DEFAULT_OVERFETCH,
-    resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    concurrency: int = 1,
+    k: Sequence[int] | None = None,
+    overfetch: int | None = None,
+    resamples: int | None = None,
+    confidence: float | None = None,
+    concurrency: int | None = None,
     timeout: float | None = None,
-    max_error_rate: float | None = 0.0,
+    max_error_rate: float | _Unset | None = UNSET,
     config: Config | str | os.PathLike[str] | None = None,
     progress_file: str | os.PathLike[str] | None = None,
     share_stages: bool = True,
@@ -749,8 +683,9 @@ def sweep(
     - `sweep`: a `[sweeps.NAME]` of the configuration, or a
       [`SweepConfig`][retrievalkit.formats.sweep_table.SweepConfig].
     - `k`, `overfetch`, `resamples`, `confidence`, `concurrency`, `timeout`,
-      `max_error_rate`: as in [`evaluate`][retrievalkit.api.evaluate], for every
-      configuration (the selected metric's cut-off is always added to `k`).
+      `max_error_rate`: as in [`evaluate`][retrievalkit.api.evaluate] (left out: the
+      configuration's `[eval]` and `[regression] max_error_rate`, else the defaults), for
+      every configuration (the selected metric's cut-off is always added to `k`).
     - `progress_file`: a JSON Lines file that keeps the answers so far; a sweep of the
       same set started again resumes from it, and it is removed once the sweep is done.
     - `share_stages`: build each distinct retriever once and answer a question asked
@@ -766,11 +701,18 @@ def sweep(
 
     from retrievalkit.pipeline.sweeps.sweep import Settings, run_sweep
 
-    if not 0.0 < confidence < 1.0:
-        raise InputError("must be between 0 and 1, e.g. 0.95", field="--confidence")
-    if overfetch < 1 or concurrency < 1 or resamples < 1:
-        raise InputError("overfetch, concurrency and resamples must be 1 or more")
     settings = _config(config)
+    chosen = EvalSettings.resolve(
+        settings,
+        k=k,
+        overfetch=overfetch,
+        resamples=resamples,
+        confidence=confidence,
+        concurrency=concurrency,
+        timeout=timeout,
+        max_error_rate=max_error_rate,
+        gated=(),
+    )
     golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
     if isinstance(sweep, str):
         spec = settings.sweeps.get(sweep)
@@ -783,7 +725,6 @@ def sweep(
             )
     else:
         spec = sweep
-    from retrievalkit.metrics.definitions import normalise_ks
     from retrievalkit.pipeline.engine.arguments import check_executor
 
     executor = check_executor(executor, ray_address)
@@ -794,13 +735,13 @@ def sweep(
             spec,
             settings,
             Settings(
-                ks=normalise_ks(k),
-                overfetch=overfetch,
-                resamples=resamples,
-                confidence=confidence,
-                concurrency=concurrency,
-                timeout=timeout,
-                max_error_rate=max_error_rate,
+                ks=chosen.k,
+                overfetch=chosen.overfetch,
+                resamples=chosen.resamples,
+                confidence=chosen.confidence,
+                concurrency=chosen.concurrency,
+                timeout=chosen.timeout,
+                max_error_rate=chosen.max_error_rate,
             ),
             progress_file=None if progress_file is None else Path(progress_file),
             share=share_stages,

@@ -29,7 +29,6 @@ from retrievalkit.serve.judging_queue import (
 )
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Thresholds
     from retrievalkit.formats.config import Config
     from retrievalkit.formats.corpus import CorpusDocument
     from retrievalkit.model.outcomes import Outcomes
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from retrievalkit.pipeline.gating.comparison import Comparison
     from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.pipeline.gating.stage_comparison import StageComparison
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
     from retrievalkit.stores import ResultStore
 
 #: Runs kept in memory at once (a 100k-question run's columns are tens of MB).
@@ -174,7 +174,7 @@ class Site:
     def gate_thresholds(self) -> Thresholds:
         """The thresholds of the gate verdicts (importing the gate only when first asked)."""
         if self.thresholds is None:
-            from retrievalkit.api import Thresholds
+            from retrievalkit.pipeline.gating.thresholds import Thresholds
 
             self.thresholds = Thresholds.from_config(self.config)
         return self.thresholds

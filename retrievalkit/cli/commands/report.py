@@ -107,9 +107,9 @@ def _gate(
     """
     import attrs
 
-    from retrievalkit.api import Thresholds
     from retrievalkit.pipeline.gating.baselines import EXPLICIT, NEWEST, PINNED
     from retrievalkit.pipeline.gating.gate import compare_runs, retriever_changes
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
     from retrievalkit.stores import pinned_run_id
 
     key = (record.set, record.model, record.grader)

@@ -20,10 +20,10 @@ from retrievalkit.stats.sequential import (
 )
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Thresholds
     from retrievalkit.model.values import GoldenQuestionSet
     from retrievalkit.pipeline.engine.run import Run
     from retrievalkit.pipeline.gating.gate import Verdict
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
     from retrievalkit.stores import ResultStore
 
 
