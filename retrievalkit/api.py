@@ -37,14 +37,14 @@ from retrievalkit.model.values import GoldenQuestionSet
 from retrievalkit.pipeline.engine.run import OBJECT_PLUGIN as OBJECT_PLUGIN
 from retrievalkit.pipeline.engine.run import Run as Run
 from retrievalkit.pipeline.engine.run import (
-    _check_slices,
-    _checked_clusters,
-    _config,
-    _finished_run,
-    _resolve,
-    _staged_run,
+    as_config,
+    check_slice_fields,
+    checked_clusters,
+    finished_run,
+    resolve_retriever,
+    staged_run,
 )
-from retrievalkit.pipeline.engine.settings import UNSET, EvalSettings, _Unset
+from retrievalkit.pipeline.engine.settings import UNSET, EvalSettings, Unset
 from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
 from retrievalkit.pipeline.gating.thresholds import Thresholds as Thresholds
 from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -81,7 +81,7 @@ def load_set(
     """
     from retrievalkit.plugins.resolution import resolve_set
 
-    return resolve_set(os.fspath(set), _config(config))
+    return resolve_set(os.fspath(set), as_config(config))
 
 
 def open_store(
@@ -94,7 +94,7 @@ def open_store(
     from retrievalkit.stores import open_store as open_by_scheme
 
     if url is None:
-        url = _config(config).store_url or DEFAULT_STORE_URL
+        url = as_config(config).store_url or DEFAULT_STORE_URL
     return open_by_scheme(url)
 
 
@@ -111,7 +111,7 @@ def evaluate(
     seed: int = DEFAULT_SEED,
     concurrency: int | None = None,
     timeout: float | None = None,
-    max_error_rate: float | _Unset | None = UNSET,
+    max_error_rate: float | Unset | None = UNSET,
     options: Mapping[str, Any] | None = None,
     name: str | None = None,
     config: Config | str | os.PathLike[str] | None = None,
@@ -179,7 +179,7 @@ def evaluate(
     from retrievalkit.pipeline.engine import arguments
     from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, ask_in_batches
 
-    settings = _config(config)
+    settings = as_config(config)
     resolved_settings = EvalSettings.resolve(
         settings,
         k=k,
@@ -219,8 +219,8 @@ def evaluate(
 
         golden, provider = resolve_set_and_provider(os.fspath(set), settings)
     wanted_slices = tuple(dict.fromkeys(slices))
-    _check_slices(golden, wanted_slices)
-    cluster_by = _checked_clusters(golden, cluster_by)
+    check_slice_fields(golden, wanted_slices)
+    cluster_by = checked_clusters(golden, cluster_by)
     from retrievalkit.metrics.definitions import requested_metrics
 
     scoring = ScoringOptions(
@@ -238,10 +238,10 @@ def evaluate(
         planned = options if options is not None else (configured.options if configured else {})
         check_separators(golden, planned, name or retriever)
     if executor == "ray":
-        from retrievalkit.pipeline.engine.run import _plan
+        from retrievalkit.pipeline.engine.run import plan_retriever
         from retrievalkit.pipeline.executors.ray.remote_run import evaluate_on_ray
 
-        plan = _plan(retriever, options, name, settings)
+        plan = plan_retriever(retriever, options, name, settings)
         check_separators(golden, plan.options, plan.name)
         return evaluate_on_ray(
             golden,
@@ -258,7 +258,7 @@ def evaluate(
             max_error_rate=max_error_rate,
             provider=provider,
         )
-    resolved = _resolve(retriever, options, name, settings)
+    resolved = resolve_retriever(retriever, options, name, settings)
     check_separators(golden, resolved.options, resolved.name)
     questions = golden.questions
     notes = ReturnedIds()
@@ -269,7 +269,7 @@ def evaluate(
 
     if has_stages(resolved.retriever):
         # Stages rank documents: a staged run has no chunk ranking to score.
-        return _staged_run(
+        return staged_run(
             golden,
             RunScorer(questions, scoring, chunks=False),
             resolved,
@@ -309,7 +309,7 @@ def evaluate(
                 answered, [ranking[: max(scoring.ks)] for ranking in keeper.chunks_of(texts)]
             )
         done += len(answered)
-    return _finished_run(
+    return finished_run(
         golden,
         scorer,
         resolved,
@@ -538,7 +538,7 @@ def power(
 
     if run is not None and retriever is not None:
         raise InputError("give a stored run or a retriever, not both", field="--run")
-    settings = _config(config)
+    settings = as_config(config)
     if confidence is None:
         confidence = settings.eval.confidence or DEFAULT_CONFIDENCE
     confidence = arguments.check_confidence(confidence)
@@ -607,7 +607,7 @@ def power(
         outcomes=outcomes,
         baseline=None if baseline is None else baseline.outcomes,
         evidence=evidence,
-        cluster_by=_checked_clusters(golden, cluster_by),
+        cluster_by=checked_clusters(golden, cluster_by),
     )
 
 
@@ -641,10 +641,10 @@ def fidelity(
         isinstance(persistence, (int, float)) and 0.0 < persistence < 1.0
     ):
         raise InputError("must be between 0 and 1 (exclusive), e.g. 0.9", field="--persistence")
-    settings = _config(config)
+    settings = as_config(config)
     golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
-    mine = _resolve(candidate, None, None, settings)
-    theirs = _resolve(reference, None, None, settings)
+    mine = resolve_retriever(candidate, None, None, settings)
+    theirs = resolve_retriever(reference, None, None, settings)
     answers = [
         evaluate_questions(
             side.retriever, golden.questions, depth=k, overfetch=1, secrets=side.secrets
@@ -671,7 +671,7 @@ def sweep(
     confidence: float | None = None,
     concurrency: int | None = None,
     timeout: float | None = None,
-    max_error_rate: float | _Unset | None = UNSET,
+    max_error_rate: float | Unset | None = UNSET,
     config: Config | str | os.PathLike[str] | None = None,
     progress_file: str | os.PathLike[str] | None = None,
     share_stages: bool = True,
@@ -701,7 +701,7 @@ def sweep(
 
     from retrievalkit.pipeline.sweeps.sweep import Settings, run_sweep
 
-    settings = _config(config)
+    settings = as_config(config)
     chosen = EvalSettings.resolve(
         settings,
         k=k,

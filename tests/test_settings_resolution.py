@@ -197,9 +197,7 @@ def _unreachable_config(folder: Path, regression: str) -> Path:
     return path
 
 
-def test_both_sides_fall_back_to_the_configured_max_error_rate(
-    tmp_path: Path, cli: Any
-) -> None:
+def test_both_sides_fall_back_to_the_configured_max_error_rate(tmp_path: Path, cli: Any) -> None:
     """Before, `rk.evaluate` ignored `[regression] max_error_rate` (it defaulted to 0)."""
     tolerant = _unreachable_config(tmp_path, "max_error_rate = 1.0")
     run = rk.evaluate("demo", "down", config=tolerant, resamples=10, git_commit=None)

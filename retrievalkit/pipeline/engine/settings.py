@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
 
 
-class _Unset(enum.Enum):
+class Unset(enum.Enum):
     UNSET = "unset"
 
     def __repr__(self) -> str:
@@ -53,7 +53,7 @@ class _Unset(enum.Enum):
 
 #: A keyword left out, where None means something of its own (`max_error_rate=None`
 #: accepts any share of errors).
-UNSET: Final = _Unset.UNSET
+UNSET: Final = Unset.UNSET
 
 
 @attrs.frozen
@@ -88,7 +88,7 @@ class EvalSettings:
         seed: int | None = None,
         concurrency: int | None = None,
         timeout: float | None = None,
-        max_error_rate: float | _Unset | None = UNSET,
+        max_error_rate: float | Unset | None = UNSET,
         slices: Sequence[str] | None = None,
         metrics: Sequence[str] | None = None,
         cluster_by: str | None = None,
@@ -161,8 +161,9 @@ class EvalSettings:
 def cut_offs(names: Iterable[str]) -> tuple[int, ...]:
     """The cut-offs of metric names (a stage's metric, ``stage.S:ndcg@20``, counts too)."""
     from retrievalkit.metrics.definitions import parse_metric
+    from retrievalkit.metrics.names import bare_metric_name
 
-    metrics = (parse_metric(name.rpartition(":")[2]) for name in names)
+    metrics = (parse_metric(bare_metric_name(name)) for name in names)
     return tuple(metric.k for metric in metrics if metric.k is not None)
 
 
