@@ -428,7 +428,7 @@ def test_a_dotted_option_must_reach_a_retriever_or_a_table(
         """
 [sweeps.wrong]
 retriever = "both"
-grid = { "dense.k1" = [1.0] }
+grid = { "dense.k1" = [1.0, 2.0] }
 """,
     )
     with pytest.raises(InputError, match="stemmed, plain") as caught:

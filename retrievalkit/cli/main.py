@@ -165,8 +165,10 @@ def _command_named(arguments: Sequence[str] | None) -> str | None:
 
 
 def _plugin_command(plugin: Any, arguments: list[str]) -> tuple[Any, argparse.Namespace]:
-    """A command plugin loaded, its arguments parsed: what `_main` then runs."""
+    """A command plugin loaded, its arguments parsed: what `_main` then runs (its run, with
+    a missing dependency said as one line, and the arguments)."""
     from retrievalkit.plugins import registry as plugins
+    from retrievalkit.plugins.missing import missing_dependency
 
     command = plugins.as_command(plugin, plugins.load(plugin))
     parser = Parser(
@@ -178,11 +180,24 @@ def _plugin_command(plugin: Any, arguments: list[str]) -> tuple[Any, argparse.Na
     try:
         command.configure(parser)
     except Exception as error:
+        missing = missing_dependency(error, plugin, "command")
+        if missing is not None:
+            raise missing from error
         raise PluginError(
             f"command plugin {plugin.label} failed to set up its arguments: "
             f"{type(error).__name__}: {error}"
         ) from error
-    return command, parser.parse_args(arguments)
+    args = parser.parse_args(arguments)
+
+    def run(args: argparse.Namespace) -> Any:
+        try:
+            return command.run(args)
+        except ModuleNotFoundError as error:
+            # A command that imports its framework when it runs (qdrant index): what to
+            # install, exit code 2, as for a plugin that fails to load.
+            raise missing_dependency(error, plugin, "command") or error from error
+
+    return run, args
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
@@ -241,8 +256,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     try:
         parser, plugin_commands = build_parser(arguments)
         if arguments and arguments[0] in plugin_commands:
-            command, args = _plugin_command(plugin_commands[arguments[0]], arguments[1:])
-            handler = command.run
+            handler, args = _plugin_command(plugin_commands[arguments[0]], arguments[1:])
         else:
             args = parser.parse_args(arguments)
             if args.command is None:

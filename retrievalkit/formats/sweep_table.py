@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -18,6 +19,9 @@ DEFAULT_CONFIRM = 0.3
 DEFAULT_SPLIT_SEED = 20240601
 
 KEYS = ("retriever", "grid", "select", "confirm", "folds", "seed", "halving")
+#: The largest magnitude of a number a grid may try: past it a value is a typo (``1e308``,
+#: a stray exponent), never a retriever setting.
+MAX_GRID_NUMBER = 1e15
 
 
 @attrs.frozen
@@ -85,12 +89,9 @@ def _parse_one(
         )
     values: dict[str, tuple[Any, ...]] = {}
     for option, tried in grid.items():
-        if not isinstance(tried, list) or not tried:
-            raise fail(
-                f"{where}.grid.{option}",
-                f"must be a non-empty list of values, got {tried!r}",
-                hint=f"e.g. {option} = [1, 2]",
-            )
+        problem = grid_problem(str(option), tried)
+        if problem is not None:
+            raise fail(f"{where}.grid.{option}", *problem)
         values[str(option)] = tuple(tried)
     select = entry.get("select", DEFAULT_SELECT)
     try:
@@ -124,6 +125,9 @@ def _parse_one(
     halving = entry.get("halving")
     if halving is not None and not isinstance(halving, bool):
         raise fail(f"{where}.halving", f"must be true or false, got {halving!r}")
+    single = single_grid(values)
+    if single is not None:
+        raise fail(f"{where}.grid", *single)
     return SweepConfig(
         name,
         retriever,
@@ -134,3 +138,97 @@ def _parse_one(
         seed=seed,
         halving=halving,
     )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a table"
+    return type(value).__name__
+
+
+def _bad_number(value: Any) -> str | None:
+    """Why a number anywhere in ``value`` (a list's, a table's) is never a setting."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r}, which is not a finite number (nan and inf are never a setting)"
+    if isinstance(value, (int, float)) and abs(value) > MAX_GRID_NUMBER:
+        return f"{value!r}, which is beyond {MAX_GRID_NUMBER:.0e}: a typo, never a setting"
+    if isinstance(value, Mapping):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _bad_number(item)
+            if found is not None:
+                return found
+    return None
+
+
+def _same_key(value: Any) -> str:
+    """One spelling of a value for finding a value tried twice (``1`` and ``1.0`` alike)."""
+    import json
+
+    def plain(item: Any) -> Any:
+        if isinstance(item, bool) or item is None or isinstance(item, str):
+            return item
+        if isinstance(item, (int, float)):
+            return float(item)
+        if isinstance(item, Mapping):
+            return {str(key): plain(each) for key, each in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [plain(each) for each in item]
+        return repr(item)
+
+    return json.dumps(plain(value), sort_keys=True)
+
+
+def grid_problem(option: str, tried: Any) -> tuple[str, str] | None:
+    """(message, hint) when the values a grid tries for ``option`` are no grid: not a
+    non-empty list, a value that is nan, infinite or beyond `MAX_GRID_NUMBER`, values of
+    different kinds (a number beside a string), or one value tried twice."""
+    example = f"e.g. {option} = [1, 2]"
+    if not option.strip():
+        return "an option needs a name", "e.g. grid = { k = [10, 60] }"
+    if not isinstance(tried, (list, tuple)) or not tried:
+        return f"must be a non-empty list of values, got {tried!r}", example
+    for value in tried:
+        found = _bad_number(value)
+        if found is not None:
+            return f"tries {found}", "give the values the option takes"
+    kinds = sorted({_kind(value) for value in tried})
+    if len(kinds) > 1:
+        return (
+            f"mixes values of different kinds ({' and '.join(kinds)}): {list(tried)!r}",
+            "every value of one option is of the kind the option takes",
+        )
+    seen: dict[str, int] = {}
+    for position, value in enumerate(tried):
+        key = _same_key(value)
+        if key in seen:
+            return (
+                f"tries {value!r} twice (values {seen[key] + 1} and {position + 1}): its "
+                "configurations would be evaluated twice and compared with themselves",
+                "list each value once",
+            )
+        seen[key] = position
+    return None
+
+
+def single_grid(grid: Mapping[str, Sequence[Any]]) -> tuple[str, str] | None:
+    """(message, hint) for a grid of one configuration: nothing to choose between."""
+    if grid and all(len(values) == 1 for values in grid.values()):
+        shown = ", ".join(f"{option}={values[0]!r}" for option, values in grid.items())
+        return (
+            f"holds one configuration ({shown}): a sweep chooses between two or more",
+            "give an option two or more values, or measure that one configuration with "
+            "retrievalkit eval",
+        )
+    return None

@@ -206,6 +206,11 @@ def create_plugin(
     except (PluginError, EvaluationError):
         raise  # a composed plugin (fusion) resolving its parts has said what went wrong
     except Exception as error:
+        from retrievalkit.plugins.missing import missing_dependency
+
+        missing = missing_dependency(error, plugin, kind)
+        if missing is not None:
+            raise missing from None
         # A plugin that cannot reach its backend while starting: the evaluation cannot be
         # carried out (exit code 3), and the message must not carry a secret from the options.
         raise EvaluationError(

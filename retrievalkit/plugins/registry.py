@@ -308,7 +308,7 @@ def find_one(group: str, name: str) -> Plugin:
         if collision.name == name:
             raise PluginError(f"plugin name {collision.describe()} (group {group})")
     known = ", ".join(names(group)) or "none"
-    kind = group.rsplit(".", 1)[-1].replace("_", " ").rstrip("s")
+    kind = _kind(group)
     raise PluginError(
         f"unknown {kind} plugin '{name}' (installed: {known}); "
         "check the spelling, or pip install the package that provides it"
@@ -325,12 +325,22 @@ def load(plugin: Plugin) -> Any:
         point = plugin._entry_point
         obj = point.load() if point is not None else _resolve(plugin.value)
     except Exception as error:
+        from retrievalkit.plugins.missing import missing_dependency
+
+        missing = missing_dependency(error, plugin, _kind(plugin.group))
+        if missing is not None:
+            raise missing from error
         raise PluginError(
             f"plugin {plugin.label} ({plugin.value}) failed to load: "
             f"{type(error).__name__}: {error}; reinstall or fix that package"
         ) from error
     log.info("loaded plugin %s = %s (%s)", plugin.label, plugin.value, plugin.version)
     return obj
+
+
+def _kind(group: str) -> str:
+    """What a plugin of ``group`` is called in messages (``retriever``, ``command``)."""
+    return group.rsplit(".", 1)[-1].replace("_", " ").rstrip("s")
 
 
 def _resolve(value: str) -> Any:

@@ -51,7 +51,10 @@ class EvalReport:
         pooling = judged_warning(self.record.model, judged_shares(self.record.metrics))
         chunks = chunk_id_warning(self.record.outcomes)
         found = tuple(warning for warning in (pooling, chunks) if warning is not None)
-        return found + self.diagnostics
+        # What the gate says too (clustering by a field some questions lack) is said once,
+        # with the gate.
+        said = () if self.verdict is None else self.verdict.warnings
+        return found + tuple(warning for warning in self.diagnostics if warning not in said)
 
 
 def metric_map(metrics: Mapping[str, MetricValue]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ multiplies by how many parts returned the document), so every part must offer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -140,7 +141,8 @@ def create_fusion(
 
     Options: ``retrievers`` (names of configured retrievers or option-less plugins,
     at least two), ``method`` (rrf, combsum, combmnz), ``k`` (the RRF constant, 60),
-    ``depth`` (how many results to ask each part for), ``weights`` (one per part).
+    ``depth`` (how many results to ask each part for, at least 1), ``weights`` (one
+    number >= 0 per part, not all 0).
     It reports its stages: each part's ranking under the part's name, then ``fusion``.
     """
     from retrievalkit.plugins.resolution import Resolver
@@ -157,8 +159,19 @@ def create_fusion(
         )
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"must be a whole number >= 1, got {k!r}", field="k")
-    if weights is not None and len(weights) != len(retrievers):
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise InputError(f"must be a whole number >= 1, got {depth!r}", field="depth")
+    if weights is not None and (isinstance(weights, str) or len(weights) != len(retrievers)):
         raise InputError("needs one weight per retriever", field="weights")
+    for weight in weights or ():
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not 0 <= weight < math.inf
+        ):
+            raise InputError(f"every weight must be a number >= 0, got {weight!r}", field="weights")
+    if weights is not None and not any(weights):
+        raise InputError("at least one weight must be above 0", field="weights")
     finder = resolver or Resolver()
     parts = [finder.retriever(name) for name in retrievers]
     if method != "rrf":

@@ -4,7 +4,10 @@ The rules: a server bound to another host than loopback needs a token (from
 ``RETRIEVALKIT_SERVE_TOKEN``), given once on a sign-in form or as ``Authorization:
 Bearer``, never in a URL; on loopback, only a loopback ``Host`` header is answered (a web
 page elsewhere cannot reach the server through DNS rebinding); every write is a POST
-that carries the CSRF token of the visitor's session cookie; every page is sent with a
+that carries the CSRF token of the visitor's session cookie and, when the browser names
+where it comes from (``Origin``, else ``Referer``), comes from this server's own origin
+(the scheme and the ``Host`` it was addressed to): a form another site posts is refused
+with 403 even before its token is looked at; every page is sent with a
 Content-Security-Policy that allows no inline script, no frame and no other origin.
 The access log names the method, the path (never the query) and the status.
 """
@@ -95,6 +98,26 @@ class Guard:
         if self.loopback and request.headers.get("host", "") not in self.hosts:
             raise Forbidden("this server only answers requests addressed to 127.0.0.1 or localhost")
 
+    def check_origin(self, request: Request) -> None:
+        """A state-changing request (any POST) whose ``Origin`` (else ``Referer``) names
+        another origin than the one it was addressed to is refused: defence in depth
+        beside the CSRF token. A request that names none (a script, curl) passes here."""
+        if request.method in SAFE_METHODS:
+            return
+        origin = request.headers.get("origin")
+        named = "Origin"
+        if origin is None:
+            origin = request.headers.get("referer")
+            named = "Referer"
+            if origin is None:
+                return
+        if not _same_origin(origin, request.headers.get("host", "")):
+            shown = origin if len(origin) <= 80 and origin.isprintable() else "another site"
+            raise Forbidden(
+                f"this request comes from another site ({named}: {shown}), not from this "
+                "server's pages: open the page on this server and send the form from there"
+            )
+
     def session(self, request: Request) -> str:
         found = request.cookies.get(SESSION_COOKIE, "")
         return found if re.fullmatch(r"[A-Za-z0-9_-]{32,64}", found) else ""
@@ -110,6 +133,34 @@ class Guard:
                 "this form is out of date or did not come from this server (no valid CSRF "
                 "token): reload the page and try again"
             )
+
+
+#: Methods that change nothing: the origin check leaves them alone.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    """Whether ``origin`` (an ``Origin`` or ``Referer`` value) is an http(s) origin of the
+    server that ``host`` (the ``Host`` header) addresses: the same name, and the same port
+    (the scheme's default port when ``Host`` names none, as behind a proxy). ``null`` and
+    anything else that is not an http(s) URL with a host is another origin."""
+    try:
+        served = urllib.parse.urlsplit(f"//{host}")
+        parts = urllib.parse.urlsplit(origin.strip())
+        served_port, port = served.port, parts.port
+    except ValueError:
+        return False
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname or not served.hostname:
+        return False
+    if parts.username is not None or parts.password is not None:
+        return False
+    if parts.hostname.lower() != served.hostname.lower():
+        return False
+    if served_port is None:
+        return port is None or port == _DEFAULT_PORTS[scheme]
+    return (port or _DEFAULT_PORTS[scheme]) == served_port
 
 
 async def read_form(request: Request) -> dict[str, str]:
@@ -320,6 +371,7 @@ def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> 
         began = time.perf_counter()
         try:
             guard.check_host(request)
+            guard.check_origin(request)
             open_paths = ("/login", "/static/serve.css", "/static/serve.js", "/favicon.ico")
             if not guard.signed_in(request) and request.url.path not in open_paths:
                 if request.method == "GET":
@@ -336,7 +388,9 @@ def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> 
             response = error(request, 400, str(failed))
         response.headers["Content-Security-Policy"] = POLICY
         response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
+        # same-origin: no Referer to any other site, and a browser still sends this server's
+        # own Origin with its forms (under no-referrer it would send "Origin: null").
+        response.headers["Referrer-Policy"] = "same-origin"
         response.headers["Cache-Control"] = "no-store"
         log.info(
             "%s %s %d %.0f ms",

@@ -38,11 +38,24 @@ def check_set_clusters(questions: Sequence[GoldenQuestion], field: str, *, where
     if field == "expected":
         return
     if all(cluster_label(question, field) is None for question in questions):
-        raise InputError(
-            f"no question of the set has {field}, so clustering by it would change nothing",
-            field=where,
-            hint="add the field to the questions, or use --cluster-by expected",
-        )
+        raise no_clusters_error(field, where=where)
+
+
+def no_clusters_error(field: str, *, where: str = "--cluster-by") -> InputError:
+    """The refusal of a field no question has (``evaluate`` and ``compare`` alike)."""
+    return InputError(
+        f"no question of the set has {field}, so clustering by it would change nothing",
+        field=where,
+        hint="add the field to the questions, or use --cluster-by expected",
+    )
+
+
+def partial_clusters_warning(questions: Sequence[GoldenQuestion], field: str | None) -> str | None:
+    """`missing_field_warning` for clustering ``questions`` by ``field``."""
+    if field is None or field == "expected":
+        return None
+    without = sum(cluster_label(question, field) is None for question in questions)
+    return missing_field_warning(field, without, len(questions))
 
 
 def paired_clusters(
@@ -53,14 +66,28 @@ def paired_clusters(
     records: Sequence[ResultRecord],
     questions: Mapping[str, GoldenQuestion],
 ) -> npt.NDArray[np.intp]:
-    """The cluster code of each paired question (in ``question_ids``' order).
+    """The cluster code of each paired question (in ``question_ids``' order)."""
+    return labelled_clusters(field, question_ids, candidate, positions, records, questions)[0]
+
+
+def labelled_clusters(
+    field: str,
+    question_ids: Sequence[str],
+    candidate: Outcomes,
+    positions: npt.NDArray[np.intp],
+    records: Sequence[ResultRecord],
+    questions: Mapping[str, GoldenQuestion],
+) -> tuple[npt.NDArray[np.intp], int]:
+    """The cluster code of each paired question (in ``question_ids``' order), and how
+    many of them have no label for ``field`` (each is then a cluster of its own).
 
     A question of ``questions`` (the set) gives its own label; otherwise ``cluster`` comes
     from the records' stored clusters, ``hard_class`` and ``expected`` from the candidate's
     outcomes at ``positions``. ``meta.NAME`` needs the set.
     """
     if field == "expected":
-        return shared_documents(_expected_documents(question_ids, candidate, positions, questions))
+        documents = _expected_documents(question_ids, candidate, positions, questions)
+        return shared_documents(documents), 0
     labels: list[str | None] = []
     missing = [question_id for question_id in question_ids if question_id not in questions]
     if missing and field.startswith("meta."):
@@ -84,7 +111,20 @@ def paired_clusters(
             labels.append(hard[position])
         else:
             labels.append(None)
-    return cluster_codes(labels)
+    return cluster_codes(labels), sum(label is None for label in labels)
+
+
+def missing_field_warning(field: str, without: int, total: int) -> str | None:
+    """The warning for ``without`` of ``total`` questions lacking the field clustered by:
+    each is a cluster of its own (as documented), counted as independent. None when
+    none or all lack it (all: nothing is clustered, refused where a set is given)."""
+    if field == "expected" or without == 0 or without == total:
+        return None
+    return (
+        f"--cluster-by {field}: {without} of {total} questions have no {field}, so each of "
+        f"those {without} is a cluster of its own (counted as independent); give them "
+        f"{field}, or cluster by a field every question has"
+    )
 
 
 def _expected_documents(

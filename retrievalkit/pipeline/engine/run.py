@@ -471,7 +471,11 @@ def finished_run(
     if stages is not None:
         record = attrs.evolve(record, stages=stages)
     returned = None if notes is None else notes.warning()
-    warnings = (*golden.warnings, *(w for w in (short, returned) if w is not None))
+    from retrievalkit.pipeline.engine.clustering import partial_clusters_warning
+
+    clustered = partial_clusters_warning(scorer.questions, scoring.cluster_by)
+    noted = (short, returned, clustered)
+    warnings = (*golden.warnings, *(w for w in noted if w is not None))
     run = Run(record, golden, warnings)
     errored, total = scores.outcomes.errored, len(scorer.questions)
     if max_error_rate is not None and errored and errored / total > max_error_rate:

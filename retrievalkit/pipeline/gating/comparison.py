@@ -170,9 +170,13 @@ def compare_records(
     side_positions = [positions_of(column, shared) for column in columns[1:]]
     codes = None
     if cluster_by is not None:
-        from retrievalkit.pipeline.engine.clustering import paired_clusters
+        from retrievalkit.pipeline.engine.clustering import (
+            labelled_clusters,
+            missing_field_warning,
+            no_clusters_error,
+        )
 
-        codes = paired_clusters(
+        codes, without = labelled_clusters(
             cluster_by,
             shared,
             base_columns,
@@ -180,6 +184,11 @@ def compare_records(
             [side.record for side in sides],
             {question.id: question for question in questions},
         )
+        if without == len(shared) and cluster_by != "expected":
+            raise no_clusters_error(cluster_by)
+        partial = missing_field_warning(cluster_by, without, len(shared))
+        if partial is not None:
+            warnings.append(partial)
     for side, column, positions in zip(sides[1:], columns[1:], side_positions, strict=True):
         deltas = [
             metric_delta(

@@ -168,10 +168,14 @@ def compare_runs(
     pairing = pair_questions(before, after)
     everyone = np.arange(len(pairing.question_ids), dtype=np.intp)
     codes = None
+    warnings = []
     if cluster_by is not None:
-        from retrievalkit.pipeline.engine.clustering import paired_clusters
+        from retrievalkit.pipeline.engine.clustering import (
+            labelled_clusters,
+            missing_field_warning,
+        )
 
-        codes = paired_clusters(
+        codes, without = labelled_clusters(
             cluster_by,
             pairing.question_ids,
             after,
@@ -179,6 +183,9 @@ def compare_runs(
             [record for record in (candidate_record, baseline) if record is not None],
             {question.id: question for question in questions},
         )
+        partial = missing_field_warning(cluster_by, without, len(pairing.question_ids))
+        if partial is not None:
+            warnings.append(partial)
     gates: list[tuple[str | None, str, float, npt.NDArray[np.intp]]] = [
         (None, metric, threshold, everyone) for metric, threshold in sorted(thresholds.items())
     ]
@@ -195,7 +202,6 @@ def compare_runs(
             )
     checked = []
     unchecked = []
-    warnings = []
     for slice_name, metric, threshold, ids in gates:
         values = pairing.values(before, after, metric)
         item, warning = _compare_metric(

@@ -508,7 +508,9 @@ def run_sweep(
     configurations of a halving round or of the grid all at once.
     """
     from retrievalkit.metrics.definitions import parse_metric
+    from retrievalkit.pipeline.sweeps import sweep_checks
 
+    sweep_checks.check_spec(spec, config)
     metric = parse_metric(spec.select)
     ks = settings.ks if metric.k is None else tuple(sorted({*settings.ks, metric.k}))
     settings = attrs.evolve(settings, ks=ks)
@@ -528,14 +530,18 @@ def run_sweep(
             f"sweep '{spec.name}' needs at least 2 questions, the set has {len(questions)}",
             field="--set",
         )
+    sweep_checks.check_options(spec, config)
     points = [
         _Point(options, applied, retriever_key(spec.retriever, applied))
         for options in grid_points(spec)
         for applied in [apply_options(config, spec, options)]
     ]
+    sweep_checks.check_split(spec, config, questions, settings.confidence)
     base_key = retriever_key(spec.retriever, config)
     progress = Progress(progress_file, progress_identity(golden, settings))
     work = _Evaluations(golden, spec, settings, progress, share, asker, remote)
+    if remote is None:
+        _start_every_configuration(work, spec, config, base_key, points, len(questions))
     select = metric.name
     halving: list[HalvingRound] = []
     if spec.folds is not None:
@@ -578,6 +584,32 @@ def run_sweep(
         reused_answers=_reused(work),
         resumed_answers=progress.resumed,
     )
+
+
+def _start_every_configuration(
+    work: _Evaluations,
+    spec: SweepConfig,
+    config: Config,
+    base_key: str,
+    points: Sequence[_Point],
+    questions: int,
+) -> None:
+    """Build the configured retriever, then every configuration's, before any question is
+    asked: one that cannot start stops the sweep now, named with its options (exit code 2),
+    not after the others were asked. A configuration whose every answer was read back from
+    the progress file is not built again."""
+    from retrievalkit.errors import RetrievalkitError
+    from retrievalkit.pipeline.sweeps.sweep_checks import configuration_error
+
+    if len(work.progress.answers.get(base_key, {})) < questions:
+        work._retriever(base_key, config)
+    for point in points:
+        if len(work.progress.answers.get(point.key, {})) >= questions:
+            continue
+        try:
+            work._retriever(point.key, point.config)
+        except RetrievalkitError as error:
+            raise configuration_error(spec, config, point.options, error) from None
 
 
 def _best(points: Sequence[_Point], select: str) -> int:
