@@ -185,6 +185,7 @@ LAYERS: tuple[frozenset[str], ...] = (
             "plugins.registry",
             "plugins._metadata",
             "plugins.factories",
+            "plugins.missing",
             "stores",
             "embedders",
             "demo",
