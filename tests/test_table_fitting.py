@@ -7,7 +7,9 @@ is rendered by the real command on the demo set at each width (``COLUMNS`` unset
 value the command's JSON output holds must then appear whole on one line of the table
 output, or its column be named in the line that says which columns were left out; and
 with a width to fit, no line is wider than it. The eval tables are also drawn through
-rich's ``Console(force_terminal=True, width=W)`` at seeded random widths.
+rich's ``Console(force_terminal=True, width=W)`` at seeded random widths, and `fit` itself
+is held to the same rules on seeded random tables (numbers, intervals, dotted names;
+random columns that may go, boxes and widths).
 """
 
 from __future__ import annotations
@@ -420,3 +422,74 @@ def test_the_eval_tables_fit_every_width_of_a_rich_terminal(project: dict[str, A
             output = ANSI.sub("", console.file.getvalue())  # type: ignore[attr-defined]
             tokens = _eval_tokens(document, list(record.outcomes))
             _check(output, tokens, width, f"rich {width} {run_id}")
+
+
+def _random_token(rng: random.Random) -> str:
+    kind = rng.randrange(4)
+    if kind == 0:
+        return f"{rng.random():.3f}"
+    if kind == 1:
+        low, high = sorted((rng.uniform(-1, 1), rng.uniform(-1, 1)))
+        return f"[{low:+.3f}, {high:+.3f}]"
+    if kind == 2:
+        return f"{rng.random():.3f} [{rng.random():.3f}, {rng.random():.3f}]"
+    parts = ["".join(rng.choices("abcdefghij", k=rng.randint(1, 9))) for _ in range(3)]
+    return rng.choice(("-", ".", "_", "/")).join(parts[: rng.randint(1, 3)])
+
+
+def _random_table(rng: random.Random) -> tuple[Any, list[list[str]], list[str], list[int]]:
+    from rich import box
+    from rich.table import Table
+
+    columns = [
+        f"c{index}-{rng.choice(('p', 'hit@1', 'W/T/L', 'mean [CI]'))}"
+        for index in range(rng.randint(1, 9))
+    ]
+    rows = [[_random_token(rng) for _ in columns] for _ in range(rng.randint(0, 6))]
+    table = Table(
+        title=rng.choice((None, "a title naming engine-a-first and engine-b-second")),
+        box=rng.choice((box.HEAVY_HEAD, box.SIMPLE_HEAD, box.ROUNDED)),
+        pad_edge=rng.random() < 0.5,
+    )
+    for column in columns:
+        table.add_column(column, justify=rng.choice(("left", "right")))
+    for row in rows:
+        table.add_row(*row)
+    drop = rng.sample(range(len(columns)), rng.randint(0, len(columns)))
+    return table, rows, columns, drop
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_fitted_table_never_splits_a_cell_and_names_what_it_leaves_out(seed: int) -> None:
+    from retrievalkit.render.fitting import fit
+
+    rng = random.Random(seed)
+    for _ in range(60):
+        table, rows, columns, drop = _random_table(rng)
+        width = rng.randint(40, 200)
+        console = Console(file=io.StringIO(), width=width, force_terminal=True, no_color=True)
+        console.print(fit(table, drop=drop))
+        output = ANSI.sub("", console.file.getvalue())  # type: ignore[attr-defined]
+        tokens = [(columns[i], cell) for row in rows for i, cell in enumerate(row)]
+        checked, broken = _broken(output, iter(tokens), width)
+        assert not broken, (seed, width, broken, output)
+        gone = _left_out(output)
+        assert gone <= {columns[i] for i in drop}, (gone, drop)  # only what may go, goes
+        assert checked == len(tokens)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_log_console_draws_each_table_whole_at_its_natural_width(seed: int) -> None:
+    from retrievalkit.render.fitting import LogConsole, fit
+
+    rng = random.Random(100 + seed)
+    for _ in range(40):
+        table, rows, columns, drop = _random_table(rng)
+        log = LogConsole(file=io.StringIO(), width=80, no_color=True)
+        log.print(fit(table, drop=drop))
+        output = log.file.getvalue()  # type: ignore[attr-defined]
+        tokens = [(columns[i], cell) for row in rows for i, cell in enumerate(row)]
+        assert _broken(output, iter(tokens), None)[1] == [], output
+        assert "left out at" not in output
+        for column in columns:
+            assert _whole(column, output.splitlines()), (column, output)
