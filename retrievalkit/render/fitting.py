@@ -69,7 +69,8 @@ class FittedTable:
         folded: RenderableType | None = None,
     ) -> None:
         self.table = table
-        self.drop = [self._index(which) for which in drop]
+        # By header or place; a column named twice goes once.
+        self.drop = list(dict.fromkeys(self._index(which) for which in drop))
         self.wrap = {self._index(which) for which in wrap}
         self.folded = folded
         for index, column in enumerate(table.columns):
