@@ -199,12 +199,19 @@ def comparison_renderable(comparison: Comparison) -> Group:
     from rich.table import Table
     from rich.text import Text
 
+    from retrievalkit.render.fitting import FittedTable, fit
+
     def table(
-        title: str, columns: list[str], rows: list[list[str]], *, numeric_from: int = 99
-    ) -> Table:
-        # Labels (system names in headers, question texts) fold; a number never splits:
-        # each numeric column is at least as wide as its longest word, whatever the width
-        # of the output (80 columns when it is not a terminal).
+        title: str,
+        columns: list[str],
+        rows: list[list[str]],
+        *,
+        numeric_from: int,
+        drop: list[int],
+        wrap: tuple[int, ...] = (),
+    ) -> FittedTable:
+        # Every cell on one line (question texts may wrap between words); too narrow for
+        # all columns, the ones named in ``drop`` give way, first to go first.
         view = Table(
             title=plain(title, style="italic"),
             title_justify="left",
@@ -212,22 +219,20 @@ def comparison_renderable(comparison: Comparison) -> Group:
             pad_edge=False,
         )
         for index, column in enumerate(columns):
-            numeric = index >= numeric_from
-            widest = max((len(word) for row in rows for word in row[index].split()), default=0)
-            view.add_column(
-                plain(column),
-                justify="right" if numeric else "left",
-                overflow="fold",
-                no_wrap=column == "metric",
-                min_width=widest if numeric or column == "metric" else None,
-            )
+            view.add_column(plain(column), justify="right" if index >= numeric_from else "left")
         for row in rows:
             view.add_row(*[plain(cell) for cell in row])
-        return view
+        return fit(view, drop=drop, wrap=wrap)
 
-    parts: list[Table | Text] = [plain(header_line(comparison), style="bold")]
+    parts: list[FittedTable | Text] = [plain(header_line(comparison), style="bold")]
     parts.append(
-        table("Systems", system_columns(comparison), system_rows(comparison), numeric_from=1)
+        table(
+            "Systems",
+            columns := system_columns(comparison),
+            system_rows(comparison),
+            numeric_from=1,
+            drop=[*range(3, len(columns)), 2, 1],
+        )
     )
     for pair in comparison.pairs:
         deltas = table(
@@ -235,6 +240,8 @@ def comparison_renderable(comparison: Comparison) -> Group:
             metric_columns(comparison, pair, compact=True),
             metric_rows(comparison, pair, compact=True),
             numeric_from=1,
+            # The difference (marked * when significant) and its interval go last.
+            drop=[-1, -2, 1, 2, 4],
         )
         parts += [deltas, plain(_significance_note(comparison))]
         if not pair.changed:
@@ -245,6 +252,8 @@ def comparison_renderable(comparison: Comparison) -> Group:
             change_columns(pair),
             [change_row(change) for change in pair.changed],
             numeric_from=2,
+            drop=[5, 1, 2, 3],
+            wrap=(1,),
         )
         parts.append(changes)
     parts += [plain(f"warning: {warning}", style="yellow") for warning in comparison.warnings]

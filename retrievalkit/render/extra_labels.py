@@ -86,6 +86,8 @@ def effects_renderable(effects: Mapping[str, LabelEffect]) -> Group:
     from rich.console import Group
     from rich.table import Table
 
+    from retrievalkit.render.fitting import fit
+
     if not effects:
         return Group()
     table = Table(title=plain(TITLE, style="italic"), title_justify="left")
@@ -94,8 +96,10 @@ def effects_renderable(effects: Mapping[str, LabelEffect]) -> Group:
         table.add_column(plain(system), justify="right")
     for row in _rows(effects):
         table.add_row(*[plain(cell) for cell in row])
+    # The metric and the first system stay; the last systems give way first.
+    drop = [*range(len(effects), 1, -1)]
     parts: list[Any] = [
-        table,
+        fit(table, drop=drop),
         *[plain(f"{system}: {effect.describe()}") for system, effect in effects.items()],
     ]
     corrected = _corrected_rows(effects)
@@ -106,7 +110,7 @@ def effects_renderable(effects: Mapping[str, LabelEffect]) -> Group:
             fixed.add_column(plain(system), justify="right")
         for row in corrected:
             fixed.add_row(*[plain(cell) for cell in row])
-        parts.append(fixed)
+        parts.append(fit(fixed, drop=drop))
         parts += [
             plain(f"{system}: {effect.describe_corrected()}")
             for system, effect in effects.items()

@@ -10,7 +10,7 @@ from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import number
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from retrievalkit.render.fitting import FittedTable
 
 #: How each compared manifest field is named in the "changed" column.
 SHORT_NAMES = {
@@ -125,9 +125,11 @@ def render_history_markdown(history: History) -> str:
     return "\n".join(lines) + "\n"
 
 
-def history_renderable(history: History) -> Table:
+def history_renderable(history: History) -> FittedTable:
     from rich import box
     from rich.table import Table
+
+    from retrievalkit.render.fitting import fit
 
     # Narrow terminals first: no "created" (the run id starts with it), and no commit
     # column when no run was made inside a git repository.
@@ -141,11 +143,14 @@ def history_renderable(history: History) -> Table:
     compact = _columns(history, COMPACT_COLUMNS)
     for column in compact:
         if column != "commit" or with_commit:
-            view.add_column(column, no_wrap=True)
-    view.add_column("changes", overflow="fold")
+            view.add_column(column)
+    view.add_column("changes")
     for entry in history.entries:
         cells = [*_cells(entry, compact=True), _changes_cell(entry)]
         if not with_commit:
             del cells[compact.index("commit")]
         view.add_row(*[plain(cell) for cell in cells])
-    return view
+    # The run id and the first metric stay; the changes wrap between words.
+    metrics = [*range(len(history.metric_names), 1, -1)]
+    drop = [*(["commit"] if with_commit else []), "pin", "n", "changes", *metrics]
+    return fit(view, drop=drop, wrap=("changes",))

@@ -85,13 +85,15 @@ def render_power_table(report: PowerReport, console: Console) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from retrievalkit.render.fitting import fit
+
     console.print(Text(_header(report)))
     table = Table(title="What the set can detect", title_justify="left")
     for index, column in enumerate(_columns(report)):
         table.add_column(column, justify="right" if index in (2, 4, 5, 6) else "left")
     for row in report.rows:
         table.add_row(*(Text(cell) for cell in _cells(report, row)))
-    console.print(table)
+    console.print(fit(table, drop=("spread", "allowed drop", "questions", "slice")))
     for note in _notes(report):
         console.print(Text(note))
 

@@ -72,6 +72,7 @@ def stages_renderable(record: ResultRecord) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
+    from retrievalkit.render.fitting import fit
     from retrievalkit.render.terminal import plain
 
     report = record.stages
@@ -81,14 +82,12 @@ def stages_renderable(record: ResultRecord) -> list[Any]:
         title=Text("Stages (mean [CI]; Δ: paired difference from the stage before)", style="bold"),
         title_justify="left",
     )
-    for position, column in enumerate(stage_columns(report)):
-        # A number never folds inside a cell: the cells wrap at their spaces, if at all.
-        table.add_column(
-            column, overflow="fold" if position == 0 else "ellipsis", no_wrap=position == 1
-        )
+    for column in stage_columns(report):
+        table.add_column(column)
     for row in stage_rows(report):
         table.add_row(*[plain(cell) for cell in row])
-    return [table, *(plain(line) for line in attribution_lines(report))]
+    fitted = fit(table, drop=("p", "mean [CI]", "Δ [CI]"))
+    return [fitted, *(plain(line) for line in attribution_lines(report))]
 
 
 def stages_document(record: ResultRecord) -> dict[str, Any] | None:

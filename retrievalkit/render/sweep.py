@@ -242,12 +242,17 @@ def sweep_renderable(result: SweepResult) -> Group:
     from rich.console import Group
     from rich.table import Table
 
+    from retrievalkit.render.fitting import fit
+
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for index, column in enumerate(configuration_columns(result)):
-        table.add_column(plain(column), justify="left" if index == 0 else "right", no_wrap=True)
+        table.add_column(plain(column), justify="left" if index == 0 else "right")
     for row in configuration_rows(result):
         table.add_row(*(plain(cell) for cell in row))
+    # The options, the metric and the marks stay; latency and the test go first.
+    # (by place from the end, as an option may share a name: p95 ms, n, p Holm, diff, p50 ms,
+    # the interval)
     parts: list[Any] = [plain(line) for line in header_lines(result)]
-    parts += [table]
+    parts += [fit(table, drop=[-3, -2, -5, -6, -4, -7])]
     parts += [plain(line) for line in winner_lines(result)]
     return Group(*parts)

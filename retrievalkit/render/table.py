@@ -30,25 +30,9 @@ if TYPE_CHECKING:
     from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import QuestionOutcome
 
-#: What the question table spends on borders and padding (7 columns).
-_TABLE_FRAME = 22
 #: Past this many questions the questions are listed as plain lines, written at once:
 #: rich lays out every line and table row on its own (22 s for 100,000 questions).
 PLAIN_LISTING = 1000
-
-
-def _widest_id(record: ResultRecord) -> int:
-    return max(
-        (len(doc) for o in record.outcomes for doc in (*o.ranking[:3], *o.expected)), default=11
-    )
-
-
-def _fits(record: ResultRecord, width: int) -> bool:
-    """Whether the question table fits with every document id on one line of its cell."""
-    question = max((len(o.question_id) for o in record.outcomes), default=2)
-    hard = max((len(o.hard_class or "") for o in record.outcomes), default=0)
-    fixed = max(question, 2) + 5 + max(hard, 10) + 5 + 5
-    return _TABLE_FRAME + fixed + 2 * max(_widest_id(record), 11) <= width
 
 
 def _question_head(outcome: QuestionOutcome) -> str:
@@ -88,10 +72,8 @@ def question_listing(record: ResultRecord) -> str:
 
 
 def _question_list(record: ResultRecord) -> list[Text]:
-    """The questions for a narrow terminal: a line per question, then its ids.
-
-    Lines wrap between ids, never inside one (a table would split long ids mid-word).
-    """
+    """The questions for a terminal too narrow for their table: a line per question, then
+    its ids (lines wrap between ids, never inside one)."""
     from rich.text import Text
 
     lines = [plain("Questions", style="italic")]
@@ -113,30 +95,27 @@ def eval_renderable(
     report: EvalReport,
     *,
     per_question: bool = True,
-    width: int | None = None,
     header: bool = True,
 ) -> Group:
     """Everything ``eval`` and ``show`` print in a terminal, as one rich Group.
 
-    ``width`` is the terminal's: too narrow for every document id to fit its cell, the
-    questions become a list instead of a table. Without ``header``, the first line is
-    left out (for a caller that printed it and `question_listing` already).
+    Every table is fitted to the width it is drawn in (`retrievalkit.render.fitting`):
+    too narrow for every document id to fit its cell, the questions become a list instead
+    of a table. Without ``header``, the first line is left out (for a caller that printed
+    it and `question_listing` already).
     """
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
+    from retrievalkit.render.fitting import FittedTable, fit
+
     record = report.record
-    parts: list[Table | Text] = [plain(header_line(report), style="bold")] if header else []
-    if per_question and width is not None and not _fits(record, width):
-        parts += _question_list(record)
-    elif per_question:
+    parts: list[FittedTable | Text] = [plain(header_line(report), style="bold")] if header else []
+    if per_question:
         questions = Table(title=_title("Questions"), title_justify="left")
-        for column in ("id", "form", "hard class", "hit@1", "hit@3"):
-            questions.add_column(column, overflow="fold")
-        widest = _widest_id(record)
-        questions.add_column("top 3", overflow="fold", min_width=widest)
-        questions.add_column("expected", overflow="fold", min_width=widest)
+        for column in ("id", "form", "hard class", "hit@1", "hit@3", "top 3", "expected"):
+            questions.add_column(column)
         for outcome in record.outcomes:
             if outcome.error is None:
                 top = plain(", ".join(outcome.ranking[:3]))
@@ -151,7 +130,9 @@ def eval_renderable(
                 top,
                 plain(", ".join(outcome.expected) or "(no answer)"),
             )
-        parts.append(questions)
+        # The ids of "top 3" and "expected" (and an error's text) wrap between words.
+        folded = Group(*_question_list(record))
+        parts.append(fit(questions, wrap=("top 3", "expected"), folded=folded))
     level = percent(record.manifest.confidence)
     metrics = Table(
         title=_title(f"Metrics (mean, {level} CI, interval method)"), title_justify="left"
@@ -172,7 +153,7 @@ def eval_renderable(
             plain(method_text(value)),
             plain(value.n),
         )
-    parts.append(metrics)
+    parts.append(fit(metrics, drop=("method", "n", "CI")))
     from retrievalkit.render.stages import stages_renderable
 
     parts += stages_renderable(record)
@@ -187,7 +168,7 @@ def eval_renderable(
             both.add_column(column, justify=justify)  # type: ignore[arg-type]
         for name, before, after in effect.rows():
             both.add_row(plain(name), plain(number(before)), plain(number(after)))
-        parts += [both, plain(effect.describe())]
+        parts += [fit(both, drop=("set's labels",)), plain(effect.describe())]
         if effect.corrected_rows():
             fixed = Table(title=_title("Judge-corrected (PPI)"), title_justify="left")
             for column in ("metric", "judge's labels", "corrected", "human-labelled"):
@@ -199,21 +180,22 @@ def eval_renderable(
                     plain(mean_and_interval(fix.mean, fix.ci)),
                     plain(fix.labelled),
                 )
-            parts += [fixed, plain(effect.describe_corrected())]
+            fitted = fit(fixed, drop=("human-labelled", "judge's labels"))
+            parts += [fitted, plain(effect.describe_corrected())]
     breakdown_names = breakdown_columns(record)
     for field, values in record.slices.items():
         if not values:
             continue
         breakdown = Table(title=_title(f"By {field}"), title_justify="left")
-        # Labels and counts never fold; the "mean [low, high]" cells may wrap at the space.
-        widest = max((len(label) for label in values), default=0)
-        breakdown.add_column(plain(field), no_wrap=True, min_width=min(max(widest, len(field)), 24))
-        breakdown.add_column("questions", justify="right", no_wrap=True, min_width=9)
+        breakdown.add_column(plain(field))
+        breakdown.add_column("questions", justify="right")
         for column in breakdown_names:
-            breakdown.add_column(column, min_width=5)
+            breakdown.add_column(column)
         for label, size, means in breakdown_rows(record, field):
             breakdown.add_row(plain(label), plain(size), *[plain(cell) for cell in means])
-        parts.append(breakdown)
+        # The last metrics go first, then the counts; the label and first metric stay.
+        metrics_last = [*range(len(breakdown_names) + 1, 2, -1)]
+        parts.append(fit(breakdown, drop=[*metrics_last, 1]))
     errors = errored_questions(record)
     if errors:
         parts.append(plain(f"{len(errors)} questions errored:", style="red"))

@@ -143,10 +143,13 @@ def console(args: argparse.Namespace, *, stderr: bool = False) -> Console:
 
     # no-color.org: NO_COLOR set to any non-empty value turns colour off. Rich itself
     # turns colour (and the progress bar's redrawing) off when the output is not a terminal.
+    from retrievalkit.render.fitting import LogConsole, log_console
     from retrievalkit.render.terminal import width_from_environment
 
     no_color = bool(getattr(args, "no_color", False)) or bool(os.environ.get("NO_COLOR"))
-    return Console(
+    # A pipe without COLUMNS (a CI log) has no width to fit: its tables are drawn whole.
+    kind = LogConsole if log_console(sys.stderr if stderr else sys.stdout) else Console
+    return kind(
         stderr=stderr,
         no_color=no_color,
         highlight=False,

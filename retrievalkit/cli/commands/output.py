@@ -49,7 +49,7 @@ def emit_report(
 
         output = console(args)
         if args.quiet or len(report.record.outcomes) <= PLAIN_LISTING:
-            output.print(eval_renderable(report, per_question=not args.quiet, width=output.width))
+            output.print(eval_renderable(report, per_question=not args.quiet))
             return
         output.print(plain(header_line(report), style="bold"))
         output.file.write(question_listing(report.record))

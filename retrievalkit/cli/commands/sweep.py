@@ -118,12 +118,5 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         sys.stdout.write(render_sweep_markdown(result))
     else:
-        from retrievalkit.render.terminal import watched
-
-        output = console(args)
-        if not watched(sys.stdout):  # FORCE_COLOR on a pipe is still a pipe
-            # Piped or redirected: no terminal width to fit, and a cell cut short or split
-            # over two lines would lose its number.
-            output.width = max(output.width, 240)
-        output.print(sweep_renderable(result))
+        console(args).print(sweep_renderable(result))
     return EXIT_OK
