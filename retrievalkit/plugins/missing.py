@@ -19,12 +19,24 @@ extra: ``pip install 'retrievalkit-eval[dense]'``.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from retrievalkit.errors import PluginError
 
-if TYPE_CHECKING:
-    from retrievalkit.plugins.registry import Plugin
+
+class Plugin(Protocol):
+    """What is read of a `retrievalkit.plugins.registry.Plugin` (which imports this
+    module, so it is described here rather than imported)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def package(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+
 
 _NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
