@@ -401,10 +401,8 @@ def test_a_configured_retriever_that_cannot_start_is_still_exit_3(
 
 
 def _set(count: int, clusters: int | None, draw: random.Random) -> GoldenQuestionSet:
-    from test_sweep import ClusteredQuestion
-
     questions: list[GoldenQuestion] = [
-        ClusteredQuestion(
+        GoldenQuestion(
             id=f"q{i}",
             question=f"question {i}",
             expected=("doc-1",),
