@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Run": "retrievalkit.api",
     "RunFailed": "retrievalkit.errors",
-    "Thresholds": "retrievalkit.api",
+    "Thresholds": "retrievalkit.pipeline.gating.thresholds",
     "compare": "retrievalkit.api",
     "evaluate": "retrievalkit.api",
     "fidelity": "retrievalkit.api",

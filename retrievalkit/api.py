@@ -33,21 +33,21 @@ import attrs
 from retrievalkit.api_arguments import check as check_arguments
 from retrievalkit.errors import InputError
 from retrievalkit.errors import RunFailed as RunFailed
-from retrievalkit.metrics.definitions import DEFAULT_KS
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestionSet
-from retrievalkit.pipeline.engine.evaluator import DEFAULT_OVERFETCH
 from retrievalkit.pipeline.engine.run import OBJECT_PLUGIN as OBJECT_PLUGIN
 from retrievalkit.pipeline.engine.run import Run as Run
 from retrievalkit.pipeline.engine.run import (
-    _check_slices,
-    _checked_clusters,
-    _config,
-    _finished_run,
-    _resolve,
-    _staged_run,
+    as_config,
+    check_slice_fields,
+    checked_clusters,
+    finished_run,
+    resolve_retriever,
+    staged_run,
 )
+from retrievalkit.pipeline.engine.settings import UNSET, EvalSettings, Unset
 from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
+from retrievalkit.pipeline.gating.thresholds import Thresholds as Thresholds
 from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def load_set(
     check_arguments("load_set", locals())
     from retrievalkit.plugins.resolution import resolve_set
 
-    return resolve_set(os.fspath(set), _config(config))
+    return resolve_set(os.fspath(set), as_config(config))
 
 
 def open_store(
@@ -98,71 +98,8 @@ def open_store(
     from retrievalkit.stores import open_store as open_by_scheme
 
     if url is None:
-        url = _config(config).store_url or DEFAULT_STORE_URL
+        url = as_config(config).store_url or DEFAULT_STORE_URL
     return open_by_scheme(url)
-
-
-def _default_thresholds() -> dict[str, float]:
-    from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS
-
-    return dict(DEFAULT_THRESHOLDS)
-
-
-def _metric_thresholds(value: Any) -> Mapping[str, float]:
-    from retrievalkit.pipeline.engine.arguments import check_metric_thresholds
-
-    return check_metric_thresholds(value)
-
-
-def _slice_thresholds(value: Any) -> Mapping[str, Mapping[str, float]]:
-    from retrievalkit.pipeline.engine.arguments import check_slice_thresholds
-
-    return check_slice_thresholds(value)
-
-
-def _flag(value: Any) -> bool:
-    from retrievalkit.pipeline.engine.arguments import check_flag
-
-    return check_flag(value, field="require_significant")
-
-
-@attrs.frozen
-class Thresholds:
-    """What a gate checks: the largest allowed absolute drop of each metric, overall and
-    per slice (`{"hard_class=near-duplicate": {"hit@3": 0.1}}`).
-
-    With `require_significant`, a drop past its threshold is a regression only when
-    the paired test finds the difference significant.
-    """
-
-    metrics: Mapping[str, float] = attrs.field(
-        factory=_default_thresholds, converter=_metric_thresholds
-    )
-    slices: Mapping[str, Mapping[str, float]] = attrs.field(
-        factory=dict, converter=_slice_thresholds
-    )
-    require_significant: bool = attrs.field(default=False, converter=_flag)
-
-    def __attrs_post_init__(self) -> None:
-        if not self.metrics and not self.slices:
-            raise InputError(
-                "no metric to gate: a gate with nothing to check would always pass",
-                field="thresholds",
-                hint='give at least one metric, e.g. {"hit@1": 0.0}',
-            )
-
-    @classmethod
-    def from_config(cls, config: Config, **overrides: float) -> Thresholds:
-        """The configuration's `[regression]` thresholds over the defaults; `overrides`
-        (metric name to drop) win over both."""
-        from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS
-
-        metrics = {**DEFAULT_THRESHOLDS, **config.regression.thresholds, **overrides}
-        return cls(metrics, config.regression.slices, config.regression.require_significant)
-
-    def metric_names(self) -> list[str]:
-        """Every gated metric name, overall or in a slice, sorted."""
-        return sorted({*self.metrics, *(m for ms in self.slices.values() for m in ms)})
 
 
 def evaluate(
@@ -178,7 +115,7 @@ def evaluate(
     seed: int = DEFAULT_SEED,
     concurrency: int | None = None,
     timeout: float | None = None,
-    max_error_rate: float | None = 0.0,
+    max_error_rate: float | Unset | None = UNSET,
     options: Mapping[str, Any] | None = None,
     name: str | None = None,
     config: Config | str | os.PathLike[str] | None = None,
@@ -199,8 +136,12 @@ def evaluate(
       run is stored under (default: its `identifier`), and `options` what the manifest
       records about it (secrets redacted).
     Each argument left out (None) takes the configuration's `[eval]` value, else the
-    default: `k` 1, 3, 5, 10; `overfetch` 3; `confidence` 0.95; `resamples` 10,000;
-    `concurrency` 1; no `timeout`; no extra `slices`.
+    default: `k` 1, 3, 5, 10; `overfetch` 3; `confidence` 0.95; `resamples` 2,000;
+    `concurrency` 1; no `timeout`; no extra `slices`; `max_error_rate` the
+    configuration's `[regression] max_error_rate`, else 0. `slices` and `metrics` add to
+    the configuration's; every metric its `[regression]` gates is computed too. The
+    command line resolves its options the same way
+    ([`EvalSettings`][retrievalkit.pipeline.engine.settings.EvalSettings]).
 
     - `k`: the cut-offs (1 and 3 are always added); each question asks for
       `max(k) * overfetch` ids so that `max(k)` distinct documents remain after chunk
@@ -243,34 +184,35 @@ def evaluate(
     from retrievalkit.pipeline.engine import arguments
     from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, ask_in_batches
 
-    settings = _config(config)
-    defaults = settings.eval
-    # The configuration's [eval] fills what is not given, as the command line does.
-    k = k if k is not None else defaults.k or DEFAULT_KS
-    overfetch = overfetch if overfetch is not None else defaults.overfetch or DEFAULT_OVERFETCH
-    slices = slices if slices is not None else defaults.slices
-    confidence = confidence if confidence is not None else defaults.confidence or DEFAULT_CONFIDENCE
-    resamples = resamples if resamples is not None else defaults.resamples or DEFAULT_RESAMPLES
-    concurrency = concurrency if concurrency is not None else defaults.concurrency or 1
-    timeout = timeout if timeout is not None else defaults.timeout
-    if chunk_separator is None:
-        chunk_separator = defaults.chunk_separator
-    if cluster_by is None:
-        cluster_by = defaults.cluster_by
-    metrics = metrics if metrics is not None else defaults.metrics
-    # The checks of the command line's options, with the same messages (exit code 2 there).
-    k = arguments.check_ks(k)
-    confidence = arguments.check_confidence(confidence)
-    overfetch = arguments.check_overfetch(overfetch)
-    concurrency = arguments.check_concurrency(concurrency)
-    resamples = arguments.check_resamples(resamples)
-    seed = arguments.check_seed(seed)
-    timeout = arguments.check_timeout(timeout)
-    max_error_rate = arguments.check_max_error_rate(max_error_rate)
-    slices = arguments.check_names(slices, field="--slice")
+    settings = as_config(config)
+    resolved_settings = EvalSettings.resolve(
+        settings,
+        k=k,
+        overfetch=overfetch,
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+        concurrency=concurrency,
+        timeout=timeout,
+        max_error_rate=max_error_rate,
+        slices=slices,
+        metrics=metrics,
+        cluster_by=cluster_by,
+        chunk_separator=chunk_separator,
+    )
+    k = resolved_settings.k
+    overfetch = resolved_settings.overfetch
+    resamples = resolved_settings.resamples
+    confidence = resolved_settings.confidence
+    seed = resolved_settings.seed
+    concurrency = resolved_settings.concurrency
+    timeout = resolved_settings.timeout
+    max_error_rate = resolved_settings.max_error_rate
+    slices = resolved_settings.slices
+    metrics = resolved_settings.metrics
+    cluster_by = resolved_settings.cluster_by
+    chunk_separator = resolved_settings.chunk_separator
     executor = arguments.check_executor(executor, ray_address)
-    metrics = arguments.check_metric_names(metrics)
-    k = (*k, *_cut_offs(metrics))
     provider = None
     from retrievalkit.formats.ids import ReturnedIds, canonical_set, check_separators
 
@@ -282,8 +224,8 @@ def evaluate(
 
         golden, provider = resolve_set_and_provider(os.fspath(set), settings)
     wanted_slices = tuple(dict.fromkeys(slices))
-    _check_slices(golden, wanted_slices)
-    cluster_by = _checked_clusters(golden, cluster_by)
+    check_slice_fields(golden, wanted_slices)
+    cluster_by = checked_clusters(golden, cluster_by)
     from retrievalkit.metrics.definitions import requested_metrics
 
     scoring = ScoringOptions(
@@ -301,10 +243,10 @@ def evaluate(
         planned = options if options is not None else (configured.options if configured else {})
         check_separators(golden, planned, name or retriever)
     if executor == "ray":
-        from retrievalkit.pipeline.engine.run import _plan
+        from retrievalkit.pipeline.engine.run import plan_retriever
         from retrievalkit.pipeline.executors.ray.remote_run import evaluate_on_ray
 
-        plan = _plan(retriever, options, name, settings)
+        plan = plan_retriever(retriever, options, name, settings)
         check_separators(golden, plan.options, plan.name)
         return evaluate_on_ray(
             golden,
@@ -321,7 +263,7 @@ def evaluate(
             max_error_rate=max_error_rate,
             provider=provider,
         )
-    resolved = _resolve(retriever, options, name, settings)
+    resolved = resolve_retriever(retriever, options, name, settings)
     check_separators(golden, resolved.options, resolved.name)
     questions = golden.questions
     notes = ReturnedIds()
@@ -332,7 +274,7 @@ def evaluate(
 
     if has_stages(resolved.retriever):
         # Stages rank documents: a staged run has no chunk ranking to score.
-        return _staged_run(
+        return staged_run(
             golden,
             RunScorer(questions, scoring, chunks=False),
             resolved,
@@ -372,7 +314,7 @@ def evaluate(
                 answered, [ranking[: max(scoring.ks)] for ranking in keeper.chunks_of(texts)]
             )
         done += len(answered)
-    return _finished_run(
+    return finished_run(
         golden,
         scorer,
         resolved,
@@ -384,14 +326,6 @@ def evaluate(
         extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
         notes=notes,
     )
-
-
-def _cut_offs(names: Sequence[str]) -> tuple[int, ...]:
-    """The cut-offs of metric names (a stage's metric, ``stage.S:ndcg@20``, counts too)."""
-    from retrievalkit.metrics.definitions import parse_metric
-
-    metrics = (parse_metric(name.rpartition(":")[2]) for name in names)
-    return tuple(metric.k for metric in metrics if metric.k is not None)
 
 
 def gate(
@@ -408,7 +342,7 @@ def gate(
     (set, retriever) key, else the newest earlier run of that key (never `run`
     itself, so gating after saving works too). `thresholds` maps metric names to the
     largest allowed absolute drop (default: any drop of `hit@1` or `hit@3`), or is a
-    [`Thresholds`][retrievalkit.api.Thresholds] with slice thresholds.
+    [`Thresholds`][retrievalkit.pipeline.gating.thresholds.Thresholds] with slice thresholds.
 
     The verdict's `regressed` says whether a metric dropped past its threshold;
     `failures` and `checked` give each metric with both values and the paired
@@ -618,7 +552,7 @@ def power(
         raise InputError("give a stored run or a retriever, not both", field="--run")
     if store is not None:
         store = _gate_store(store)  # what is not a store is refused before anything runs
-    settings = _config(config)
+    settings = as_config(config)
     if confidence is None:
         confidence = settings.eval.confidence or DEFAULT_CONFIDENCE
     confidence = arguments.check_confidence(confidence)
@@ -687,7 +621,7 @@ def power(
         outcomes=outcomes,
         baseline=None if baseline is None else baseline.outcomes,
         evidence=evidence,
-        cluster_by=_checked_clusters(golden, cluster_by),
+        cluster_by=checked_clusters(golden, cluster_by),
     )
 
 
@@ -722,10 +656,10 @@ def fidelity(
         isinstance(persistence, (int, float)) and 0.0 < persistence < 1.0
     ):
         raise InputError("must be between 0 and 1 (exclusive), e.g. 0.9", field="--persistence")
-    settings = _config(config)
+    settings = as_config(config)
     golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
-    mine = _resolve(candidate, None, None, settings)
-    theirs = _resolve(reference, None, None, settings)
+    mine = resolve_retriever(candidate, None, None, settings)
+    theirs = resolve_retriever(reference, None, None, settings)
     answers = [
         evaluate_questions(
             side.retriever, golden.questions, depth=k, overfetch=1, secrets=side.secrets
@@ -746,13 +680,13 @@ def sweep(
     set: GoldenQuestionSet | str | os.PathLike[str],
     sweep: str | SweepConfig,
     *,
-    k: Sequence[int] = DEFAULT_KS,
-    overfetch: int = DEFAULT_OVERFETCH,
-    resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    concurrency: int = 1,
+    k: Sequence[int] | None = None,
+    overfetch: int | None = None,
+    resamples: int | None = None,
+    confidence: float | None = None,
+    concurrency: int | None = None,
     timeout: float | None = None,
-    max_error_rate: float | None = 0.0,
+    max_error_rate: float | Unset | None = UNSET,
     config: Config | str | os.PathLike[str] | None = None,
     progress_file: str | os.PathLike[str] | None = None,
     share_stages: bool = True,
@@ -764,8 +698,9 @@ def sweep(
     - `sweep`: a `[sweeps.NAME]` of the configuration, or a
       [`SweepConfig`][retrievalkit.formats.sweep_table.SweepConfig].
     - `k`, `overfetch`, `resamples`, `confidence`, `concurrency`, `timeout`,
-      `max_error_rate`: as in [`evaluate`][retrievalkit.api.evaluate], for every
-      configuration (the selected metric's cut-off is always added to `k`).
+      `max_error_rate`: as in [`evaluate`][retrievalkit.api.evaluate] (left out: the
+      configuration's `[eval]` and `[regression] max_error_rate`, else the defaults), for
+      every configuration (the selected metric's cut-off is always added to `k`).
     - `progress_file`: a JSON Lines file that keeps the answers so far; a sweep of the
       same set started again resumes from it, and it is removed once the sweep is done.
     - `share_stages`: build each distinct retriever once and answer a question asked
@@ -780,18 +715,20 @@ def sweep(
     check_arguments("sweep", locals())
     from pathlib import Path
 
-    from retrievalkit.pipeline.engine import arguments
     from retrievalkit.pipeline.sweeps.sweep import Settings, run_sweep
 
-    # The checks of the command line's options, with the same messages (exit code 2 there).
-    k = arguments.check_ks(k)
-    overfetch = arguments.check_overfetch(overfetch)
-    resamples = arguments.check_resamples(resamples)
-    confidence = arguments.check_confidence(confidence)
-    concurrency = arguments.check_concurrency(concurrency)
-    timeout = arguments.check_timeout(timeout)
-    max_error_rate = arguments.check_max_error_rate(max_error_rate)
-    settings = _config(config)
+    settings = as_config(config)
+    chosen = EvalSettings.resolve(
+        settings,
+        k=k,
+        overfetch=overfetch,
+        resamples=resamples,
+        confidence=confidence,
+        concurrency=concurrency,
+        timeout=timeout,
+        max_error_rate=max_error_rate,
+        gated=(),
+    )
     golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
     if isinstance(sweep, str):
         spec = settings.sweeps.get(sweep)
@@ -804,7 +741,6 @@ def sweep(
             )
     else:
         spec = sweep
-    from retrievalkit.metrics.definitions import normalise_ks
     from retrievalkit.pipeline.engine.arguments import check_executor
 
     executor = check_executor(executor, ray_address)
@@ -815,13 +751,13 @@ def sweep(
             spec,
             settings,
             Settings(
-                ks=normalise_ks(k),
-                overfetch=overfetch,
-                resamples=resamples,
-                confidence=confidence,
-                concurrency=concurrency,
-                timeout=timeout,
-                max_error_rate=max_error_rate,
+                ks=chosen.k,
+                overfetch=chosen.overfetch,
+                resamples=chosen.resamples,
+                confidence=chosen.confidence,
+                concurrency=chosen.concurrency,
+                timeout=chosen.timeout,
+                max_error_rate=chosen.max_error_rate,
             ),
             progress_file=None if progress_file is None else Path(progress_file),
             share=share_stages,

@@ -5,7 +5,9 @@ public API from ``retrievalkit``, its test kit from ``retrievalkit.testing``, an
 else it needs from here. Nothing else inside retrievalkit is promised to keep its name or
 its place; the packages under ``plugins/`` import only these three modules (a test checks).
 
-Names load on first use, so importing this module costs nothing at start-up.
+Names load on first use, so importing this module costs nothing at start-up; type
+checkers see every name with its type (the imports under ``TYPE_CHECKING``), so mypy checks
+a plugin's use of them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,138 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    pass
+    from retrievalkit.demo import (
+        DEMO_CORPUS as DEMO_CORPUS,
+    )
+    from retrievalkit.embedders import (
+        Embedder as Embedder,
+    )
+    from retrievalkit.embedders import (
+        create_embedder as create_embedder,
+    )
+    from retrievalkit.embedders import (
+        embed_queries as embed_queries,
+    )
+    from retrievalkit.errors import (
+        EXIT_EVALUATION_FAILED as EXIT_EVALUATION_FAILED,
+    )
+    from retrievalkit.errors import (
+        EXIT_OK as EXIT_OK,
+    )
+    from retrievalkit.errors import (
+        EvaluationError as EvaluationError,
+    )
+    from retrievalkit.errors import (
+        InputError as InputError,
+    )
+    from retrievalkit.errors import (
+        PluginError as PluginError,
+    )
+    from retrievalkit.errors import (
+        RetrievalkitError as RetrievalkitError,
+    )
+    from retrievalkit.errors import (
+        StoreError as StoreError,
+    )
+    from retrievalkit.errors import (
+        one_line as one_line,
+    )
+    from retrievalkit.formats.corpus import (
+        CorpusDocument as CorpusDocument,
+    )
+    from retrievalkit.formats.corpus import (
+        read_corpus as read_corpus,
+    )
+    from retrievalkit.formats.golden_sets import (
+        parse_question as parse_question,
+    )
+    from retrievalkit.model.records import (
+        GRADER as GRADER,
+    )
+    from retrievalkit.model.records import (
+        ResultRecord as ResultRecord,
+    )
+    from retrievalkit.model.values import (
+        GoldenQuestion as GoldenQuestion,
+    )
+    from retrievalkit.model.values import (
+        GoldenQuestionSet as GoldenQuestionSet,
+    )
+    from retrievalkit.plugins.factories import (
+        load_factory as load_factory,
+    )
+    from retrievalkit.plugins.resolution import (
+        ResolvedRetriever as ResolvedRetriever,
+    )
+    from retrievalkit.plugins.resolution import (
+        Resolver as Resolver,
+    )
+    from retrievalkit.redaction import (
+        redact_options as redact_options,
+    )
+    from retrievalkit.redaction import (
+        redact_url as redact_url,
+    )
+    from retrievalkit.redaction import (
+        scrub_known as scrub_known,
+    )
+    from retrievalkit.render.report_files import (
+        write_record_report as write_record_report,
+    )
+    from retrievalkit.rerankers import (
+        Reranker as Reranker,
+    )
+    from retrievalkit.retrievers.contract import (
+        BatchRetriever as BatchRetriever,
+    )
+    from retrievalkit.retrievers.contract import (
+        EvaluatableRetriever as EvaluatableRetriever,
+    )
+    from retrievalkit.retrievers.contract import (
+        ScoredRetriever as ScoredRetriever,
+    )
+    from retrievalkit.retrievers.contract import (
+        document_id_of as document_id_of,
+    )
+    from retrievalkit.retrievers.dense import (
+        corpus_hash as corpus_hash,
+    )
+    from retrievalkit.retrievers.dense import (
+        document_text as document_text,
+    )
+    from retrievalkit.retrievers.dense import (
+        embed_corpus as embed_corpus,
+    )
+    from retrievalkit.retrievers.hybrid import (
+        build_hybrid as build_hybrid,
+    )
+    from retrievalkit.stores import (
+        ResultStore as ResultStore,
+    )
+    from retrievalkit.stores import (
+        VerdictStore as VerdictStore,
+    )
+    from retrievalkit.stores import (
+        check_parent as check_parent,
+    )
+    from retrievalkit.stores import (
+        path_from_url as path_from_url,
+    )
+    from retrievalkit.stores.serialization import (
+        dump_columns as dump_columns,
+    )
+    from retrievalkit.stores.serialization import (
+        dump_record as dump_record,
+    )
+    from retrievalkit.stores.serialization import (
+        dump_summary as dump_summary,
+    )
+    from retrievalkit.stores.serialization import (
+        load_record as load_record,
+    )
+    from retrievalkit.stores.serialization import (
+        load_summary as load_summary,
+    )
 
 #: Each promised name and the module that holds it.
 _EXPORTS = {
@@ -26,9 +159,6 @@ _EXPORTS = {
     "StoreError": "retrievalkit.errors",
     "one_line": "retrievalkit.errors",
     "EXIT_OK": "retrievalkit.errors",
-    "EXIT_REGRESSION": "retrievalkit.errors",
-    "EXIT_INTERRUPTED": "retrievalkit.errors",
-    "EXIT_USAGE": "retrievalkit.errors",
     "EXIT_EVALUATION_FAILED": "retrievalkit.errors",
     # question sets
     "GoldenQuestion": "retrievalkit.model.values",
@@ -53,7 +183,6 @@ _EXPORTS = {
     "embed_queries": "retrievalkit.embedders",
     # rerankers
     "Reranker": "retrievalkit.rerankers",
-    "create_reranker": "retrievalkit.rerankers",
     "corpus_hash": "retrievalkit.retrievers.dense",
     "document_text": "retrievalkit.retrievers.dense",
     "embed_corpus": "retrievalkit.retrievers.dense",
@@ -70,7 +199,6 @@ _EXPORTS = {
     "dump_columns": "retrievalkit.stores.serialization",
     "VerdictStore": "retrievalkit.stores",
     # what a store may write beside a run, and how it keeps secrets out of it
-    "OUTPUT_FILES": "retrievalkit.render.report_files",
     "write_record_report": "retrievalkit.render.report_files",
     "redact_options": "retrievalkit.redaction",
     "redact_url": "retrievalkit.redaction",

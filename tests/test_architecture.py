@@ -171,3 +171,109 @@ def test_no_module_of_retrievalkit_imports_itself_through_others(typing: bool) -
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+# --- layers: each package imports only those below it ---------------------------------
+
+#: Bottom to top. A module may import its own layer and those below it, never above:
+#: formats and metrics below pipeline, pipeline below the API, render and serve on top
+#: (the command line over everything).
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"errors", "_version", "redaction", "model", "formats", "stats", "metrics"}),
+    frozenset(
+        {
+            "plugins.registry",
+            "plugins._metadata",
+            "plugins.factories",
+            "plugins.missing",
+            "stores",
+            "embedders",
+            "demo",
+        }
+    ),
+    frozenset(
+        {"plugins", "corpora", "pipeline", "retrievers", "rerankers", "generators", "judges"}
+    ),
+    frozenset({"api", "api_arguments", "plugin_api"}),
+    frozenset({"render"}),
+    frozenset({"serve", "cli", "testing", "__main__", "__init__"}),
+)
+
+#: The only imports that point upwards, each inside a method and for a reason.
+UPWARD_ALLOWED = {
+    ("retrievalkit.pipeline.engine.run", "retrievalkit.render.markdown"): "Run.to_markdown()",
+    ("retrievalkit.pipeline.engine.run", "retrievalkit.render.report_files"): "Run.write_report()",
+    ("retrievalkit.pipeline.engine.run", "retrievalkit.render.summary"): "a notebook shows a Run",
+    ("retrievalkit.pipeline.gating.comparison", "retrievalkit.render.comparison"): (
+        "Comparison.to_markdown() and printing a Comparison"
+    ),
+}
+
+
+def _layer(module: str) -> int:
+    """The layer of a module: its own entry (``plugins.registry``), else its package's."""
+    parts = module.split(".")[1:] or ["__init__"]
+    for size in range(len(parts), 0, -1):
+        name = ".".join(parts[:size])
+        for height, layer in enumerate(LAYERS):
+            if name in layer:
+                return height
+    raise AssertionError(f"{module}: neither it nor its package is in a layer; add it to LAYERS")
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted(
+        (module, target)
+        for module, targets in graph.items()
+        for target in targets
+        if _layer(target) > _layer(module)
+    )
+
+
+def test_every_import_points_down_the_layers() -> None:
+    upward = _upward_imports(_import_graph(typing=False))
+    unexplained = [pair for pair in upward if pair not in UPWARD_ALLOWED]
+    assert not unexplained, "imports that point up the layers: " + "; ".join(
+        f"{module} -> {target}" for module, target in unexplained
+    )
+    stale = sorted(set(UPWARD_ALLOWED) - set(upward))
+    assert not stale, f"allowed upward imports no longer made (remove them): {stale}"
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    graph = {"retrievalkit.metrics.scoring": {"retrievalkit.pipeline.engine.run"}}
+    assert _upward_imports(graph) == [
+        ("retrievalkit.metrics.scoring", "retrievalkit.pipeline.engine.run")
+    ]
+    assert _upward_imports({"retrievalkit.api": {"retrievalkit.metrics.scoring"}}) == []
+
+
+def _private_imports(path: Path) -> list[str]:
+    """``from retrievalkit.X import _name``: a name private to another module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("retrievalkit"):
+            found += [
+                f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+    return found
+
+
+def test_no_module_imports_a_name_private_to_another() -> None:
+    paths = [*PACKAGE.rglob("*.py"), *PLUGIN_CODE]
+    found = [entry for path in paths for entry in _private_imports(path)]
+    assert not found, "private names imported across modules: " + "; ".join(found)
+
+
+def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
+    module = ROOT / "tests" / "fixtures" / "_private_import_probe.py"
+    module.write_text("from retrievalkit.pipeline.engine.run import _hidden\n", encoding="utf-8")
+    try:
+        assert _private_imports(module) == [
+            "tests/fixtures/_private_import_probe.py:1: retrievalkit.pipeline.engine.run._hidden"
+        ]
+    finally:
+        module.unlink()

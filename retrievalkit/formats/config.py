@@ -390,10 +390,10 @@ def _metric_name(name: str, key: str, fail: Any, *, seen: Mapping[str, float]) -
     """The canonical name of a gated metric (``"NDCG@10 "`` -> ``"ndcg@10"``), so that a
     threshold is keyed by the name the computed metric has and is always checked; a
     metric given twice (in two spellings, or also as max_top1/3_drop) is refused."""
-    from retrievalkit.pipeline.engine.stages import check_metric_name
+    from retrievalkit.metrics.definitions import canonical_metric_name
 
     try:
-        canonical = check_metric_name(name)
+        canonical = canonical_metric_name(name)
     except ValueError as error:
         raise fail(
             key, str(error), hint="e.g. hit@3, ndcg@10, recall@5, rr, or stage.rerank:rr"

@@ -25,6 +25,7 @@ from retrievalkit.formats.text_files import (
     read_text,
     toml_error_line,
 )
+from retrievalkit.formats.unsafe_text import UNSAFE as _LABEL_UNSAFE
 from retrievalkit.model.values import (
     QUESTION_FIELDS,
     FrozenDict,
@@ -33,7 +34,6 @@ from retrievalkit.model.values import (
     QuestionForm,
     questions_from_columns,
 )
-from retrievalkit.render.terminal import UNSAFE as _LABEL_UNSAFE
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -1085,7 +1085,7 @@ def write_jsonl(questions: Iterable[GoldenQuestion], path: Path) -> None:
     The file is written beside its target and renamed over it, so a failure never
     leaves half a set behind.
     """
-    from retrievalkit.render.files import output_error, write_file
+    from retrievalkit.formats.files import output_error, write_file
 
     lines = [json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions]
     directory = path.parent if str(path.parent) else Path(".")

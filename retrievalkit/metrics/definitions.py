@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievalkit.formats.limits import MAX_K
+from retrievalkit.metrics.names import bare_metric_name, split_stage_metric, stage_metric
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -339,13 +340,28 @@ def headline(names: Iterable[str]) -> list[str]:
     return [name for name in HEADLINE if name in present]
 
 
+def canonical_metric_name(name: str) -> str:
+    """The canonical name of a metric or stage metric (``" NDCG@10"`` -> ``ndcg@10``,
+    ``stage.rerank:RR`` -> ``stage.rerank:rr``); ``ValueError`` naming the known metrics
+    otherwise."""
+    text = name.strip()
+    split = split_stage_metric(text)
+    if split is None:
+        return parse_metric(text).name
+    stage, metric = split
+    return stage_metric(stage, parse_metric(metric).name)
+
+
 def requested_metrics(names: Iterable[str]) -> tuple[str, ...]:
     """The metrics among ``names`` that are computed only on request (``ndcg_exp@10``),
     by their canonical names, in report order; a stage's (``stage.S:ndcg_exp@10``)
     counts as its metric. Unknown names are left for their own check."""
     found: set[Metric] = set()
     for name in names:
-        bare = name.rpartition(":")[2] if name.startswith("stage.") else name
+        try:
+            bare = bare_metric_name(name)
+        except ValueError:
+            continue
         try:
             metric = parse_metric(bare)
         except ValueError:

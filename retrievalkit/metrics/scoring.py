@@ -18,14 +18,13 @@ from retrievalkit.metrics.definitions import (
     judge_codes,
     metric_names,
 )
+from retrievalkit.model.retrievals import Retrievals
 from retrievalkit.model.values import (
     GoldenQuestion,
     MetricValue,
     QuestionOutcome,
     Retrieval,
 )
-from retrievalkit.pipeline.engine.diagnostics import short_warning
-from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, Retrievals
 from retrievalkit.stats.intervals import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -40,6 +39,19 @@ if TYPE_CHECKING:
 
 #: Slices every run reports, whatever ``--slice`` adds.
 STANDARD_SLICES = ("form", "hard_class")
+
+#: Answers scored at a time by `score_run`: a bound on the columns held at once.
+SCORED_BATCH = 4096
+
+
+def short_warning(short: int, fewest: int, depth: int, overfetch: int) -> str:
+    """The text of `short_of_documents_warning`: ``short`` questions, as few as ``fewest``."""
+    limit = depth * overfetch
+    return (
+        f"{short} question(s) got {limit} ids (max(k) {depth} × overfetch {overfetch}) but "
+        f"fewer than {depth} distinct documents after duplicates collapsed (as few as "
+        f"{fewest}); metrics at k = {depth} undercount them: raise --overfetch"
+    )
 
 
 @attrs.frozen
@@ -299,8 +311,8 @@ def score_run(
     if len(retrievals) != len(questions):
         raise ValueError(f"{len(retrievals)} retrievals for {len(questions)} questions")
     scorer = RunScorer(questions, options)
-    for low in range(0, len(questions), STREAM_BATCH):
-        scorer.add(retrievals[low : low + STREAM_BATCH])
+    for low in range(0, len(questions), SCORED_BATCH):
+        scorer.add(retrievals[low : low + SCORED_BATCH])
     return scorer.finish()
 
 

@@ -67,7 +67,7 @@ def column_name(metric: str) -> str:
     return METRIC_PREFIX + metric
 
 
-def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+def read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     view: npt.NDArray[Any] = array.view()
     view.setflags(write=False)
     return view
@@ -77,17 +77,17 @@ def _int_array(values: Any, what: str) -> IntArray:
     array = np.asarray(values)
     if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
         raise ValueError(f"{what} must be a one-dimensional array of integers")
-    return _read_only(array.astype(np.int64, copy=False))
+    return read_only(array.astype(np.int64, copy=False))
 
 
-def _check_offsets(offsets: IntArray, count: int, size: int, what: str) -> None:
+def check_offsets(offsets: IntArray, count: int, size: int, what: str) -> None:
     if len(offsets) != count + 1 or (count + 1 and offsets[0] != 0):
         raise ValueError(f"{what} offsets must be {count + 1} values starting at 0")
     if np.any(np.diff(offsets) < 0) or offsets[-1] != size:
         raise ValueError(f"{what} offsets must not decrease and must end at {size}")
 
 
-def _check_codes(codes: IntArray, vocabulary: int, what: str) -> None:
+def check_codes(codes: IntArray, vocabulary: int, what: str) -> None:
     if codes.size and (codes.min() < 0 or codes.max() >= vocabulary):
         raise ValueError(f"{what} codes must index the {vocabulary} documents")
 
@@ -95,7 +95,7 @@ def _check_codes(codes: IntArray, vocabulary: int, what: str) -> None:
 # --- encoding ---------------------------------------------------------------------------
 
 
-class _Metric(NamedTuple):
+class MetricColumn(NamedTuple):
     values: FloatArray
     absent: npt.NDArray[np.bool_] | None
     """True where the question's outcome had no value at all for the metric."""
@@ -183,13 +183,13 @@ class Outcomes(Sequence["QuestionOutcome"]):
         else:
             rows = [[item.scores.get(name) for name in names] for item in items]
         table = np.array(rows, dtype=np.float64).reshape(count, len(names))
-        metrics: dict[str, _Metric] = {}
+        metrics: dict[str, MetricColumn] = {}
         for position, name in enumerate(names):
             absent = None
             if not uniform:
                 mask = np.fromiter((name not in i.scores for i in items), bool, count)
-                absent = _read_only(mask) if mask.any() else None
-            metrics[name] = _Metric(_read_only(table[:, position].copy()), absent)
+                absent = read_only(mask) if mask.any() else None
+            metrics[name] = MetricColumn(read_only(table[:, position].copy()), absent)
 
         vocabulary: dict[str, int] = {}
         ranked = [vocabulary.setdefault(doc, len(vocabulary)) for i in items for doc in i.ranking]
@@ -202,14 +202,14 @@ class Outcomes(Sequence["QuestionOutcome"]):
         errors = {index: i.error for index, i in enumerate(items) if i.error is not None}
         columns: dict[str, Any] = {
             QUESTION_IDS: tuple(i.question_id for i in items),
-            LATENCY: _read_only(np.array([i.latency_ms for i in items], dtype=np.float64)),
+            LATENCY: read_only(np.array([i.latency_ms for i in items], dtype=np.float64)),
             ERRORS: errors,
             FORMS: tuple(i.form for i in items),
             HARD_CLASSES: tuple(i.hard_class for i in items),
             DOCUMENTS: tuple(vocabulary),
-            RANKINGS: Rankings(_read_only(ranking_offsets), _int_array(ranked, "ranking")),
+            RANKINGS: Rankings(read_only(ranking_offsets), _int_array(ranked, "ranking")),
             JUDGMENTS: Judgments(
-                _read_only(judgment_offsets),
+                read_only(judgment_offsets),
                 _int_array(judged, "judgment"),
                 _int_array(grades, "grade"),
             ),
@@ -251,14 +251,14 @@ class Outcomes(Sequence["QuestionOutcome"]):
         count = len(ids)
         if any(not isinstance(question_id, str) for question_id in ids):
             raise ValueError("question ids must be strings")
-        metrics: dict[str, _Metric] = {}
+        metrics: dict[str, MetricColumn] = {}
         for name, column in values.items():
             array = np.asarray(column, dtype=np.float64)
             if array.shape != (count,):
                 raise ValueError(
                     f"values of {name} must be {count} floats, not shape {array.shape}"
                 )
-            metrics[name] = _Metric(_read_only(array), None)
+            metrics[name] = MetricColumn(read_only(array), None)
         latency = (
             np.zeros(count, dtype=np.float64)
             if latency_ms is None
@@ -284,15 +284,15 @@ class Outcomes(Sequence["QuestionOutcome"]):
         vocabulary = documents if isinstance(documents, tuple) else tuple(documents)
         empty = np.zeros(0, dtype=np.int64)
         if rankings is None:
-            ranked = Rankings(_read_only(np.zeros(count + 1, dtype=np.int64)), _read_only(empty))
+            ranked = Rankings(read_only(np.zeros(count + 1, dtype=np.int64)), read_only(empty))
         else:
             offsets, codes = rankings
             ranked = Rankings(_int_array(offsets, "ranking offsets"), _int_array(codes, "ranking"))
         if judgments is None:
             labels = Judgments(
-                _read_only(np.zeros(count + 1, dtype=np.int64)),
-                _read_only(empty),
-                _read_only(empty),
+                read_only(np.zeros(count + 1, dtype=np.int64)),
+                read_only(empty),
+                read_only(empty),
             )
         else:
             offsets, codes, grades = judgments
@@ -301,15 +301,15 @@ class Outcomes(Sequence["QuestionOutcome"]):
                 _int_array(codes, "judgment"),
                 _int_array(grades, "grade"),
             )
-        _check_offsets(ranked.offsets, count, len(ranked.codes), "ranking")
-        _check_offsets(labels.offsets, count, len(labels.codes), "judgment")
+        check_offsets(ranked.offsets, count, len(ranked.codes), "ranking")
+        check_offsets(labels.offsets, count, len(labels.codes), "judgment")
         if len(labels.grades) != len(labels.codes):
             raise ValueError("judgments need one grade per document code")
-        _check_codes(ranked.codes, len(vocabulary), "ranking")
-        _check_codes(labels.codes, len(vocabulary), "judgment")
+        check_codes(ranked.codes, len(vocabulary), "ranking")
+        check_codes(labels.codes, len(vocabulary), "judgment")
         columns: dict[str, Any] = {
             QUESTION_IDS: ids,
-            LATENCY: _read_only(latency),
+            LATENCY: read_only(latency),
             ERRORS: error_map,
             FORMS: form_column,
             HARD_CLASSES: hard_column,
@@ -352,10 +352,10 @@ class Outcomes(Sequence["QuestionOutcome"]):
         """Whether any column has been read or was given (always, for outcomes in memory)."""
         return bool(self._cache)
 
-    def _metric(self, metric: str) -> _Metric:
+    def _metric(self, metric: str) -> MetricColumn:
         if metric not in self._metrics:
             raise KeyError(f"no metric {metric!r} in these outcomes")
-        found: _Metric = self._column(column_name(metric))
+        found: MetricColumn = self._column(column_name(metric))
         return found
 
     @property
@@ -588,18 +588,18 @@ class Outcomes(Sequence["QuestionOutcome"]):
         j_offsets, j_codes, j_grades = ragged(j.offsets, j.codes, j.grades)
         columns: dict[str, Any] = {
             QUESTION_IDS: tuple(ids[i] for i in picked.tolist()),
-            LATENCY: _read_only(self.latency_ms[picked]),
+            LATENCY: read_only(self.latency_ms[picked]),
             ERRORS: new_errors,
             FORMS: tuple(forms[i] for i in picked.tolist()),
             HARD_CLASSES: tuple(hard[i] for i in picked.tolist()),
             DOCUMENTS: self.documents,
-            RANKINGS: Rankings(_read_only(r_offsets), _read_only(r_codes)),
-            JUDGMENTS: Judgments(_read_only(j_offsets), _read_only(j_codes), _read_only(j_grades)),
+            RANKINGS: Rankings(read_only(r_offsets), read_only(r_codes)),
+            JUDGMENTS: Judgments(read_only(j_offsets), read_only(j_codes), read_only(j_grades)),
         }
         for name in self._metrics:
             metric = self._metric(name)
-            absent = None if metric.absent is None else _read_only(metric.absent[picked])
-            columns[column_name(name)] = _Metric(_read_only(metric.values[picked]), absent)
+            absent = None if metric.absent is None else read_only(metric.absent[picked])
+            columns[column_name(name)] = MetricColumn(read_only(metric.values[picked]), absent)
         return Outcomes(len(picked), len(new_errors), self._metrics, columns)
 
     # -- comparison ----------------------------------------------------------------------
@@ -672,7 +672,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
         return (Outcomes, (self._count, self._errored, list(self._metrics), columns))
 
 
-def _present(metric: _Metric, count: int) -> npt.NDArray[np.bool_]:
+def _present(metric: MetricColumn, count: int) -> npt.NDArray[np.bool_]:
     return np.ones(count, dtype=bool) if metric.absent is None else ~metric.absent
 
 

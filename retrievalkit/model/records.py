@@ -13,9 +13,9 @@ from retrievalkit.model.values import (
     Manifest,
     MetricValue,
     QuestionOutcome,
-    _as_dict,
-    _as_nested,
-    _as_tuple,
+    as_frozen_dict,
+    as_nested,
+    as_tuple,
 )
 
 #: The grader name of every retrievalkit record, so retrieval histories never mix with
@@ -104,7 +104,7 @@ def _check_manifest(_: Any, __: Any, value: Any) -> None:
 
 def _as_table(value: Any) -> FrozenDict:
     """name -> name -> value, read-only at both levels."""
-    return FrozenDict({key: _as_dict(inner) for key, inner in value.items()})
+    return FrozenDict({key: as_frozen_dict(inner) for key, inner in value.items()})
 
 
 @attrs.frozen
@@ -132,12 +132,12 @@ class StageReport:
     and ``questions`` the label of each question that has one.
     """
 
-    order: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    order: tuple[str, ...] = attrs.field(converter=as_tuple)
     metrics: Mapping[str, Mapping[str, MetricValue]] = attrs.field(converter=_as_table)
     deltas: Mapping[str, Mapping[str, StageDelta]] = attrs.field(converter=_as_table)
     attribution_k: int
-    attribution: Mapping[str, int] = attrs.field(converter=_as_dict)
-    questions: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    attribution: Mapping[str, int] = attrs.field(converter=as_frozen_dict)
+    questions: Mapping[str, str] = attrs.field(factory=dict, converter=as_frozen_dict)
 
 
 @attrs.frozen
@@ -157,10 +157,8 @@ class ResultRecord:
     grader: str
     pass_rate: float
     mean_score: float
-    metrics: Mapping[str, MetricValue] = attrs.field(converter=_as_dict)
-    slices: Mapping[str, Mapping[str, Mapping[str, MetricValue]]] = attrs.field(
-        converter=_as_nested
-    )
+    metrics: Mapping[str, MetricValue] = attrs.field(converter=as_frozen_dict)
+    slices: Mapping[str, Mapping[str, Mapping[str, MetricValue]]] = attrs.field(converter=as_nested)
     outcomes: Outcomes = attrs.field(converter=_as_outcomes)
     manifest: Manifest = attrs.field(validator=_check_manifest)
     schema_version: int = SCHEMA_VERSION
@@ -170,7 +168,7 @@ class ResultRecord:
     cluster_by: str | None = None
     """The field whose clusters the run's intervals resampled (``--cluster-by``); None
     for independent questions."""
-    clusters: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    clusters: Mapping[str, str] = attrs.field(factory=dict, converter=as_frozen_dict)
     """Question id -> the question's ``cluster`` field, for the questions that have one,
     so that a stored run can be compared by cluster without its set."""
 

@@ -35,7 +35,7 @@ class QuestionForm(str, enum.Enum):
     """An everyday rewording with little word overlap."""
 
 
-def _as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+def as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(value)
 
 
@@ -67,7 +67,7 @@ class FrozenDict(dict[str, Any]):
         return f"FrozenDict({dict.__repr__(self)})"
 
 
-def _as_dict(value: Any) -> FrozenDict:
+def as_frozen_dict(value: Any) -> FrozenDict:
     return value if type(value) is FrozenDict else FrozenDict(value)
 
 
@@ -117,10 +117,10 @@ class LazySlices(Mapping[str, Mapping[str, Mapping[str, Any]]]):
         return f"LazySlices({dict.__repr__(self._value) if self._value is not None else '...'})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_as_nested, (dict(self._slices()),))
+        return (as_nested, (dict(self._slices()),))
 
 
-def _as_nested(value: Any) -> FrozenDict | LazySlices:
+def as_nested(value: Any) -> FrozenDict | LazySlices:
     """Slices: field -> label -> metric -> value, read-only at every level."""
     if isinstance(value, LazySlices):
         return value
@@ -130,7 +130,7 @@ def _as_nested(value: Any) -> FrozenDict | LazySlices:
 def _nested(value: Any) -> FrozenDict:
     return FrozenDict(
         {
-            field: FrozenDict({label: _as_dict(metrics) for label, metrics in labels.items()})
+            field: FrozenDict({label: as_frozen_dict(metrics) for label, metrics in labels.items()})
             for field, labels in value.items()
         }
     )
@@ -150,12 +150,12 @@ class GoldenQuestion:
     id: str
     question: str
     form: QuestionForm | None = None
-    expected: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
-    grades: Mapping[str, int] = attrs.field(factory=dict, converter=_as_dict)
+    expected: tuple[str, ...] = attrs.field(default=(), converter=as_tuple)
+    grades: Mapping[str, int] = attrs.field(factory=dict, converter=as_frozen_dict)
     hard_class: str | None = None
     gist: str | None = None
-    meta: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
-    expected_chunks: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
+    meta: Mapping[str, str] = attrs.field(factory=dict, converter=as_frozen_dict)
+    expected_chunks: tuple[str, ...] = attrs.field(default=(), converter=as_tuple)
     """The chunk ids that answer it, for the chunk-level metrics (``chunk_rr`` ...), which
     score the retriever's raw ranking of chunks; empty: those metrics are undefined."""
     cluster: str | None = None
@@ -229,11 +229,11 @@ class GoldenQuestionSet:
     """A named golden set; its content hash identifies the exact questions and labels."""
 
     name: str
-    questions: tuple[GoldenQuestion, ...] = attrs.field(converter=_as_tuple)
+    questions: tuple[GoldenQuestion, ...] = attrs.field(converter=as_tuple)
     description: str | None = None
     source: str | None = None
     """Where the set was read from (a file, a directory, or a plugin), for messages."""
-    warnings: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple, eq=False)
+    warnings: tuple[str, ...] = attrs.field(default=(), converter=as_tuple, eq=False)
     """What reading it changed, e.g. ids compared in Unicode NFC (`retrievalkit.formats.ids`)."""
 
     @property
@@ -373,7 +373,7 @@ class Retrieval:
     """What one question got from a retriever: distinct ranked document ids, best first,
     or the error that replaced them (then the ranking is empty)."""
 
-    ranking: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    ranking: tuple[str, ...] = attrs.field(converter=as_tuple)
     latency_ms: float
     error: str | None = None
     returned: int = 0
@@ -405,15 +405,15 @@ class QuestionOutcome:
     """What happened to one question in a run."""
 
     question_id: str
-    ranking: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    ranking: tuple[str, ...] = attrs.field(converter=as_tuple)
     """The best distinct document ids, best first, as scored."""
-    scores: Mapping[str, float | None] = attrs.field(converter=_as_dict)
+    scores: Mapping[str, float | None] = attrs.field(converter=as_frozen_dict)
     """Metric name to value; None where the metric is undefined for this question."""
     latency_ms: float
     error: str | None = None
     form: QuestionForm | None = None
     hard_class: str | None = None
-    judgments: Mapping[str, int] = attrs.field(factory=dict, converter=_as_dict)
+    judgments: Mapping[str, int] = attrs.field(factory=dict, converter=as_frozen_dict)
     """The labels the question was scored against (expected ids at grade 1 unless graded)."""
 
     @property
@@ -430,22 +430,22 @@ class Manifest:
     set_hash: str
     retriever: str
     plugin: str
-    retriever_options: Mapping[str, Any] = attrs.field(converter=_as_dict)
+    retriever_options: Mapping[str, Any] = attrs.field(converter=as_frozen_dict)
     """The options as given, with secrets redacted."""
     retriever_options_hash: str
     created_at: str
-    ks: tuple[int, ...] = attrs.field(converter=_as_tuple)
+    ks: tuple[int, ...] = attrs.field(converter=as_tuple)
     overfetch: int
     confidence: float
     resamples: int
     seed: int
     git_commit: str | None = None
-    extra: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    extra: Mapping[str, str] = attrs.field(factory=dict, converter=as_frozen_dict)
     embedding_backend: str | None = None
     """Where the vectors live (``embedded``, ``elasticsearch``, ...); None without vectors."""
     embedding_model_id: str | None = None
     """The embedder's ``model_id`` that made the vectors; None without vectors."""
-    plugin_packages: Mapping[str, str] = attrs.field(factory=dict, converter=_as_dict)
+    plugin_packages: Mapping[str, str] = attrs.field(factory=dict, converter=as_frozen_dict)
     """Package name -> version of each plugin the run used (the retriever's, the set's)."""
     retriever_identifier: str | None = None
     """What the retriever calls itself (its ``identifier``), when it has one."""

@@ -26,8 +26,7 @@ from retrievalkit.errors import PluginError
 
 
 class Plugin(Protocol):
-    """What is read of a `retrievalkit.plugins.registry.Plugin` (which imports this
-    module, so it is described here rather than imported)."""
+    """What this module reads of a discovered plugin (`retrievalkit.plugins.registry.Plugin`)."""
 
     @property
     def name(self) -> str: ...

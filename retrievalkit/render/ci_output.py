@@ -125,7 +125,7 @@ def _properties(report: EvalReport) -> dict[str, str]:
 
 
 def write_junit_xml(report: EvalReport, path: Path, *, failed: str | None = None) -> None:
-    from retrievalkit.render.files import output_error, write_file
+    from retrievalkit.formats.files import output_error, write_file
 
     try:
         if path.parent != Path():
@@ -203,7 +203,7 @@ def write_step_summary(report: EvalReport, environ: Mapping[str, str] | None = N
     target = environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return False
-    from retrievalkit.render.files import append_whole, output_error
+    from retrievalkit.formats.files import append_whole, output_error
 
     try:
         # All of it or nothing: half a summary would break the Markdown of the next step.

@@ -21,7 +21,7 @@ OUTPUT_FILES = ("summary.json", "per_question.jsonl", "report.md")
 
 def write_output_file(directory: Path, name: str, text: str) -> None:
     """Write ``directory/name`` whole, replacing whatever is there without following it."""
-    from retrievalkit.render.files import write_file
+    from retrievalkit.formats.files import write_file
 
     write_file(directory / name, text)
 

@@ -18,12 +18,7 @@ if TYPE_CHECKING:
     from rich.style import Style
     from rich.text import Text
 
-#: What a terminal may act on or hide: C0 and C1 controls, DEL, line and paragraph
-#: separators, bidirectional marks, embeddings, overrides and isolates, invisible
-#: spaces and lone surrogates. (Zero-width joiners stay: scripts such as Persian need them.)
-UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u200b\u200e\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
-)
+from retrievalkit.formats.unsafe_text import UNSAFE as UNSAFE
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -112,7 +112,9 @@ def question_ids_from(queries: str) -> dict[str, str]:
     elif path.is_file() and path.suffix == ".jsonl" and _is_beir_queries(path):
         pairs = _beir_pairs(path)
     else:
-        pairs = [(question.id, question.question) for question in _load_set(queries).questions]
+        pairs = [
+            (question.id, question.question) for question in load_queries_as_set(queries).questions
+        ]
     mapping: dict[str, str] = {}
     for query_id, text in pairs:
         key = _normalise(text)
@@ -131,7 +133,7 @@ def question_ids_from(queries: str) -> dict[str, str]:
     return mapping
 
 
-def _load_set(queries: str) -> GoldenQuestionSet:
+def load_queries_as_set(queries: str) -> GoldenQuestionSet:
     from retrievalkit.formats.config import find_config
     from retrievalkit.plugins.resolution import resolve_set
 

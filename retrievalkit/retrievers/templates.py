@@ -156,11 +156,11 @@ class QuestionLookup:
     """Question text -> (id, meta), from the golden set the ``questions`` option names."""
 
     def __init__(self, source: str, used: tuple[str, ...]) -> None:
-        from retrievalkit.retrievers.run import _load_set
+        from retrievalkit.retrievers.run import load_queries_as_set
 
         self.source = source
         self._by_text: dict[str, tuple[str, Mapping[str, str]]] = {}
-        golden = _load_set(source)
+        golden = load_queries_as_set(source)
         for question in golden.questions:
             key = " ".join(question.question.split())
             other = self._by_text.get(key)

@@ -29,7 +29,6 @@ from retrievalkit.serve.judging_queue import (
 )
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Thresholds
     from retrievalkit.formats.config import Config
     from retrievalkit.formats.corpus import CorpusDocument
     from retrievalkit.model.outcomes import Outcomes
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from retrievalkit.pipeline.gating.comparison import Comparison
     from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.pipeline.gating.stage_comparison import StageComparison
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
     from retrievalkit.stores import ResultStore
 
 #: Runs kept in memory at once (a 100k-question run's columns are tens of MB).
@@ -174,7 +174,7 @@ class Site:
     def gate_thresholds(self) -> Thresholds:
         """The thresholds of the gate verdicts (importing the gate only when first asked)."""
         if self.thresholds is None:
-            from retrievalkit.api import Thresholds
+            from retrievalkit.pipeline.gating.thresholds import Thresholds
 
             self.thresholds = Thresholds.from_config(self.config)
         return self.thresholds
@@ -454,17 +454,28 @@ def _history(
 
 
 def baseline_of(site: Site, record: ResultRecord) -> ResultRecord | None:
-    """The run a new run of this key is gated against: the pinned one, else the one before."""
-    from retrievalkit.stores import pinned_run_id
+    """The run a run of this key is gated against, chosen as the gate chooses it
+    (`choose_baseline`): the pinned one, else the one stored before it; a pin naming a
+    run the store lost is the gate's error. Read through the site's cache of runs."""
+    from retrievalkit.model.records import GRADER
+    from retrievalkit.pipeline.gating.baselines import choose_baseline
 
-    pinned = pinned_run_id(site.store, record.set, record.model)
-    if pinned and pinned != record.run_id:
-        return site.record(pinned)
-    ids = [run.run_id for run in site.runs_of(record.set, record.model)]
-    if record.run_id in ids and ids.index(record.run_id) + 1 < len(ids):
-        # As the site keeps it: the columns its pages read are read once.
-        return site.record(ids[ids.index(record.run_id) + 1])
-    return None
+    def fetch(run_id: str) -> ResultRecord | None:
+        try:
+            return site.record(run_id)
+        except NotFound:
+            return None
+
+    return choose_baseline(
+        site.store,
+        record.set,
+        record.model,
+        grader=record.grader,
+        exclude=record.run_id,
+        fetch=fetch,
+        # The site keeps the runs of the plain grader's keys.
+        runs=(lambda: site.runs_of(record.set, record.model)) if record.grader == GRADER else None,
+    ).record
 
 
 def runs_of_set(site: Site, record: ResultRecord) -> list[ResultRecord]:

@@ -60,13 +60,13 @@ from retrievalkit.model.outcomes import (
     IntArray,
     Judgments,
     Loader,
+    MetricColumn,
     Outcomes,
     Rankings,
-    _check_codes,
-    _check_offsets,
-    _Metric,
-    _read_only,
+    check_codes,
+    check_offsets,
     column_name,
+    read_only,
 )
 from retrievalkit.model.values import QuestionForm
 
@@ -704,7 +704,7 @@ class StoredColumns:
         if name == QUESTION_IDS:
             return tuple(_unpack_strings("", arrays, count))
         if name == LATENCY:
-            return _read_only(sized(_decode_floats(arrays)))
+            return read_only(sized(_decode_floats(arrays)))
         if name == ERRORS:
             index = arrays["index"].astype(np.int64).tolist()
             messages = _unpack_strings("message.", arrays, len(index))
@@ -719,16 +719,16 @@ class StoredColumns:
             lengths = sized(arrays["lengths"]).astype(np.int64)
             offsets = np.zeros(count + 1, dtype=np.int64)
             np.cumsum(lengths, out=offsets[1:])
-            codes = _read_only(arrays["codes"].astype(np.int64))
-            _check_offsets(offsets, count, len(codes), name)
-            _check_codes(codes, self._documents().count, name)
+            codes = read_only(arrays["codes"].astype(np.int64))
+            check_offsets(offsets, count, len(codes), name)
+            check_codes(codes, self._documents().count, name)
             if name == RANKINGS:
-                return Rankings(_read_only(offsets), codes)
-            grades = _read_only(arrays["grades"].astype(np.int64))
-            return Judgments(_read_only(offsets), codes, grades)
+                return Rankings(read_only(offsets), codes)
+            grades = read_only(arrays["grades"].astype(np.int64))
+            return Judgments(read_only(offsets), codes, grades)
         if name.startswith(METRIC_PREFIX):
             values = sized(_decode_floats(arrays))
             absent = arrays.get("absent")
             mask = None if absent is None else np.unpackbits(absent, count=count).astype(bool)
-            return _Metric(_read_only(values), None if mask is None else _read_only(mask))
+            return MetricColumn(read_only(values), None if mask is None else read_only(mask))
         raise KeyError(name)

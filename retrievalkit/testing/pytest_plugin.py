@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Run, Thresholds
+    from retrievalkit.api import Run
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
     from retrievalkit.stores import ResultStore
 
 #: The metrics the terminal summary shows for each gated run.

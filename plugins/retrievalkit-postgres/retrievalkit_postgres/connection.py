@@ -50,7 +50,7 @@ class Target:
         """The libpq connection string."""
         from psycopg.conninfo import make_conninfo
 
-        return make_conninfo("", **self.parameters)
+        return str(make_conninfo("", **self.parameters))
 
     @property
     def where(self) -> str:

@@ -4,7 +4,7 @@ A run reads its set, its configuration, extra labels and whatever files the conf
 plugins name (a BM25 corpus, a rankings file), and writes its store (with the files
 SQLite and the JSON Lines store keep beside it) and the outputs asked for. Each output,
 and the store, is checked against all of them before any work (`check_outputs` in
-`retrievalkit.render.files`), so no option can point a write at an input.
+`retrievalkit.formats.files`), so no option can point a write at an input.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.render.files import check_outputs, store_files
+from retrievalkit.formats.files import check_outputs, store_files
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config

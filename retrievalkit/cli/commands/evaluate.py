@@ -36,11 +36,11 @@ from retrievalkit.errors import (
 from retrievalkit.formats.limits import check_path
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Thresholds
     from retrievalkit.formats.config import Config
     from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import GoldenQuestionSet
     from retrievalkit.pipeline.gating.gate import Verdict
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
     from retrievalkit.stores import ResultStore
 
 NAME, HELP = SUMMARIES["evaluate"]
@@ -366,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
         ),
         diagnostics=result.warnings,
     )
-    if "cluster_by" not in settings:
+    if settings.get("cluster_by") is None:
         # Only once the run succeeded: a bad input stays one line on stderr.
         _warn_related(args, golden)
     try:

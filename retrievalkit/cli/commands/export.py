@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         }
         text = json.dumps(document, sort_keys=True, ensure_ascii=False) + "\n"
     if args.output:
-        from retrievalkit.render.files import output_error, write_file
+        from retrievalkit.formats.files import output_error, write_file
 
         try:
             write_file(Path(args.output), text)

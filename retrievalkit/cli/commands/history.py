@@ -70,12 +70,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.prune and (args.keep is not None or args.dry_run):
         option = "--keep" if args.keep is not None else "--dry-run"
         raise InputError("only means something with --prune", field=option, hint="add --prune")
-    from retrievalkit.pipeline.engine.stages import check_metric_name
+    from retrievalkit.metrics.definitions import canonical_metric_name
 
     metrics = []
     for name in args.metric:
         try:
-            metrics.append(check_metric_name(name))
+            metrics.append(canonical_metric_name(name))
         except ValueError as error:
             raise InputError(str(error), field="--metric") from None
     config = load_config(args)

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from retrievalkit.api import Thresholds
     from retrievalkit.formats.config import Config
     from retrievalkit.model.records import ResultRecord
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
     from retrievalkit.stores import ResultStore
 
 FORMATS = ("table", "json", "markdown")
@@ -214,7 +214,7 @@ def stored_run(args: argparse.Namespace, config: Config) -> tuple[ResultStore, R
 
 def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
     """The gate's thresholds: the configuration's, with --max-top1/3-drop over them."""
-    from retrievalkit.api import Thresholds
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
 
     overrides = {
         metric: value
@@ -352,43 +352,28 @@ def executor_settings(args: argparse.Namespace) -> dict[str, Any]:
 def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, Any]:
     """The keyword arguments of `retrievalkit.evaluate` from the options and the
     configuration, the same for every command that evaluates, so that ``eval`` and
-    ``compare`` store the same record for the same retriever."""
-    from retrievalkit.metrics.definitions import DEFAULT_KS, parse_metric, requested_metrics
-    from retrievalkit.pipeline.engine.evaluator import DEFAULT_OVERFETCH
-    from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
+    ``compare`` store the same record for the same retriever. The settings are resolved
+    as the Python API resolves them (`retrievalkit.pipeline.engine.settings`); every metric
+    the gate checks, the command line's thresholds included, is computed."""
+    from retrievalkit.pipeline.engine.settings import UNSET, EvalSettings
 
-    settings = config.eval
-    ks = set(getattr(args, "k", None) or settings.k or DEFAULT_KS)
-    gated = thresholds(args, config).metric_names()
-    # A metric computed only on request (ndcg_exp@10) is computed when it is gated, too.
-    metrics = (*getattr(args, "metric", ()), *settings.metrics, *requested_metrics(gated))
-    # A gated metric at a cut-off not asked for is computed anyway, so the gate can check it.
-    for name in gated:
-        # A stage's metric (stage.rerank:ndcg@20) needs its cut-off as much as any.
-        metric = parse_metric(name.rpartition(":")[2] if name.startswith("stage.") else name)
-        if metric.k is not None:
-            ks.add(metric.k)
-    confidence = getattr(args, "confidence", None)
     max_error_rate = getattr(args, "max_error_rate", None)
-    cluster_by = getattr(args, "cluster_by", None) or settings.cluster_by
-    return {
-        **({"cluster_by": cluster_by} if cluster_by else {}),
-        **({"metrics": tuple(dict.fromkeys(metrics))} if metrics else {}),
-        "k": tuple(sorted(ks)),
-        "overfetch": getattr(args, "overfetch", None) or settings.overfetch or DEFAULT_OVERFETCH,
-        "resamples": getattr(args, "resamples", None) or settings.resamples or DEFAULT_RESAMPLES,
-        "confidence": (
-            confidence if confidence is not None else settings.confidence or DEFAULT_CONFIDENCE
-        ),
-        "slices": tuple(dict.fromkeys((*settings.slices, *getattr(args, "slice", ())))),
-        "concurrency": getattr(args, "concurrency", None) or settings.concurrency or 1,
-        "timeout": getattr(args, "timeout", None) or settings.timeout,
-        "max_error_rate": (
-            max_error_rate
-            if max_error_rate is not None
-            else config.regression.max_error_rate or 0.0
-        ),
-        "config": config,
-        "chunk_separator": getattr(args, "chunk_separator", None) or settings.chunk_separator,
-        **executor_settings(args),
-    }
+    resolved = EvalSettings.resolve(
+        config,
+        k=getattr(args, "k", None) or None,
+        overfetch=getattr(args, "overfetch", None),
+        resamples=getattr(args, "resamples", None),
+        confidence=getattr(args, "confidence", None),
+        concurrency=getattr(args, "concurrency", None),
+        timeout=getattr(args, "timeout", None),
+        max_error_rate=UNSET if max_error_rate is None else max_error_rate,
+        slices=getattr(args, "slice", None) or None,
+        metrics=getattr(args, "metric", None) or None,
+        cluster_by=getattr(args, "cluster_by", None) or None,
+        chunk_separator=getattr(args, "chunk_separator", None) or None,
+        gated=thresholds(args, config).metric_names(),
+    )
+    chosen = resolved.arguments()
+    # The seed has no option here: the API's default is the run's seed.
+    del chosen["seed"]
+    return {**chosen, "config": config, **executor_settings(args)}

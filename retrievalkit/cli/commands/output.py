@@ -33,7 +33,7 @@ def emit_report(
         try:
             write_report_files(report, directory)
         except OSError as error:
-            from retrievalkit.render.files import output_error
+            from retrievalkit.formats.files import output_error
 
             raise output_error(error, directory, "--output-dir", "the report") from None
     if ci:

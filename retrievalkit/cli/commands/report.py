@@ -107,9 +107,9 @@ def _gate(
     """
     import attrs
 
-    from retrievalkit.api import Thresholds
     from retrievalkit.pipeline.gating.baselines import EXPLICIT, NEWEST, PINNED
     from retrievalkit.pipeline.gating.gate import compare_runs, retriever_changes
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
     from retrievalkit.stores import pinned_run_id
 
     key = (record.set, record.model, record.grader)
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             "the HTML report draws its charts with matplotlib, which is not installed",
             hint=INSTALL_HINT,
         )
-    from retrievalkit.render.files import output_error, write_file
+    from retrievalkit.formats.files import output_error, write_file
     from retrievalkit.render.html_report import render_html_report
     from retrievalkit.render.run_report import build_run_report
 

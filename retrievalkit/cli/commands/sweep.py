@@ -64,11 +64,8 @@ def progress_path(args: argparse.Namespace, url: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.api import sweep
     from retrievalkit.formats.limits import check_path
-    from retrievalkit.metrics.definitions import DEFAULT_KS
-    from retrievalkit.pipeline.engine.evaluator import DEFAULT_OVERFETCH
     from retrievalkit.render.summary import to_json_text
     from retrievalkit.render.sweep import render_sweep_markdown, sweep_document, sweep_renderable
-    from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 
     config = load_config(args)
     if args.name not in config.sweeps:
@@ -89,26 +86,17 @@ def run(args: argparse.Namespace) -> int:
     progress = progress_path(args, store_url(args, config))
     if args.fresh and progress.exists():
         progress.unlink()
-    settings = config.eval
     try:
         result = sweep(
             args.set,
             args.name,
-            k=args.k or settings.k or DEFAULT_KS,
-            overfetch=args.overfetch or settings.overfetch or DEFAULT_OVERFETCH,
-            resamples=args.resamples or settings.resamples or DEFAULT_RESAMPLES,
-            confidence=(
-                args.confidence
-                if args.confidence is not None
-                else settings.confidence or DEFAULT_CONFIDENCE
-            ),
-            concurrency=args.concurrency or settings.concurrency or 1,
-            timeout=args.timeout or settings.timeout,
-            max_error_rate=(
-                args.max_error_rate
-                if args.max_error_rate is not None
-                else config.regression.max_error_rate or 0.0
-            ),
+            k=args.k or None,
+            overfetch=args.overfetch,
+            resamples=args.resamples,
+            confidence=args.confidence,
+            concurrency=args.concurrency,
+            timeout=args.timeout,
+            **({} if args.max_error_rate is None else {"max_error_rate": args.max_error_rate}),
             config=config,
             progress_file=progress,
             **executor_settings(args),

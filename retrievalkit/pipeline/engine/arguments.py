@@ -144,27 +144,15 @@ def check_names(value: Any, *, field: str) -> tuple[str, ...]:
 
 
 def check_metric_name(name: Any, *, field: str) -> str:
-    """The canonical name of a gated metric (``"HIT@1 "`` -> ``"hit@1"``); unknown names
-    are refused, since a threshold on a name no computed metric has is never checked."""
-    from retrievalkit.metrics.definitions import parse_metric
+    """The canonical name of a gated metric (``"HIT@1 "`` -> ``"hit@1"``, a stage's
+    ``stage.rerank:rr`` too); unknown names are refused, since a threshold on a name no
+    computed metric has is never checked."""
+    from retrievalkit.metrics.definitions import canonical_metric_name
 
     if not isinstance(name, str):
         raise InputError(f"a metric name must be a string, got {name!r}", field=field)
-    text = name.strip()
-    # A stage's metric (`pipeline.engine.stages`): stage.STAGE:METRIC, e.g. stage.rerank:rr.
-    if text.startswith("stage."):
-        stage, colon, metric = text[len("stage.") :].rpartition(":")
-        if not colon or not stage.strip():
-            raise InputError(
-                f"stage metric {name!r} is not stage.STAGE:METRIC, e.g. stage.rerank:rr",
-                field=field,
-            )
-        try:
-            return f"stage.{stage}:{parse_metric(metric).name}"
-        except ValueError as error:
-            raise InputError(str(error), field=field) from None
     try:
-        return parse_metric(text).name
+        return canonical_metric_name(name)
     except ValueError as error:
         raise InputError(str(error), field=field) from None
 

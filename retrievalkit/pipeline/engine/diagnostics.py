@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from retrievalkit.metrics.scoring import short_warning
+
 if TYPE_CHECKING:
     from retrievalkit.model.values import QuestionOutcome
     from retrievalkit.pipeline.engine.evaluator import Retrieval
@@ -162,13 +164,3 @@ def short_of_documents_warning(
         return None
     fewest = min(len(retrieval.ranking) for retrieval in short)
     return short_warning(len(short), fewest, depth, overfetch)
-
-
-def short_warning(short: int, fewest: int, depth: int, overfetch: int) -> str:
-    """The text of `short_of_documents_warning`: ``short`` questions, as few as ``fewest``."""
-    limit = depth * overfetch
-    return (
-        f"{short} question(s) got {limit} ids (max(k) {depth} × overfetch {overfetch}) but "
-        f"fewer than {depth} distinct documents after duplicates collapsed (as few as "
-        f"{fewest}); metrics at k = {depth} undercount them: raise --overfetch"
-    )

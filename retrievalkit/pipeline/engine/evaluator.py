@@ -12,10 +12,11 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar, overload
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from retrievalkit.formats.ids import ReturnedIds, clean_ranking, needs_cleaning, unordered_kind
+from retrievalkit.model.retrievals import Retrievals as Retrievals
 from retrievalkit.model.values import GoldenQuestion
 from retrievalkit.model.values import Retrieval as Retrieval
 from retrievalkit.redaction import scrub
@@ -30,113 +31,6 @@ STREAM_BATCH = 64 * _BATCH
 
 
 ProgressCallback = Callable[[int], None]
-
-
-class Retrievals(Sequence[Retrieval]):
-    """The retrievals of consecutive questions, held by column.
-
-    What `ask_in_batches` yields: a sequence of `Retrieval` (indexing builds one), whose
-    columns a scorer reads without any per-question object. ``errors`` maps the position
-    of each question that errored, in order, to its message.
-    """
-
-    __slots__ = ("errors", "latency_ms", "rankings", "returned")
-
-    def __init__(
-        self,
-        rankings: list[tuple[str, ...]],
-        latency_ms: list[float],
-        returned: list[int],
-        errors: dict[int, str],
-    ) -> None:
-        if not len(rankings) == len(latency_ms) == len(returned):
-            raise ValueError("rankings, latency_ms and returned must have one entry a question")
-        self.rankings = rankings
-        self.latency_ms = latency_ms
-        self.returned = returned
-        self.errors = errors
-
-    @classmethod
-    def of(cls, retrievals: Iterable[Retrieval]) -> Retrievals:
-        """``retrievals`` by column (a `Retrievals` as it is)."""
-        if isinstance(retrievals, Retrievals):
-            return retrievals
-        held = list(retrievals)
-        return cls(
-            [retrieval.ranking for retrieval in held],
-            [retrieval.latency_ms for retrieval in held],
-            [retrieval.returned for retrieval in held],
-            {
-                index: retrieval.error
-                for index, retrieval in enumerate(held)
-                if retrieval.error is not None
-            },
-        )
-
-    @classmethod
-    def joined(cls, parts: Sequence[Retrievals]) -> Retrievals:
-        """The retrievals of ``parts`` one after another."""
-        if len(parts) == 1:
-            return parts[0]
-        rankings: list[tuple[str, ...]] = []
-        latency: list[float] = []
-        returned: list[int] = []
-        errors: dict[int, str] = {}
-        for part in parts:
-            low = len(rankings)
-            errors.update((low + position, message) for position, message in part.errors.items())
-            rankings += part.rankings
-            latency += part.latency_ms
-            returned += part.returned
-        return cls(rankings, latency, returned, errors)
-
-    def __len__(self) -> int:
-        return len(self.rankings)
-
-    @overload
-    def __getitem__(self, index: int) -> Retrieval: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Retrievals: ...
-
-    def __getitem__(self, index: int | slice) -> Retrieval | Retrievals:
-        if isinstance(index, slice):
-            positions = range(len(self.rankings))[index]
-            errors = self.errors
-            return Retrievals(
-                self.rankings[index],
-                self.latency_ms[index],
-                self.returned[index],
-                {
-                    offset: errors[position]
-                    for offset, position in enumerate(positions)
-                    if position in errors
-                },
-            )
-        position = range(len(self.rankings))[index]
-        return Retrieval(
-            self.rankings[position],
-            self.latency_ms[position],
-            self.errors.get(position),
-            self.returned[position],
-        )
-
-    def __iter__(self) -> Iterator[Retrieval]:
-        errors = self.errors
-        for position, (ranking, latency, returned) in enumerate(
-            zip(self.rankings, self.latency_ms, self.returned, strict=True)
-        ):
-            yield Retrieval(ranking, latency, errors.get(position), returned)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Retrievals({list(self)!r})"
 
 
 def _ordered(ids: Any) -> bool:
@@ -192,7 +86,7 @@ def distinct_ranking(
     return tuple(dict.fromkeys(ids))[:depth]
 
 
-def _describe(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
@@ -332,7 +226,7 @@ def ask_in_batches(
     advance = progress or (lambda _: None)
 
     def describe(error: BaseException) -> str:
-        return scrub(_describe(error), secrets)
+        return scrub(describe_error(error), secrets)
 
     batched = callable(getattr(retriever, "retrieve_many", None))
 
@@ -460,7 +354,7 @@ def _evaluate_concurrently(
                 try:
                     results[index] = ask(texts[index], call)
                 except BaseException as error:  # never lose a question, whatever escaped
-                    results[index] = Retrieval((), 0.0, _describe(error))
+                    results[index] = Retrieval((), 0.0, describe_error(error))
                 finished.put(index)
         finally:
             waiter.close()
@@ -480,7 +374,7 @@ def _evaluate_batched(
     depth: int,
     advance: ProgressCallback,
     timeout: float | None = None,
-    describe: Callable[[BaseException], str] = _describe,
+    describe: Callable[[BaseException], str] = describe_error,
     concurrency: int = 1,
     notes: ReturnedIds | None = None,
 ) -> Retrievals:
@@ -538,7 +432,7 @@ def _batches_concurrently(
     `_evaluate_concurrently`; the outcomes keep the set's order."""
 
     def failed(batch: list[str], error: BaseException) -> Retrievals:
-        return Retrievals.of([Retrieval((), 0.0, _describe(error))] * len(batch))
+        return Retrievals.of([Retrieval((), 0.0, describe_error(error))] * len(batch))
 
     results = in_threads(
         ask, batches, concurrency, failed=failed, done=advance, name="retrievalkit-batch"

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 OBJECT_PLUGIN = "python-object"
 
 
-def _config(config: Config | str | os.PathLike[str] | None) -> Config:
+def as_config(config: Config | str | os.PathLike[str] | None) -> Config:
     from retrievalkit.formats.config import Config, find_config
 
     if isinstance(config, Config):
@@ -186,7 +186,7 @@ def _optional(module: str, method: str) -> Any:
 
 
 @attrs.frozen
-class _Retriever:
+class ResolvedRetriever:
     """A retriever ready to ask, with what the manifest records about it."""
 
     name: str
@@ -199,7 +199,7 @@ class _Retriever:
 
 
 @attrs.frozen
-class _Plan:
+class RetrieverPlan:
     """A retriever as named, before it is built: what the manifest records, the
     configuration it is built from, and (for one given as an object) the object."""
 
@@ -211,7 +211,7 @@ class _Plan:
     package: tuple[str, str] | None = None
     instance: Any = None
 
-    def build(self, *, share: Builder | None = None) -> _Retriever:
+    def build(self, *, share: Builder | None = None) -> ResolvedRetriever:
         """The retriever, built (for a named one) in this process; with ``share``, as a
         sweep's builder hands it and its parts out."""
         if self.instance is not None:
@@ -222,18 +222,18 @@ class _Plan:
             found = resolve_retriever(self.name, self.config, share=share).retriever
         return self.build_as(found)
 
-    def build_as(self, retriever: Any) -> _Retriever:
+    def build_as(self, retriever: Any) -> ResolvedRetriever:
         """The plan with ``retriever`` standing for what it builds (for a retriever built
         elsewhere: what the record needs to know of it)."""
-        return _Retriever(
+        return ResolvedRetriever(
             self.name, self.plugin, self.options, retriever, self.secrets, self.package
         )
 
 
-def _plan(
+def plan_retriever(
     retriever: Any, options: Mapping[str, Any] | None, name: str | None, config: Config
-) -> _Plan:
-    """`_resolve` up to building: checks the name (or the object) and gathers the secrets."""
+) -> RetrieverPlan:
+    """`resolve_retriever` up to building: checks the name (or object), gathers the secrets."""
     from retrievalkit.redaction import secret_values
 
     instance = None
@@ -281,21 +281,21 @@ def _plan(
         },
         key=lambda value: (-len(value), value),
     )
-    return _Plan(label, plugin, used, config, tuple(hidden), package, instance)
+    return RetrieverPlan(label, plugin, used, config, tuple(hidden), package, instance)
 
 
-def _resolve(
+def resolve_retriever(
     retriever: Any,
     options: Mapping[str, Any] | None,
     name: str | None,
     config: Config,
     *,
     share: Builder | None = None,
-) -> _Retriever:
-    return _plan(retriever, options, name, config).build(share=share)
+) -> ResolvedRetriever:
+    return plan_retriever(retriever, options, name, config).build(share=share)
 
 
-def _check_slices(golden: GoldenQuestionSet, slices: Sequence[str]) -> None:
+def check_slice_fields(golden: GoldenQuestionSet, slices: Sequence[str]) -> None:
     from retrievalkit.metrics.scoring import STANDARD_SLICES
 
     fields = sorted({key for question in golden.questions for key in question.meta})
@@ -309,7 +309,7 @@ def _check_slices(golden: GoldenQuestionSet, slices: Sequence[str]) -> None:
             )
 
 
-def _checked_clusters(golden: GoldenQuestionSet, cluster_by: str | None) -> str | None:
+def checked_clusters(golden: GoldenQuestionSet, cluster_by: str | None) -> str | None:
     """``cluster_by`` checked against the set (an `InputError` names what to do)."""
     from retrievalkit.pipeline.engine.clustering import check_set_clusters, checked_cluster_by
 
@@ -319,10 +319,10 @@ def _checked_clusters(golden: GoldenQuestionSet, cluster_by: str | None) -> str 
     return field
 
 
-def _staged_run(
+def staged_run(
     golden: GoldenQuestionSet,
     scorer: RunScorer,
-    resolved: _Retriever,
+    resolved: ResolvedRetriever,
     *,
     overfetch: int,
     timeout: float | None,
@@ -356,7 +356,7 @@ def _staged_run(
         staged.add(answers, stages)
     report, columns = staged.finish()
     scorer.extra_columns.update(columns)
-    return _finished_run(
+    return finished_run(
         golden,
         scorer,
         resolved,
@@ -369,11 +369,11 @@ def _staged_run(
     )
 
 
-def _scored_run(
+def scored_run(
     golden: GoldenQuestionSet,
     questions: Sequence[GoldenQuestion],
     retrievals: Sequence[Retrieval],
-    resolved: _Retriever,
+    resolved: ResolvedRetriever,
     scoring: ScoringOptions,
     *,
     overfetch: int,
@@ -403,7 +403,7 @@ def _scored_run(
     if staged is not None:
         report, columns = staged.finish()
         scorer.extra_columns.update(columns)
-    return _finished_run(
+    return finished_run(
         golden,
         scorer,
         resolved,
@@ -417,10 +417,10 @@ def _scored_run(
     )
 
 
-def _finished_run(
+def finished_run(
     golden: GoldenQuestionSet,
     scorer: RunScorer,
-    resolved: _Retriever,
+    resolved: ResolvedRetriever,
     *,
     overfetch: int,
     git_commit: str | Literal["detect"] | None,

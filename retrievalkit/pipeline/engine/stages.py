@@ -38,6 +38,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from retrievalkit.metrics.names import STAGE_PREFIX as STAGE_PREFIX
+from retrievalkit.metrics.names import split_stage_metric as split_stage_metric
+from retrievalkit.metrics.names import stage_metric as stage_metric
 from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
 from retrievalkit.model.records import ResultRecord, StageDelta, StageReport
 from retrievalkit.model.values import GoldenQuestion
@@ -50,8 +53,6 @@ from retrievalkit.pipeline.engine.evaluator import (
 from retrievalkit.redaction import scrub
 from retrievalkit.stats.paired import paired_test, verdict
 
-#: What a stage metric's name starts with: ``stage.rerank:rr``.
-STAGE_PREFIX = "stage."
 #: Stage names whose stage consumes the stages before it, and the words their labels use.
 CONSUMING = {
     "fusion": ("lost in fusion", "rescued by fusion"),
@@ -60,21 +61,6 @@ CONSUMING = {
 NOT_RETRIEVED = "not retrieved"
 BELOW_K = "ranked below k"
 _BATCH = 64
-
-
-def stage_metric(stage: str, metric: str) -> str:
-    """The name of ``metric`` of ``stage`` in a record's outcomes, the gate and history."""
-    return f"{STAGE_PREFIX}{stage}:{metric}"
-
-
-def split_stage_metric(name: str) -> tuple[str, str] | None:
-    """``stage.rerank:rr`` -> (``rerank``, ``rr``); None for a name that is not a stage's."""
-    if not name.startswith(STAGE_PREFIX):
-        return None
-    stage, colon, metric = name[len(STAGE_PREFIX) :].rpartition(":")
-    if not colon or not stage or not metric:
-        raise ValueError(f"stage metric {name!r} is not stage.STAGE:METRIC, e.g. stage.rerank:rr")
-    return stage, metric
 
 
 def record_mean(record: ResultRecord, name: str) -> float | None:
@@ -87,18 +73,6 @@ def record_mean(record: ResultRecord, name: str) -> float | None:
         stage, metric = split
         value = None if record.stages is None else record.stages.metrics.get(stage, {}).get(metric)
     return None if value is None else value.mean
-
-
-def check_metric_name(name: str) -> str:
-    """The canonical name of a metric or stage metric (``stage.rerank:NDCG@10`` ->
-    ``stage.rerank:ndcg@10``); ``ValueError`` with the known names otherwise."""
-    from retrievalkit.metrics.definitions import parse_metric
-
-    split = split_stage_metric(name.strip())
-    if split is None:
-        return parse_metric(name).name
-    stage, metric = split
-    return stage_metric(stage, parse_metric(metric).name)
 
 
 def has_stages(retriever: Any) -> bool:

@@ -9,6 +9,8 @@ comparing with something else.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import attrs
 
 from retrievalkit.errors import InputError, StoreError
@@ -39,13 +41,19 @@ def choose_baseline(
     explicit: str | None = None,
     grader: str = GRADER,
     exclude: str | None = None,
+    fetch: Callable[[str], ResultRecord | None] | None = None,
+    runs: Callable[[], Sequence[ResultRecord]] | None = None,
 ) -> BaselineChoice:
     """The baseline of a (set, model, grader) key in ``store``.
 
-    ``exclude`` is the candidate's own run id: once saved, it is not its own baseline.
+    ``exclude`` is the candidate's own run id: once saved, it is not its own baseline, and
+    the newest earlier run is the newest one stored before it. ``fetch`` (a run by id) and
+    ``runs`` (the key's runs, newest first) read through a cache of the caller's, as
+    `serve` keeps one; by default they read ``store``.
     """
+    get = store.get if fetch is None else fetch
     if explicit:
-        record = store.get(explicit)
+        record = get(explicit)
         if record is None:
             raise InputError(
                 f"no run {explicit} in {store.url}",
@@ -62,8 +70,8 @@ def choose_baseline(
             )
         return BaselineChoice(record, EXPLICIT)
     pinned = pinned_run_id(store, set_name, model, grader)
-    if pinned is not None:
-        record = store.get(pinned)
+    if pinned is not None and pinned != exclude:
+        record = get(pinned)
         if record is None:
             raise StoreError(
                 f"the pinned baseline {pinned} of {set_name} × {model} is not in {store.url}; "
@@ -71,7 +79,10 @@ def choose_baseline(
                 f"(retrievalkit baseline unpin --set {set_name} --retriever {model})"
             )
         return BaselineChoice(record, PINNED)
-    earlier = [run for run in store.runs(set_name, model, grader) if run.run_id != exclude]
+    stored = list(runs() if runs is not None else store.runs(set_name, model, grader))
+    ids = [run.run_id for run in stored]
+    # Newest first: the runs stored before the candidate, when it is stored itself.
+    earlier = stored[ids.index(exclude) + 1 :] if exclude in ids else stored
     if earlier:
         return BaselineChoice(earlier[0], NEWEST)
     return BaselineChoice(

@@ -191,7 +191,7 @@ def compare_records(
             warnings.append(partial)
     for side, column, positions in zip(sides[1:], columns[1:], side_positions, strict=True):
         deltas = [
-            _delta(
+            metric_delta(
                 metric_column(base_columns, metric)[base_positions],
                 metric_column(column, metric)[positions],
                 metric,
@@ -295,7 +295,7 @@ def _system(side: Side, shared: Sequence[str]) -> System:
     )
 
 
-def _delta(
+def metric_delta(
     left: npt.NDArray[np.float64],
     right: npt.NDArray[np.float64],
     metric: str,

@@ -20,10 +20,10 @@ from retrievalkit.stats.sequential import (
 )
 
 if TYPE_CHECKING:
-    from retrievalkit.api import Thresholds
     from retrievalkit.model.values import GoldenQuestionSet
     from retrievalkit.pipeline.engine.run import Run
     from retrievalkit.pipeline.gating.gate import Verdict
+    from retrievalkit.pipeline.gating.thresholds import Thresholds
     from retrievalkit.stores import ResultStore
 
 
@@ -60,15 +60,20 @@ def evaluate_sequentially(
     from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
     from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
     from retrievalkit.pipeline.engine.evaluator import Retrieval, Retrievals, evaluate_questions
-    from retrievalkit.pipeline.engine.run import _checked_clusters, _config, _resolve, _scored_run
+    from retrievalkit.pipeline.engine.run import (
+        as_config,
+        checked_clusters,
+        resolve_retriever,
+        scored_run,
+    )
     from retrievalkit.pipeline.engine.stages import StageScorer, ask_stages, has_stages
     from retrievalkit.pipeline.gating.baselines import choose_baseline
     from retrievalkit.pipeline.gating.gate import compare_runs, settle_sequentially, split_slice
     from retrievalkit.stats.clusters import questions_clusters
     from retrievalkit.stats.power import gated_metrics
 
-    cluster_by = _checked_clusters(golden, cluster_by)
-    resolved = _resolve(retriever, None, None, _config(config))
+    cluster_by = checked_clusters(golden, cluster_by)
+    resolved = resolve_retriever(retriever, None, None, as_config(config))
     choice = choose_baseline(store, golden.name, resolved.name, explicit=baseline)
     if choice.record is None:
         raise InputError(
@@ -154,7 +159,7 @@ def evaluate_sequentially(
         clusters=None if cluster_by is None else questions_clusters(questions, cluster_by).tolist(),
     )
     kept = sorted(asked)
-    run = _scored_run(
+    run = scored_run(
         golden,
         [questions[index] for index in kept],
         [answered[index] for index in kept],

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from retrievalkit.metrics.names import stage_metric
 from retrievalkit.model.records import ResultRecord, StageDelta, StageReport
 from retrievalkit.model.values import MetricValue
-from retrievalkit.pipeline.engine.stages import stage_metric
 from retrievalkit.pipeline.gating.comparison import MetricDelta
 
 
@@ -90,7 +90,7 @@ def compare_stages(
 ) -> StageComparison | None:
     """The stage view of ``candidate`` against ``baseline``; None when neither has stages."""
     from retrievalkit.metrics.scoring import metric_column, positions_of
-    from retrievalkit.pipeline.gating.comparison import _delta
+    from retrievalkit.pipeline.gating.comparison import metric_delta
     from retrievalkit.stats.paired import verdict
 
     before, after = baseline.stages, candidate.stages
@@ -120,7 +120,7 @@ def compare_stages(
         if stage not in before_order or stage not in after_order or not shared:
             return None
         name = stage_metric(stage, metric)
-        delta = _delta(
+        delta = metric_delta(
             metric_column(baseline.outcomes, name)[base_at],
             metric_column(candidate.outcomes, name)[cand_at],
             name,

@@ -42,7 +42,7 @@ from retrievalkit.pipeline.sweeps import sweep_split
 
 if TYPE_CHECKING:
     from retrievalkit.metrics.scoring import ScoringOptions
-    from retrievalkit.pipeline.engine.run import Run, _Retriever
+    from retrievalkit.pipeline.engine.run import ResolvedRetriever, Run
 
 #: Grids with more configurations than this are tuned by successive halving (unless
 #: the table says ``halving = false``).
@@ -167,7 +167,7 @@ class Settings:
 
 
 #: What asks questions: (resolved retriever, questions, settings) -> one Retrieval each.
-Asker = Callable[["_Retriever", Sequence[GoldenQuestion], Settings], list[Retrieval]]
+Asker = Callable[["ResolvedRetriever", Sequence[GoldenQuestion], Settings], list[Retrieval]]
 
 
 class RemoteAsker(Protocol):
@@ -187,7 +187,7 @@ class RemoteAsker(Protocol):
 
 
 def ask_locally(
-    resolved: _Retriever, questions: Sequence[GoldenQuestion], settings: Settings
+    resolved: ResolvedRetriever, questions: Sequence[GoldenQuestion], settings: Settings
 ) -> list[Retrieval]:
     """The questions asked in this process, as `retrievalkit.evaluate` asks them."""
     from retrievalkit.pipeline.engine.evaluator import evaluate_questions
@@ -363,14 +363,14 @@ class _Evaluations:
             # A sweep that selects by a metric computed only on request computes it.
             metrics=requested_metrics([spec.select]),
         )
-        self._resolved: dict[str, _Retriever] = {}
+        self._resolved: dict[str, ResolvedRetriever] = {}
 
-    def _retriever(self, key: str, config: Config) -> _Retriever:
-        from retrievalkit.pipeline.engine.run import _resolve
+    def _retriever(self, key: str, config: Config) -> ResolvedRetriever:
+        from retrievalkit.pipeline.engine.run import resolve_retriever
 
         found = self._resolved.get(key)
         if found is None:
-            found = _resolve(self.spec.retriever, None, None, config, share=self.shared)
+            found = resolve_retriever(self.spec.retriever, None, None, config, share=self.shared)
             self._resolved[key] = found
         return found
 
@@ -422,12 +422,12 @@ class _Evaluations:
         self, key: str, config: Config, questions: Sequence[GoldenQuestion], label: str
     ) -> tuple[Run, list[Retrieval]]:
         from retrievalkit.errors import RunFailed
-        from retrievalkit.pipeline.engine.run import _Retriever, _scored_run
+        from retrievalkit.pipeline.engine.run import ResolvedRetriever, scored_run
 
         retrievals = self.retrievals(key, config, questions)
-        placeholder = _Retriever(label, "sweep", {}, None, ())
+        placeholder = ResolvedRetriever(label, "sweep", {}, None, ())
         try:
-            run = _scored_run(
+            run = scored_run(
                 GoldenQuestionSet(self.golden.name, questions),
                 questions,
                 retrievals,

@@ -54,7 +54,7 @@ class RetrievalkitDocumentEmbedder:
 
     @component.output_types(documents=list[Document])
     def run(self, documents: list[Document]) -> dict[str, list[Document]]:
-        out = []
+        out: list[Document] = []
         for start in range(0, len(documents), self.batch_size):
             batch = documents[start : start + self.batch_size]
             vectors = self.embedder.embed([doc.content or "" for doc in batch])

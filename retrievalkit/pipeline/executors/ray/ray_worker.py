@@ -86,7 +86,7 @@ class Worker:
         """Build the retriever of ``key`` (once) and describe it."""
         from retrievalkit.embedders import embedding_of
         from retrievalkit.errors import RetrievalkitError
-        from retrievalkit.pipeline.engine.run import _resolve
+        from retrievalkit.pipeline.engine.run import resolve_retriever
         from retrievalkit.pipeline.engine.stages import has_stages
         from retrievalkit.redaction import scrub
 
@@ -96,7 +96,7 @@ class Worker:
 
                 self._shared = SharedRetrievers()
             try:
-                self._built[key] = _resolve(
+                self._built[key] = resolve_retriever(
                     build.instance if build.instance is not None else build.name,
                     build.options if build.instance is not None else None,
                     build.name,
@@ -106,10 +106,10 @@ class Worker:
             except RetrievalkitError as error:
                 return Failure(type(error).__name__, str(error))
             except Exception as error:
-                from retrievalkit.pipeline.engine.evaluator import _describe
+                from retrievalkit.pipeline.engine.evaluator import describe_error
 
                 secrets = _secrets_of(build.config)
-                return Failure("EvaluationError", scrub(_describe(error), secrets))
+                return Failure("EvaluationError", scrub(describe_error(error), secrets))
         resolved = self._built[key]
         retriever = resolved.retriever
         describe = getattr(retriever, "describe", None)

@@ -16,7 +16,7 @@ from retrievalkit.formats.ids import ReturnedIds
 from retrievalkit.metrics.scoring import ScoringOptions
 from retrievalkit.model.values import GoldenQuestionSet
 from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, Retrievals
-from retrievalkit.pipeline.engine.run import Run, _finished_run, _Plan
+from retrievalkit.pipeline.engine.run import RetrieverPlan, Run, finished_run
 from retrievalkit.pipeline.executors.ray.ray_worker import CHUNKS, PLAIN, STAGES, Build
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from retrievalkit.pipeline.sweeps.sweep import Settings
 
 
-def build_of(plan: _Plan) -> Build:
+def build_of(plan: RetrieverPlan) -> Build:
     """What a worker builds ``plan``'s retriever from: its name and the configuration's
     tables (secrets stay ``*_env`` names, read on the worker), or the object itself."""
     if plan.instance is not None:
@@ -39,7 +39,7 @@ def build_of(plan: _Plan) -> Build:
 
 def evaluate_on_ray(
     golden: GoldenQuestionSet,
-    plan: _Plan,
+    plan: RetrieverPlan,
     scoring: ScoringOptions,
     *,
     address: str | None,
@@ -102,13 +102,13 @@ def evaluate_on_ray(
     if staged is not None:
         report, columns = staged.finish()
         scorer.extra_columns.update(columns)
-    # What the local run records: a staged run keeps neither (`_staged_run`).
+    # What the local run records: a staged run keeps neither (`staged_run`).
     extra: Mapping[str, str] | None = (
         None
         if chunk_separator is None or staged is not None
         else {"chunk_separator": chunk_separator}
     )
-    return _finished_run(
+    return finished_run(
         golden,
         scorer,
         resolved,
