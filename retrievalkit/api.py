@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from retrievalkit.api_arguments import check as check_arguments
 from retrievalkit.errors import InputError
 from retrievalkit.errors import RunFailed as RunFailed
 from retrievalkit.model.records import ResultRecord
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """The configuration `path` names, else `retrievalkit.toml` or `pyproject.toml`'s
     `[tool.retrievalkit]` in the working directory, else an empty one."""
+    check_arguments("load_config", locals())
     from retrievalkit.formats.config import find_config
 
     return find_config(None if path is None else os.fspath(path))
@@ -79,6 +81,7 @@ def load_set(
     Raises `InputError` (with the file, line and field) for a malformed set, and
     `PluginError` when the plugin that offers it fails.
     """
+    check_arguments("load_set", locals())
     from retrievalkit.plugins.resolution import resolve_set
 
     return resolve_set(os.fspath(set), as_config(config))
@@ -90,6 +93,7 @@ def open_store(
     """The result store a URL names (`sqlite:///PATH`, `jsonl:///PATH`, `memory:` or a
     plugin's scheme); without one, the configuration's `[store] url`, else the default
     `sqlite:///.retrievalkit/results.sqlite3`."""
+    check_arguments("open_store", locals())
     from retrievalkit.stores import DEFAULT_STORE_URL
     from retrievalkit.stores import open_store as open_by_scheme
 
@@ -174,6 +178,7 @@ def evaluate(
     Returns a [`Run`][retrievalkit.pipeline.engine.run.Run]; nothing is saved
     (`store.save(run.record)`).
     """
+    check_arguments("evaluate", locals())
     from retrievalkit.metrics.definitions import normalise_ks
     from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
     from retrievalkit.pipeline.engine import arguments
@@ -347,6 +352,7 @@ def gate(
     `cluster_by` (default: the field the run was evaluated with, `record.cluster_by`)
     makes every paired test treat clusters of questions as the unit.
     """
+    check_arguments("gate", locals())
     from retrievalkit.pipeline.gating.baselines import choose_baseline
     from retrievalkit.pipeline.gating.gate import Verdict, check_slices, compare_runs
 
@@ -357,6 +363,8 @@ def gate(
             hint="gate the Run that evaluate() returned, or a record from a store",
         )
     store = _gate_store(store)
+    # Refused as evaluate and compare refuse it, even when there is no baseline to use it.
+    cluster_by = _checked_cluster_field(cluster_by)
     if baseline is not None and (not isinstance(baseline, str) or not baseline.strip()):
         raise InputError(f"must be a run id, got {baseline!r}", field="--baseline")
     if not isinstance(thresholds, Thresholds):
@@ -451,6 +459,7 @@ def compare(
     test treat clusters of questions as the unit; labels come from `questions`, else
     from the runs' sets, else from what the records keep (`meta.NAME` needs a set).
     """
+    check_arguments("compare", locals())
     from retrievalkit.pipeline.engine import arguments
     from retrievalkit.pipeline.gating.comparison import Side, compare_records
 
@@ -483,6 +492,8 @@ def compare(
             if isinstance(run, Run):
                 held = list(run.set.questions)
                 break
+    if saved_to is not None and len(saved_to) != len(runs):
+        raise InputError(f"{len(saved_to)} store URLs for {len(runs)} runs", field="saved_to")
     places = list(saved_to) if saved_to is not None else [None] * len(records)
     first = records[0].manifest if records else None
     return compare_records(
@@ -531,6 +542,7 @@ def power(
     Returns a `retrievalkit.stats.power.PowerReport`; `retrievalkit power`
     prints it.
     """
+    check_arguments("power", locals())
     from retrievalkit.pipeline.engine import arguments
     from retrievalkit.pipeline.gating.baselines import choose_baseline
     from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS, check_slices
@@ -538,6 +550,8 @@ def power(
 
     if run is not None and retriever is not None:
         raise InputError("give a stored run or a retriever, not both", field="--run")
+    if store is not None:
+        store = _gate_store(store)  # what is not a store is refused before anything runs
     settings = as_config(config)
     if confidence is None:
         confidence = settings.eval.confidence or DEFAULT_CONFIDENCE
@@ -631,6 +645,7 @@ def fidelity(
 
     Both retrievers are given as in [`evaluate`][retrievalkit.api.evaluate].
     """
+    check_arguments("fidelity", locals())
     from retrievalkit.formats.limits import MAX_K
     from retrievalkit.pipeline.engine.arguments import check_count
     from retrievalkit.pipeline.engine.evaluator import evaluate_questions
@@ -697,6 +712,7 @@ def sweep(
 
     Returns a [`SweepResult`][retrievalkit.pipeline.sweeps.sweep.SweepResult]; nothing is saved.
     """
+    check_arguments("sweep", locals())
     from pathlib import Path
 
     from retrievalkit.pipeline.sweeps.sweep import Settings, run_sweep

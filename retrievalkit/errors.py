@@ -64,6 +64,12 @@ class InputError(RetrievalkitError):
         return one_line(text)
 
 
+class ArgumentError(InputError, TypeError):
+    """An argument of the Python API of the wrong kind (``evaluate(set=None)``): an
+    `InputError` naming the argument in ``field``, and a `TypeError` for code that catches
+    those (`retrievalkit.api_arguments`)."""
+
+
 class PluginError(RetrievalkitError):
     """A plugin is unknown, ambiguous or broken."""
 

@@ -194,7 +194,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset(
         {"plugins", "corpora", "pipeline", "retrievers", "rerankers", "generators", "judges"}
     ),
-    frozenset({"api", "plugin_api"}),
+    frozenset({"api", "api_arguments", "plugin_api"}),
     frozenset({"render"}),
     frozenset({"serve", "cli", "testing", "__main__", "__init__"}),
 )

@@ -198,10 +198,13 @@ def _generated(seed: int) -> list[dict[str, object]]:
         else:
             hint = f"pip install '{provider}>=2.{index}'"
         submodule = draw.random() < 0.3
+        # Not installed, or installed in a version that lacks what the plugin imports.
+        kind = draw.choice(["missing", "missing", "incompatible"])
         cases.append(
             {
                 "index": index, "module": module, "requires": requires, "where": where,
-                "dist": dist, "hint": hint, "imported": module + (".api" if submodule else ""),
+                "dist": dist, "hint": hint, "kind": kind,
+                "imported": module + (".api" if submodule and kind == "missing" else ""),
             }
         )  # fmt: skip
     return cases
@@ -210,12 +213,16 @@ def _generated(seed: int) -> list[dict[str, object]]:
 def _lay_out(site: Path, case: dict[str, object]) -> None:
     index, imported, where = case["index"], case["imported"], case["where"]
     name = f"rk_gen_{index}"
+    statement = f"import {imported}"
+    if case["kind"] == "incompatible":
+        (site / f"{imported}.py").write_text("OLD_NAME = 1\n", encoding="utf-8")
+        statement = f"from {imported} import NEW_NAME"
     body = {
-        "import": f"import {imported}\n\ndef make(**options):\n    return None\n",
-        "factory": f"def make(**options):\n    import {imported}\n    return None\n",
+        "import": f"{statement}\n\ndef make(**options):\n    return None\n",
+        "factory": f"def make(**options):\n    {statement}\n    return None\n",
         "command": (
             "HELP = 'generated'\n\ndef configure(parser):\n    pass\n\n"
-            f"def run(args):\n    import {imported}\n    return 0\n"
+            f"def run(args):\n    {statement}\n    return 0\n"
         ),
     }[str(where)]
     (site / f"{name}.py").write_text(body, encoding="utf-8")
@@ -278,8 +285,11 @@ def test_generated_plugins_missing_a_module_name_the_requirement_that_provides_i
         assert f"gen{case['index']}" in lines[0] and str(case["dist"]) in lines[0], (case, stderr)
         assert f"module '{case['module']}'" in lines[0], (case, stderr)
         assert str(case["hint"]) in lines[0], (case, stderr)
+        state = "not installed" if case["kind"] == "missing" else "NEW_NAME"
+        assert state in lines[0], (case, stderr)
     # Every place and kind of requirement was drawn.
     assert {case["where"] for case in cases} == {"import", "factory", "command"}
+    assert {case["kind"] for case in cases} == {"missing", "incompatible"}
     assert any("extra ==" in req for case in cases for req in case["requires"])  # type: ignore[attr-defined]
 
 

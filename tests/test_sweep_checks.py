@@ -239,19 +239,25 @@ REFUSED_WHEN_STARTING = [
     ("both", "depth", lambda d: -d.randint(0, 1000)),
     ("both", "stemmed.k1", lambda d: -d.uniform(0.01, 100)),
     ("both", "plain.b", lambda d: -d.uniform(0.01, 100)),
+    ("stemmed", "b", lambda d: d.uniform(1.01, 100)),
+    ("stemmed", "max_doc_words", lambda d: -d.randint(0, 1000)),
+    ("both", "weights", lambda d: [-d.uniform(0.01, 9), 1.0]),
     ("stemmed", "stemmer", lambda d: d.choice(["klingon", "elvish", "x"])),
     ("both", "method", lambda d: d.choice(["max", "borda-x", ""])),
 ]
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(22))
 def test_a_configuration_its_retriever_refuses_is_named_before_any_question(
     tmp_path: Path, seed: int, demo: GoldenQuestionSet
 ) -> None:
     draw = random.Random(seed)
     swept, option, bad = REFUSED_WHEN_STARTING[seed % len(REFUSED_WHEN_STARTING)]
     value = bad(draw)
-    good = {"k1": 1.2, "b": 0.5, "k": 60, "depth": 50, "stemmer": "english", "method": "rrf"}
+    good = {
+        "k1": 1.2, "b": 0.5, "k": 60, "depth": 50, "stemmer": "english", "method": "rrf",
+        "max_doc_words": 300, "weights": [1.0, 2.0],
+    }  # fmt: skip
     values = [good[option.rpartition(".")[2]], value]
     draw.shuffle(values)
     config = _config(
@@ -395,10 +401,8 @@ def test_a_configured_retriever_that_cannot_start_is_still_exit_3(
 
 
 def _set(count: int, clusters: int | None, draw: random.Random) -> GoldenQuestionSet:
-    from test_sweep import ClusteredQuestion
-
     questions: list[GoldenQuestion] = [
-        ClusteredQuestion(
+        GoldenQuestion(
             id=f"q{i}",
             question=f"question {i}",
             expected=("doc-1",),

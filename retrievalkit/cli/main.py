@@ -192,7 +192,7 @@ def _plugin_command(plugin: Any, arguments: list[str]) -> tuple[Any, argparse.Na
     def run(args: argparse.Namespace) -> Any:
         try:
             return command.run(args)
-        except ModuleNotFoundError as error:
+        except ImportError as error:
             # A command that imports its framework when it runs (qdrant index): what to
             # install, exit code 2, as for a plugin that fails to load.
             raise missing_dependency(error, plugin, "command") or error from error

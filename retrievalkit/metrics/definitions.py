@@ -300,7 +300,13 @@ TREND: tuple[str, ...] = ("hit@1", "hit@3", "rr")
 
 
 def parse_metric(name: str) -> Metric:
-    """``"ndcg@10"`` -> its `Metric`; ``ValueError`` naming the known ones otherwise."""
+    """``"ndcg@10"`` -> its `Metric`; ``ValueError`` naming the known ones otherwise (an
+    `ArgumentError`, a `TypeError` too, for what is not a string)."""
+    if not isinstance(name, str):
+        from retrievalkit.errors import ArgumentError
+
+        shown = "None" if name is None else f"a {type(name).__name__}"
+        raise ArgumentError(f"must be a metric name such as hit@3, got {shown}", field="name")
     family_name, at, k = name.strip().partition("@")
     family_name = family_name.lower()
     family = METRICS.get(ALIASES.get(family_name, family_name))

@@ -2,7 +2,8 @@
 
 A framework adapter (``retrievalkit-haystack``, ``-qdrant``, ``-chroma``, ``-langchain``,
 ``-llamaindex``) imports its framework when it is loaded or when its factory or command
-runs. When that import fails with `ModuleNotFoundError`, every path that loads or calls a
+runs. When that import fails with `ModuleNotFoundError` (or an `ImportError` from an installed
+version that lacks what the adapter imports), every path that loads or calls a
 plugin (`retrievalkit.plugins.registry.load`, `retrievalkit.plugins.factories.create_plugin`
 and the command line's plugin commands) turns it into a `PluginError` built here: it names
 the plugin, its package, the missing module and the requirement of that package that
@@ -43,9 +44,10 @@ _MISSING = re.compile(r"No module named '([^']+)'")
 
 
 def missing_module(error: BaseException) -> str | None:
-    """The top-level module a `ModuleNotFoundError` says is missing (None for any other
-    error, or when it names none)."""
-    if not isinstance(error, ModuleNotFoundError):
+    """The top-level module a `ModuleNotFoundError` says is missing, or that an
+    `ImportError` could not import from (an incompatible version); None for any other
+    error, or when it names none."""
+    if not isinstance(error, ImportError):
         return None
     name = error.name
     if not name:
@@ -98,7 +100,12 @@ def missing_dependency(error: BaseException, plugin: Plugin, kind: str) -> Plugi
     own = plugin.value.partition(":")[0].split(".")[0]
     if module == own:
         return None
+    hint = install_hint(plugin.package, module)
+    if isinstance(error, ModuleNotFoundError):
+        state = "which is not installed"
+    else:  # installed, but not a version that has what the plugin imports
+        state = f"which cannot be imported ({error}); install a version it works with"
     return PluginError(
         f"{kind} plugin '{plugin.name}' (package {plugin.package} {plugin.version}) needs the "
-        f"module '{module}', which is not installed: {install_hint(plugin.package, module)}"
+        f"module '{module}', {state}: {hint}"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,24 @@ class BM25Retriever:
         import bm25s
 
         for name, value in (("k1", k1), ("b", b)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 <= value < math.inf
+            ):
                 raise InputError(f"must be a number >= 0, got {value!r}", field=name)
+        if b > 1:
+            raise InputError(
+                f"must be at most 1 (the share of length normalisation), got {b!r}", field="b"
+            )
+        if max_doc_words is not None and (
+            isinstance(max_doc_words, bool)
+            or not isinstance(max_doc_words, int)
+            or max_doc_words < 1
+        ):
+            raise InputError(
+                f"must be a whole number >= 1, got {max_doc_words!r}", field="max_doc_words"
+            )
         self.identifier = identifier
         self._separator = doc_id_separator
         documents = list(read_corpus(Path(corpus)))
@@ -155,9 +172,10 @@ def create_bm25(
 ) -> BM25Retriever:
     """Factory of the ``bm25`` plugin: BM25 over the ``corpus`` (a BEIR corpus.jsonl).
 
-    Options: ``k1`` (0.9) and ``b`` (0.4); ``stemmer`` (a Snowball language, or "" for
-    none); ``stopwords`` ("en", or "" for none); ``doc_id_separator`` to collapse chunk
-    ids such as ``doc-7#3``; ``max_doc_words`` to index only each document's first words;
+    Options: ``k1`` (0.9, at least 0) and ``b`` (0.4, from 0 to 1); ``stemmer`` (a
+    Snowball language, or "" for none); ``stopwords`` ("en", or "" for none);
+    ``doc_id_separator`` to collapse chunk ids such as ``doc-7#3``; ``max_doc_words`` to
+    index only each document's first words (at least 1);
     ``fields`` (field name -> weight, e.g. ``{ title = 4, description = 2, filename = 3 }``)
     to score each field on its own and add the weighted field scores.
     """

@@ -77,6 +77,11 @@ class ClusteredEstimate(Estimate):
 
 def check_cluster_by(field: str) -> str:
     """``field`` if it names a way to cluster questions; ValueError with the choices if not."""
+    if not isinstance(field, str):
+        raise ValueError(
+            f"cannot cluster by {field!r}, which is not a string: use cluster, hard_class, "
+            "expected or meta.NAME"
+        )
     if field in CLUSTER_FIELDS or (field.startswith("meta.") and field[5:].strip()):
         return field
     raise ValueError(
