@@ -260,3 +260,15 @@ def test_a_store_given_as_the_labels_is_refused_by_every_command(
         assert path.name in done.stderr and "Traceback" not in done.stderr, done.stderr
     # The store is whole after all of them.
     assert cli("history", "--set", "set", "--retriever", "replay", "--store", url).returncode == 0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_label_ids_are_read_in_nfc_as_every_other_id(tmp_path: Path, seed: int) -> None:
+    import unicodedata
+
+    rng = random.Random(seed)
+    composed = "éÅñếḱ한글Ǻǘ"
+    ids = ["".join(rng.choice("ab-" + composed) for _ in range(rng.randint(1, 6))) for _ in "xy"]
+    spelled = [unicodedata.normalize(rng.choice(["NFC", "NFD"]), text) for text in ids]
+    (label,) = read_labels(write(tmp_path / "labels.tsv", [[*spelled, "2"]]))
+    assert label.pair == tuple(unicodedata.normalize("NFC", text) for text in ids)

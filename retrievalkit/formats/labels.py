@@ -95,6 +95,7 @@ def numbered_labels(path: Path) -> list[tuple[int, Label]]:
     SQLite store or a JSON Lines file given by mistake says so), an id with spaces, a
     grade that is not a whole number from 0 to `MAX_GRADE`.
     """
+    from retrievalkit.formats.ids import canonical
     from retrievalkit.formats.limits import MAX_GRADE
     from retrievalkit.formats.text_files import text_lines
 
@@ -142,7 +143,9 @@ def numbered_labels(path: Path) -> list[tuple[int, Label]]:
                     field="score",
                 )
             extra = [cell.strip() for cell in row[3:7]] + [""] * (7 - max(len(row), 3))
-            labels.append((number, Label(question_id, document_id, grade, *extra[:4])))
+            # Ids are compared in NFC, as the set's and the retriever's are (formats/ids.py).
+            pair = canonical(question_id), canonical(document_id)
+            labels.append((number, Label(*pair, grade, *extra[:4])))
     except csv.Error as error:
         too_long = "field limit" in str(error)
         raise InputError(

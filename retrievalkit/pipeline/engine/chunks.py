@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from retrievalkit.formats.ids import ReturnedIds, returned_id
+from retrievalkit.formats.ids import ReturnedIds, needs_cleaning, returned_id
 from retrievalkit.retrievers.contract import document_id_of
 
 
@@ -46,7 +46,7 @@ class ChunkKeeper:
     def _documents(self, question: str, ids: Any) -> Any:
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
             return ids  # the evaluator reports the broken answer
-        if all(isinstance(each, str) for each in ids):
+        if all(isinstance(each, str) for each in ids) and needs_cleaning("".join(ids)):
             # Chunk ids are compared as document ids are (`retrievalkit.formats.ids`):
             # cleaned here, where the chunk is still known, and counted once.
             cleaned = [returned_id(each) for each in ids]
