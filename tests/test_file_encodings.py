@@ -258,3 +258,56 @@ def test_the_command_line_exits_2_naming_the_file_and_line(
     assert name in done.stderr and f"line {line}" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "UnicodeDecodeError" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+# --- stores: an undecodable file is a store error naming it, never a UnicodeDecodeError ---
+
+
+def _a_run() -> Any:
+    import retrievalkit as rk
+
+    golden = rk.GoldenQuestionSet(
+        "enc", [rk.GoldenQuestion(id="q1", question="question 1", expected=["d1"])]
+    )
+
+    class One:
+        identifier = "one"
+
+        def retrieve(self, question: str, limit: int) -> list[str]:
+            return ["d1"]
+
+    return rk.evaluate(golden, One(), k=(1,), git_commit=None)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_undecodable_pins_file_is_a_store_error_naming_it(tmp_path: Path, seed: int) -> None:
+    import retrievalkit as rk
+    from retrievalkit.errors import StoreError
+
+    run = _a_run()
+    store = rk.open_store(f"jsonl:///{tmp_path / 'runs.jsonl'}")
+    store.save(run.record)
+    store.pin(run.record)
+    pins = store.pins_path
+    spoil(pins, random.Random(seed))
+    with pytest.raises(StoreError) as raised:
+        store.pinned(run.record.set, run.record.model)
+    assert pins.name in str(raised.value) and "UTF-8" in str(raised.value)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_undecodable_run_of_the_example_store_is_a_store_error(
+    tmp_path: Path, seed: int
+) -> None:
+    import retrievalkit as rk
+    from retrievalkit.errors import StoreError
+
+    pytest.importorskip("retrievalkit_example.rundir")
+    run = _a_run()
+    store = rk.open_store(f"rundir:///{tmp_path / 'runs'}")
+    store.save(run.record)
+    (path,) = [p for p in (tmp_path / "runs").rglob("*") if p.is_file() and p.name != ".lock"]
+    spoil(path, random.Random(seed))
+    with pytest.raises(StoreError) as raised:
+        store.all_runs()
+    assert path.name in str(raised.value) and "UTF-8" in str(raised.value)
