@@ -350,3 +350,34 @@ def test_a_reranker_scores_a_padded_candidate_as_its_document(tmp_path: Path, se
     run = rk.evaluate(golden, "reranked", config=config, k=(1,), git_commit=None)
     assert run.metrics["hit@1"].mean == 1.0, [o.ranking for o in run.outcomes]
     assert run.returned_ids is not None and run.returned_ids.changed >= len(words)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_sequential_run_counts_padded_ids_as_a_whole_run_does(seed: int) -> None:
+    from retrievalkit.pipeline.gating.sequential_gate import evaluate_sequentially
+
+    labels, answers, _ = case(seed, count=8)
+    golden = golden_of(labels)
+    clean = [[returned_id(each) for each in ranking] for ranking in answers]
+    store = rk.open_store("memory:")
+    store.save(rk.evaluate(golden, Answers(clean), k=(1,), git_commit=None).record)
+    run, _, _ = evaluate_sequentially(
+        golden,
+        Answers(answers),
+        store,
+        rk.Thresholds({"hit@1": 0.1}),
+        k=(1,),
+        overfetch=3,
+        confidence=0.95,
+        resamples=200,
+    )
+    asked = {outcome.question_id for outcome in run.outcomes}
+    expected = sum(
+        returned != returned_id(returned)
+        for index, ranking in enumerate(answers)
+        if f"q{index}" in asked
+        for returned in ranking
+    )
+    assert run.metrics["hit@1"].mean == 1.0
+    assert run.returned_ids is not None and run.returned_ids.changed == expected
+    assert any("returned document id" in warning for warning in run.warnings)
