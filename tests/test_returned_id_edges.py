@@ -381,3 +381,11 @@ def test_a_sequential_run_counts_padded_ids_as_a_whole_run_does(seed: int) -> No
     assert run.metrics["hit@1"].mean == 1.0
     assert run.returned_ids is not None and run.returned_ids.changed == expected
     assert any("returned document id" in warning for warning in run.warnings)
+
+
+def test_the_warning_quotes_a_long_id_cut_short() -> None:
+    label = "d" * 5000
+    run = rk.evaluate(golden_of([label]), Answers([[label + " "]]), k=(1,), git_commit=None)
+    assert run.metrics["hit@1"].mean == 1.0
+    (warning,) = [w for w in run.warnings if "returned document id" in w]
+    assert len(warning) < 600 and "(5001 characters)" in warning

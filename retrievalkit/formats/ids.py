@@ -99,9 +99,9 @@ class IdChanges:
             where = f" for question {self.question[:80]!r}"
         return (
             f"{self.changed} returned document id(s) had whitespace or invisible "
-            f"characters around them or were not in Unicode NFC (e.g. {self.returned!r}"
-            f"{where}, compared as {self.compared_as!r}); each was compared without them, "
-            "in NFC: return ids exactly as the set labels them"
+            f"characters around them or were not in Unicode NFC (e.g. {_quoted(self.returned)}"
+            f"{where}, compared as {_quoted(self.compared_as)}); each was compared without "
+            "them, in NFC: return ids exactly as the set labels them"
         )
 
     def document(self) -> dict[str, Any]:
@@ -114,6 +114,11 @@ class IdChanges:
                 "compared_as": self.compared_as,
             },
         }
+
+
+def _quoted(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut to ``limit`` characters: an id is quoted, never pasted whole."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 class ReturnedIds:
