@@ -247,6 +247,10 @@ def test_a_store_given_as_the_labels_is_refused_by_every_command(
     path = tmp_path / f"runs.{'sqlite3' if store == 'sqlite' else 'jsonl'}"
     url = f"{store}:///{path.name}"
     assert cli(*EVAL, "--store", url).returncode == 0
+    import retrievalkit as rk
+
+    (stored,) = rk.open_store(f"{store}:///{path}").all_runs()
+    before = path.read_bytes()
     for command in (
         (*EVAL, "--store", url, "--extra-labels", path.name),
         ("compare", "--set", "set.jsonl", "--retriever", "replay", "--retriever", "replay",
@@ -254,11 +258,14 @@ def test_a_store_given_as_the_labels_is_refused_by_every_command(
         ("judge-agreement", "--labels", path.name, "--set", "set.jsonl", "--corpus", "set.jsonl",
          "--judge", "none"),
         ("serve", "--store", url, "--labels", path.name, "--port", "0"),
+        ("judge", stored.run_id, "--store", url, "--output", path.name, "--judge", "none",
+         "--corpus", "set.jsonl"),
     ):  # fmt: skip
         done = cli(*command)
         assert done.returncode == 2, (command, done.stderr)
         assert path.name in done.stderr and "Traceback" not in done.stderr, done.stderr
     # The store is whole after all of them.
+    assert path.read_bytes() == before
     assert cli("history", "--set", "set", "--retriever", "replay", "--store", url).returncode == 0
 
 
