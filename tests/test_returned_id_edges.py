@@ -281,8 +281,9 @@ def test_eval_says_on_stderr_and_in_json_how_many_ids_the_rule_changed(
     cli: Any, tmp_path: Path, seed: int
 ) -> None:
     answers, changed = _command_setup(tmp_path, seed)
+    quiet = ("--quiet",) if seed == 2 else ()  # --quiet shortens the report, never this
     done = cli("eval", "--set", "set.jsonl", "--retriever", "padded", "--no-save",
-               "--format", "json")  # fmt: skip
+               "--format", "json", *quiet)  # fmt: skip
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["metrics"]["hit@1"]["mean"] == 1.0
@@ -290,6 +291,20 @@ def test_eval_says_on_stderr_and_in_json_how_many_ids_the_rule_changed(
     assert document["returned_ids"]["example"]["question_id"] == "q0"
     assert "warning" in done.stderr and f"{changed} returned document id" in done.stderr
     assert repr(answers[0][0]) in done.stderr
+
+
+def test_compare_says_on_stderr_which_retriever_returned_padded_ids(
+    cli: Any, tmp_path: Path
+) -> None:
+    _, changed = _command_setup(tmp_path, 5)
+    done = cli("compare", "--set", "set.jsonl", "--retriever", "padded", "--retriever",
+               "padded", "--no-save", "--format", "json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "returned document id" in line]
+    assert len(said) == 2 and said[0].startswith("retrievalkit: warning: padded: ")
+    assert all(f"{changed} returned document id" in line for line in said)
+    warnings = json.loads(done.stdout)["warnings"]
+    assert sum("returned document id" in warning for warning in warnings) == 2
 
 
 @pytest.mark.parametrize("seed", range(8))

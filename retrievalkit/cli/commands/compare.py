@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
             runs.append(result)
             fresh.append(result.record)
             label = name if name not in used else f"{name} #{index}"
-            warn_returned_ids(args, result.returned_ids, f"{label}: ")
+            warn_returned_ids(result.returned_ids, f"{label}: ")
         used.add(label)
         labels.append(label)
 

@@ -371,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
         diagnostics=result.warnings,
         returned_ids=result.returned_ids,
     )
-    warn_returned_ids(args, result.returned_ids)
+    warn_returned_ids(result.returned_ids)
     if "cluster_by" not in settings:
         # Only once the run succeeded: a bad input stays one line on stderr.
         _warn_related(args, golden)
@@ -399,10 +399,11 @@ def run(args: argparse.Namespace) -> int:
     return exit_code
 
 
-def warn_returned_ids(args: argparse.Namespace, changes: IdChanges | None, who: str = "") -> None:
-    """On stderr too, where a CI log shows it whatever the format: returned ids that only
-    the identity rule made labels (`retrievalkit.formats.ids`)."""
-    if changes is not None and not getattr(args, "quiet", False):
+def warn_returned_ids(changes: IdChanges | None, who: str = "") -> None:
+    """On stderr too, where a CI log shows it whatever the format (``--quiet`` too, which
+    only shortens the report): returned ids the identity rule changed
+    (`retrievalkit.formats.ids`)."""
+    if changes is not None:
         from retrievalkit.render.terminal import printable
 
         print(f"retrievalkit: warning: {who}{printable(changes.warning())}", file=sys.stderr)
@@ -473,7 +474,7 @@ def _run_sequential(
         diagnostics=run.warnings,
         returned_ids=run.returned_ids,
     )  # fmt: skip
-    warn_returned_ids(args, run.returned_ids)
+    warn_returned_ids(run.returned_ids)
     # Decided before anything is printed: a closed stdout changes what is seen, not the code.
     failed = result.decision != PASS
     exit_code = EXIT_REGRESSION if failed and args.fail_on_regression else EXIT_OK
