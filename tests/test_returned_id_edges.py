@@ -404,3 +404,28 @@ def test_the_warning_quotes_a_long_id_cut_short() -> None:
     assert run.metrics["hit@1"].mean == 1.0
     (warning,) = [w for w in run.warnings if "returned document id" in w]
     assert len(warning) < 600 and "(5001 characters)" in warning
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fusion_adds_up_the_votes_of_a_padded_and_a_clean_spelling(
+    tmp_path: Path, seed: int
+) -> None:
+    """One part returns the right document second and padded, the other first and clean:
+    fused, its votes add up and it comes first (split, a decoy would win)."""
+    rng = random.Random(seed)
+    count = 5
+    first = {str(i): ["dx", padded(rng, f"d{i}")] for i in range(count)}
+    second = {str(i): [f"d{i}", "dy"] for i in range(count)}
+    (tmp_path / "child.py").write_text(CHILD, encoding="utf-8")
+    lines = []
+    for name, answers in (("first", first), ("second", second)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(answers), encoding="utf-8")
+        command = [sys.executable, str(tmp_path / "child.py"), str(tmp_path / f"{name}.json")]
+        lines.append(f'[retrievers.{name}]\nplugin = "command"\ncommand = {json.dumps(command)}')
+    lines.append('[retrievers.fused]\nplugin = "fusion"\nretrievers = ["first", "second"]')
+    config = tmp_path / "retrievalkit.toml"
+    config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    golden = golden_of([f"d{i}" for i in range(count)])
+    run = rk.evaluate(golden, "fused", config=config, k=(1,), git_commit=None)
+    assert run.metrics["hit@1"].mean == 1.0, [o.ranking for o in run.outcomes]
+    assert run.returned_ids is not None and run.returned_ids.changed >= count
