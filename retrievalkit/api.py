@@ -292,7 +292,7 @@ def evaluate(
     if chunk_separator is not None or scorer.with_chunks:
         from retrievalkit.pipeline.engine.chunks import ChunkKeeper
 
-        asked = keeper = ChunkKeeper(resolved.retriever, chunk_separator)
+        asked = keeper = ChunkKeeper(resolved.retriever, chunk_separator, notes)
     done = 0
     for answered in ask_in_batches(
         asked,
@@ -496,7 +496,7 @@ def compare(
         raise InputError(f"{len(saved_to)} store URLs for {len(runs)} runs", field="saved_to")
     places = list(saved_to) if saved_to is not None else [None] * len(records)
     first = records[0].manifest if records else None
-    return compare_records(
+    comparison = compare_records(
         [
             Side(label, record, place)
             for label, record, place in zip(labels, records, places, strict=True)
@@ -511,6 +511,15 @@ def compare(
         cluster_by=_checked_cluster_field(cluster_by),
         questions=held,
     )
+    # What the identity rule changed in a side's ids is said here too, never silently.
+    noted = [
+        f"{label}: {run.returned_ids.warning()}"
+        for label, run in zip(labels, runs, strict=True)
+        if isinstance(run, Run) and run.returned_ids is not None
+    ]
+    if not noted:
+        return comparison
+    return attrs.evolve(comparison, warnings=(*comparison.warnings, *noted))
 
 
 def power(

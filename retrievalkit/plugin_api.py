@@ -168,6 +168,9 @@ _EXPORTS = {
     "DEMO_CORPUS": "retrievalkit.demo",
     "CorpusDocument": "retrievalkit.formats.corpus",
     "read_corpus": "retrievalkit.formats.corpus",
+    # the text files a plugin reads: UTF-8, a bad byte named by file and line (exit 2)
+    "read_text": "retrievalkit.formats.text_files",
+    "text_lines": "retrievalkit.formats.text_files",
     # retrievers
     "EvaluatableRetriever": "retrievalkit.retrievers.contract",
     "BatchRetriever": "retrievalkit.retrievers.contract",

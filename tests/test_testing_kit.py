@@ -121,6 +121,11 @@ class ReturnsNumbers(Ranked):
         return list(range(limit))
 
 
+class ReturnsPaddedIds(Ranked):
+    def retrieve(self, question: str, limit: int) -> Any:
+        return [f"{doc}\r\n" for doc in super().retrieve(question, limit)]
+
+
 class IgnoresLimit(Ranked):
     def retrieve(self, question: str, limit: int) -> Any:
         return self.ranking(question)[: limit + 2]
@@ -171,6 +176,7 @@ def failing_factory() -> Ranked:
         (ReturnsText, "retriever.sequence"),
         (ReturnsGenerator, "retriever.sequence"),
         (ReturnsNumbers, "retriever.string-ids"),
+        (ReturnsPaddedIds, "retriever.string-ids"),
         (IgnoresLimit, "retriever.limit"),
         (ReordersShortLists, "retriever.order"),
         (Random, "retriever.deterministic"),

@@ -19,6 +19,7 @@ import attrs
 
 from retrievalkit.errors import InputError
 from retrievalkit.formats.corpus import CorpusDocument, read_corpus
+from retrievalkit.formats.text_files import read_text
 
 #: Separates a document id from the chunk number in the ``folder`` corpus: ``guide.md#2``.
 CHUNK_SEPARATOR = "#"
@@ -184,7 +185,7 @@ class FolderCorpus:
 
     def documents(self) -> Iterator[CorpusDocument]:
         for document_id, file in self._files():
-            text = _read_text(file)
+            text = read_text(file)
             yield CorpusDocument(document_id, _title(file, text), text)
 
     def chunks(self) -> Iterator[Chunk]:
@@ -207,17 +208,6 @@ def create_folder(
 ) -> FolderCorpus:
     """Factory of the ``folder`` corpus: ``chunk_size`` and ``chunk_overlap`` are in words."""
     return FolderCorpus(path, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-
-
-def _read_text(file: Path) -> str:
-    try:
-        return file.read_bytes().decode("utf-8-sig")
-    except OSError as error:
-        raise InputError(f"cannot read the file: {error.strerror}", source=str(file)) from None
-    except UnicodeDecodeError as error:
-        raise InputError(
-            f"invalid UTF-8 at byte {error.start}", source=str(file), hint="save it as UTF-8"
-        ) from None
 
 
 def _title(file: Path, text: str) -> str:

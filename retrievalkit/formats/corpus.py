@@ -9,6 +9,7 @@ from pathlib import Path
 import attrs
 
 from retrievalkit.errors import InputError
+from retrievalkit.formats.text_files import text_lines
 
 
 def _fields(value: dict[str, str] | None) -> dict[str, str]:
@@ -37,37 +38,35 @@ def read_corpus(path: Path) -> Iterator[CorpusDocument]:
     """Yield the documents of a BEIR ``corpus.jsonl``; ``title`` may be missing or empty."""
     if path.is_dir():
         path = path / "corpus.jsonl"
-    try:
-        handle = path.open(encoding="utf-8-sig")
-    except OSError as error:
+    if not path.exists():
         raise InputError(
-            f"cannot open the corpus: {error.strerror}",
+            "cannot open the corpus: no such file",
             source=str(path),
             hint="give the path of a BEIR corpus.jsonl (or its directory)",
-        ) from None
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(
-                    f"malformed JSON: {error.msg}", source=str(path), line=number
-                ) from None
-            if not isinstance(record, dict) or "_id" not in record:
-                raise InputError(
-                    "expected a JSON object with '_id'", source=str(path), line=number, field="_id"
-                )
-            title = record.get("title") or ""
-            text = record.get("text") or ""
-            if not isinstance(title, str) or not isinstance(text, str):
-                raise InputError(
-                    "title and text must be strings", source=str(path), line=number, field="text"
-                )
-            others = {
-                key: value
-                for key, value in record.items()
-                if key not in ("_id", "title", "text") and isinstance(value, str)
-            }
-            yield CorpusDocument(str(record["_id"]), title, text, others)
+        )
+    for number, line in enumerate(text_lines(path, "the corpus"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            message = f"malformed JSON: {error.msg}"
+            raise InputError(message, source=str(path), line=number) from None
+        except RecursionError:
+            raise InputError("JSON nested too deeply", source=str(path), line=number) from None
+        if not isinstance(record, dict) or "_id" not in record:
+            raise InputError(
+                "expected a JSON object with '_id'", source=str(path), line=number, field="_id"
+            )
+        title = record.get("title") or ""
+        text = record.get("text") or ""
+        if not isinstance(title, str) or not isinstance(text, str):
+            raise InputError(
+                "title and text must be strings", source=str(path), line=number, field="text"
+            )
+        others = {
+            key: value
+            for key, value in record.items()
+            if key not in ("_id", "title", "text") and isinstance(value, str)
+        }
+        yield CorpusDocument(str(record["_id"]), title, text, others)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import csv
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +80,32 @@ def _row(label: Label) -> list[object]:
 
 def read_labels(path: Path) -> list[Label]:
     """Read a labels file (or BEIR qrels); errors name the file, line and column."""
+    return [label for _, label in numbered_labels(path)]
+
+
+#: What a SQLite database file starts with: a store given where labels were meant.
+_SQLITE = b"SQLite format 3\x00"
+
+
+def numbered_labels(path: Path) -> list[tuple[int, Label]]:
+    """Every label of a labels file (or BEIR qrels) with the line it is on.
+
+    Every problem is an `InputError` naming the file and the line (and the column): a
+    byte that is not UTF-8, a field past csv's size limit, a line that is no judgment (a
+    SQLite store or a JSON Lines file given by mistake says so), an id with spaces, a
+    grade that is not a whole number from 0 to `MAX_GRADE`.
+    """
+    from retrievalkit.formats.ids import canonical
+    from retrievalkit.formats.limits import MAX_GRADE
+    from retrievalkit.formats.text_files import text_lines
+
+    source = str(path)
+    _refuse_a_database(path)
+    labels: list[tuple[int, Label]] = []
+    reader = csv.reader(text_lines(path, "the labels"), delimiter="\t")
     try:
-        handle = path.open(encoding="utf-8-sig", newline="")
-    except OSError as error:
-        raise InputError(f"cannot read the labels: {error.strerror}", source=str(path)) from None
-    labels: list[Label] = []
-    with handle:
-        for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
+        for row in reader:
+            number = reader.line_num
             if not row or not "".join(row).strip():
                 continue
             if number == 1 and row[0].strip().lower() in ("query-id", "query_id", "qid"):
@@ -94,35 +113,70 @@ def read_labels(path: Path) -> list[Label]:
             if len(row) == 4 and row[1].strip() in ("0", "Q0"):  # TREC qrels
                 row = [row[0], row[2], row[3]]
             if len(row) < 3:
+                json_like = row[0].lstrip().startswith(("{", "["))
                 raise InputError(
                     f"expected at least 3 tab-separated columns (query-id, corpus-id, score), "
                     f"got {len(row)}",
-                    source=str(path),
+                    source=source,
                     line=number,
+                    hint="this line is JSON: a store or a golden set, not a labels file?"
+                    if json_like
+                    else "one judgment a line: query-id, corpus-id and score, tab-separated",
                 )
             question_id, document_id, score = (cell.strip() for cell in row[:3])
             for column, value in (("query-id", question_id), ("corpus-id", document_id)):
-                if not value or any(ch.isspace() for ch in value):
+                if not value or any(ch.isspace() for ch in value) or not value.isprintable():
                     raise InputError(
-                        f"must be a non-empty id without spaces, got {value!r}",
-                        source=str(path),
+                        f"must be a non-empty id without spaces or control characters, got "
+                        f"{value[:80]!r}",
+                        source=source,
                         line=number,
                         field=column,
                     )
-            try:
-                grade = int(score)
-            except ValueError:
-                grade = -1
-            if grade < 0:
+            # ASCII digits only: int() would also take "1_0", " 3" or Arabic-Indic digits.
+            grade = int(score) if score.isascii() and score.isdigit() and len(score) < 9 else -1
+            if not 0 <= grade <= MAX_GRADE:
                 raise InputError(
-                    f"must be a whole number >= 0, got {score!r}",
-                    source=str(path),
+                    f"must be a whole number from 0 to {MAX_GRADE:,}, got {score[:40]!r}",
+                    source=source,
                     line=number,
                     field="score",
                 )
             extra = [cell.strip() for cell in row[3:7]] + [""] * (7 - max(len(row), 3))
-            labels.append(Label(question_id, document_id, grade, *extra[:4]))
+            # Ids are compared in NFC, as the set's and the retriever's are (formats/ids.py).
+            pair = canonical(question_id), canonical(document_id)
+            labels.append((number, Label(*pair, grade, *extra[:4])))
+    except csv.Error as error:
+        too_long = "field limit" in str(error)
+        raise InputError(
+            f"a field is longer than {csv.field_size_limit():,} characters"
+            if too_long
+            else f"not a tab-separated line ({error})",
+            source=source,
+            line=reader.line_num,
+            hint="one judgment a line: query-id, corpus-id and score, tab-separated; "
+            'is a quote (") left open?',
+        ) from None
     return labels
+
+
+def _refuse_a_database(path: Path) -> None:
+    from retrievalkit.formats.text_files import not_a_regular_file
+
+    if not_a_regular_file(path) is not None:
+        return  # a FIFO could block: the reader refuses it without opening it
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE))
+    except OSError:
+        return  # the reader names what is wrong with the file
+    if head == _SQLITE:
+        raise InputError(
+            "is a SQLite database (a results store?), not a labels file",
+            source=str(path),
+            hint="give a tab-separated labels file (query-id, corpus-id, score), as "
+            "retrievalkit judge and serve write them",
+        )
 
 
 def write_labels(labels: Iterable[Label], path: Path) -> None:
@@ -375,4 +429,93 @@ def label_effect(
 def read_label_files(paths: Sequence[str]) -> list[Label]:
     """The labels of every file, in order: within a file a pair's last line counts (see
     `latest_labels`); across files the first file's label of a pair wins when merged."""
-    return [label for path in paths for label in latest_labels(read_labels(Path(path)))]
+    return list(read_extra_labels(paths))
+
+
+@attrs.frozen
+class ExtraLabels:
+    """The labels of ``eval --extra-labels`` files (as `read_label_files` gives them), with
+    what a reader must be told about them: files with no labels, and pairs graded twice
+    with different grades (in one file, or in two)."""
+
+    labels: tuple[Label, ...]
+    by_file: tuple[tuple[str, tuple[Label, ...]], ...]
+    warnings: tuple[str, ...]
+
+    def __iter__(self) -> Iterator[Label]:
+        return iter(self.labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def unknown_questions(self, question_ids: Collection[str], where: str) -> list[str]:
+        """A warning for each file with labels of questions not in ``question_ids`` (the
+        set's, or the run's: ``where`` names it); such labels are left out of every
+        score, so a file of another set must not pass unnoticed."""
+        known = set(question_ids)
+        warnings = []
+        for path, labels in self.by_file:
+            unknown = [label for label in labels if label.question_id not in known]
+            if not unknown:
+                continue
+            example = unknown[0].question_id
+            if len(unknown) == len(labels):
+                warnings.append(
+                    f"{path}: none of its {len(labels)} labels is for a question of {where} "
+                    f"(e.g. query-id {example!r}), so nothing is merged from it: is it the "
+                    "labels file of another set?"
+                )
+            else:
+                warnings.append(
+                    f"{path}: {len(unknown)} of its {len(labels)} labels are for question ids "
+                    f"not in {where} (e.g. {example!r}); they are left out"
+                )
+        return warnings
+
+
+def read_extra_labels(paths: Sequence[str]) -> ExtraLabels:
+    """Read every labels file, as `read_label_files` does, and say what is odd in them."""
+    warnings: list[str] = []
+    by_file: list[tuple[str, tuple[Label, ...]]] = []
+    first_file: dict[tuple[str, str], tuple[str, int]] = {}
+    merged: list[Label] = []
+    for path in paths:
+        numbered = numbered_labels(Path(path))
+        if not numbered:
+            warnings.append(f"{path} holds no labels: nothing is merged from it")
+        latest: dict[tuple[str, str], tuple[int, Label]] = {}
+        conflicts: list[str] = []
+        for number, label in numbered:
+            before = latest.get(label.pair)
+            if (
+                before is not None
+                and before[1].grade != label.grade
+                and not (before[1].is_human and label.is_human)  # a person's correction
+            ):
+                conflicts.append(
+                    f"{label.question_id} / {label.document_id}: {before[1].grade} on line "
+                    f"{before[0]}, {label.grade} on line {number}"
+                )
+            latest[label.pair] = (number, label)
+        if conflicts:
+            warnings.append(
+                f"{path}: {len(conflicts)} (question, document) pair(s) graded twice with "
+                f"different grades (e.g. {conflicts[0]}); the later line counts"
+            )
+        kept = tuple(label for _, label in latest.values())
+        across: list[tuple[str, str]] = []
+        for label in kept:
+            other = first_file.get(label.pair)
+            if other is None:
+                first_file[label.pair] = (path, label.grade)
+            elif other[0] != path and other[1] != label.grade:
+                pair = f"{label.question_id} / {label.document_id}"
+                across.append((other[0], f"{pair}: {other[1]} there, {label.grade} here"))
+        if across:
+            warnings.append(
+                f"{path}: {len(across)} pair(s) graded differently in an earlier labels file "
+                f"(e.g. {across[0][0]}, {across[0][1]}); the first file's grade counts"
+            )
+        by_file.append((path, kept))
+        merged += kept
+    return ExtraLabels(tuple(merged), tuple(by_file), tuple(warnings))

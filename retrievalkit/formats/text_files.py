@@ -1,7 +1,9 @@
 """Reading the text files people write: UTF-8 checks, line counting, TOML error lines.
 
-Golden sets, configuration files and stores share these, so each reports a bad byte or a
-TOML mistake with the same file, line and hint.
+Every file a built-in command or plugin reads (golden sets, configuration files,
+corpora, run files, qrels, labels files, stores) is read through `read_text` or
+`text_lines`, so each reports a bad byte or a TOML mistake with the same file, line and
+hint.
 """
 
 from __future__ import annotations
@@ -50,13 +52,55 @@ def read_text(path: Path) -> str:
         # utf-8-sig: a byte order mark written by some editors is harmless, so accept it.
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise InputError(
-            f"invalid UTF-8 at byte {error.start}",
-            source=str(path),
-            line=line,
-            hint="save the file as UTF-8",
-        ) from None
+        raise undecodable(path, raw[: error.start].count(b"\n") + 1, error.start) from None
+
+
+def text_lines(path: Path, what: str = "the file") -> Iterator[str]:
+    """The lines of a UTF-8 text file (a byte order mark is fine), each with its ``\\n``,
+    decoded one at a time as they are read: a corpus or a run file is never held whole.
+
+    Lines end at ``\\n`` only, as `lines_of` counts them, so the n-th line yielded is line
+    n of the file. Whatever the file is, what goes wrong is an `InputError` naming it: a
+    FIFO or a device (refused before it is opened), a file that cannot be read, and
+    invalid UTF-8, with the line and the byte offset of the bad byte.
+    """
+    odd = not_a_regular_file(path)
+    if odd is not None:
+        raise InputError(f"is {odd}", source=str(path), hint="give the path of a file")
+    try:
+        handle = path.open("rb")
+    except OSError as error:
+        raise InputError(f"cannot read {what}: {error.strerror}", source=str(path)) from None
+    with handle:
+        offset = 0
+        number = 0
+        while True:
+            try:
+                raw = handle.readline()
+            except OSError as error:
+                raise InputError(
+                    f"cannot read {what}: {error.strerror}", source=str(path), line=number + 1
+                ) from None
+            if not raw:
+                return
+            number += 1
+            start = 3 if number == 1 and raw.startswith(_BOM) else 0
+            try:
+                line = raw[start:].decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise undecodable(path, number, offset + start + error.start) from None
+            offset += len(raw)
+            yield line
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def undecodable(path: Path | str, line: int, byte: int) -> InputError:
+    """The error for invalid UTF-8 at file offset ``byte``, on ``line`` of ``path``."""
+    return InputError(
+        f"invalid UTF-8 at byte {byte}", source=str(path), line=line, hint="save the file as UTF-8"
+    )
 
 
 def lines_of(text: str) -> list[str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 import attrs
 
 from retrievalkit.errors import InputError
+from retrievalkit.formats.text_files import text_lines
 
 _WHITESPACE = re.compile(r"\s")
 
@@ -36,15 +37,7 @@ class RunLine:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, list[str]]]:
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise InputError(f"cannot read the file: {error.strerror}", source=str(path)) from None
-    except UnicodeDecodeError as error:
-        raise InputError(
-            f"invalid UTF-8 at byte {error.start}", source=str(path), hint="save it as UTF-8"
-        ) from None
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text_lines(path), start=1):
         fields = line.split()
         if fields and not fields[0].startswith("#"):
             yield number, fields

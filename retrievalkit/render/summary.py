@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     # Types only: the regression module brings numpy, which `list` and `show` never need.
+    from retrievalkit.formats.ids import IdChanges
     from retrievalkit.formats.labels import LabelEffect
     from retrievalkit.pipeline.gating.gate import Verdict
 
@@ -41,6 +42,8 @@ class EvalReport:
     """The run was read from ``saved_to`` (``show``), not just evaluated and saved there."""
     diagnostics: tuple[str, ...] = ()
     """Warnings only the evaluation could see (e.g. questions short of distinct documents)."""
+    returned_ids: IdChanges | None = None
+    """The returned ids the identity rule changed (`retrievalkit.formats.ids`), if any."""
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -174,6 +177,12 @@ def summary(report: EvalReport) -> dict[str, Any]:
         "not_saved_reason": report.not_saved_reason,
         "manifest": unstructure(record.manifest),
         "warnings": list(report.warnings),
+        # Known only to the evaluation, not to a run read back from a store.
+        "returned_ids": None
+        if report.read_back
+        else {"changed": 0}
+        if report.returned_ids is None
+        else report.returned_ids.document(),
         "extra_labels": None if report.extra_labels is None else effect_data(report.extra_labels),
         "stages": stages_document(record),
     }

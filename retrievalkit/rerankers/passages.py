@@ -13,6 +13,7 @@ from pathlib import Path
 
 from retrievalkit.errors import InputError
 from retrievalkit.formats.corpus import read_corpus
+from retrievalkit.formats.ids import returned_id
 from retrievalkit.retrievers.contract import document_id_of
 
 
@@ -41,10 +42,19 @@ class CandidatePassages:
             self.chunks_of.setdefault(parent, []).append(document.id)
 
     def records_of(self, candidate: str) -> list[str]:
-        """The record ids a candidate stands for: itself if it is one, else its chunks."""
+        """The record ids a candidate stands for: itself if it is one, else its chunks.
+
+        A candidate with whitespace or an invisible character around it (``"doc-7 "``)
+        stands for the id without them, as the evaluator compares ids
+        (`retrievalkit.formats.ids`); it stays as returned in the answer, where the
+        evaluator counts it."""
         if candidate in self.texts:
             return [candidate]
-        return self.chunks_of.get(candidate, [])
+        found = self.chunks_of.get(candidate)
+        if found is not None:
+            return found
+        clean = returned_id(candidate) if isinstance(candidate, str) else candidate
+        return self.records_of(clean) if clean != candidate and clean else []
 
     def expand(self, candidates: Sequence[str]) -> tuple[list[str], list[int]]:
         """The record ids to score, and for each the position of its candidate.

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from retrievalkit.formats.corpus import read_corpus
+from retrievalkit.formats.ids import returned_id
 from retrievalkit.retrievers.contract import document_id_of
 
 _TOKEN = re.compile(r"\w\w+")
@@ -49,6 +50,10 @@ class TfidfCosineReranker:
         scored = []
         for doc in candidates:
             vector = self._vectors.get(doc)
+            if vector is None:
+                # "doc-7 " is doc-7, as the evaluator compares ids (formats/ids.py); it is
+                # kept as returned, for the evaluator to count.
+                vector = self._vectors.get(returned_id(doc))
             if vector is None:
                 continue
             scored.append(

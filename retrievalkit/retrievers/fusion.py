@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.errors import InputError
+from retrievalkit.formats.ids import returned_id
 
 if TYPE_CHECKING:
     from retrievalkit.plugins.resolution import Resolver
@@ -84,6 +85,7 @@ class FusionRetriever:
         fetch = max(limit, self._depth or limit)
         totals: dict[str, float] = {}
         voters: dict[str, int] = {}
+        spelled: dict[str, str] = {}
         for part, weight in zip(self._parts, self._weights, strict=True):
             if self._method == "rrf":
                 if stages is not None and has_stages(part.retriever):
@@ -94,7 +96,7 @@ class FusionRetriever:
                     ranked = list(part.retriever.retrieve(question, fetch))
                     if stages is not None:
                         stages[part.name] = ranked
-                ids = list(dict.fromkeys(ranked))
+                ids = _distinct(ranked)
                 contributions = {doc: weight / (self._k + rank) for rank, doc in enumerate(ids, 1)}
             else:
                 scored = part.retriever.retrieve_scored(question, fetch)
@@ -102,12 +104,30 @@ class FusionRetriever:
                     stages[part.name] = [doc for doc, _ in scored]
                 contributions = {doc: weight * value for doc, value in _min_max(scored)}
             for doc, value in contributions.items():
-                totals[doc] = totals.get(doc, 0.0) + value
-                voters[doc] = voters.get(doc, 0) + 1
+                # "doc-7 " from one part and "doc-7" from another are one document, as the
+                # evaluator compares ids (formats/ids.py): their votes add up, and the
+                # first spelling seen is kept, for the evaluator to count.
+                key = _key(doc)
+                spelled.setdefault(key, doc)
+                totals[key] = totals.get(key, 0.0) + value
+                voters[key] = voters.get(key, 0) + 1
         if self._method == "combmnz":
             totals = {doc: value * voters[doc] for doc, value in totals.items()}
         order = sorted(totals, key=lambda doc: -totals[doc])  # stable: first seen wins ties
-        return [(doc, totals[doc]) for doc in order[:limit]]
+        return [(spelled[key], totals[key]) for key in order[:limit]]
+
+
+def _key(doc: Any) -> Any:
+    """What a part's id is compared as: the evaluator's identity (`formats.ids`)."""
+    return returned_id(doc) if isinstance(doc, str) and doc else doc
+
+
+def _distinct(ranked: Sequence[Any]) -> list[Any]:
+    """Each document's first occurrence, in order ("doc-7 " and "doc-7" are one)."""
+    first: dict[Any, Any] = {}
+    for doc in ranked:
+        first.setdefault(_key(doc), doc)
+    return list(first.values())
 
 
 def _joined(values: Iterable[Any]) -> str | None:

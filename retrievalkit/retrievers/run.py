@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrievalkit.errors import InputError
+from retrievalkit.formats.text_files import lines_of, read_text, text_lines
 from retrievalkit.formats.trec import rankings_from_run, read_run, run_tags
 from retrievalkit.retrievers.contract import document_id_of
 
@@ -142,36 +143,34 @@ def load_queries_as_set(queries: str) -> GoldenQuestionSet:
 
 
 def _is_beir_queries(path: Path) -> bool:
-    with path.open(encoding="utf-8-sig") as handle:
-        for line in handle:
-            if line.strip():
-                try:
-                    first = json.loads(line)
-                except json.JSONDecodeError:
-                    return False
-                return isinstance(first, dict) and "_id" in first and "question" not in first
+    for line in text_lines(path, "the queries"):
+        if line.strip():
+            try:
+                first = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                return False
+            return isinstance(first, dict) and "_id" in first and "question" not in first
     return False
 
 
 def _beir_pairs(path: Path) -> list[tuple[str, str]]:
     pairs = []
-    with path.open(encoding="utf-8-sig") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                pairs.append((str(record["_id"]), str(record["text"])))
-            except (json.JSONDecodeError, KeyError, TypeError):
-                raise InputError(
-                    "expected a JSON object with _id and text", source=str(path), line=number
-                ) from None
+    for number, line in enumerate(text_lines(path, "the queries"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            pairs.append((str(record["_id"]), str(record["text"])))
+        except (json.JSONDecodeError, RecursionError, KeyError, TypeError):
+            raise InputError(
+                "expected a JSON object with _id and text", source=str(path), line=number
+            ) from None
     return pairs
 
 
 def _tsv_pairs(path: Path) -> list[tuple[str, str]]:
     pairs = []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for number, line in enumerate(lines_of(read_text(path)), start=1):
         if not line.strip():
             continue
         query_id, tab, text = line.partition("\t")

@@ -396,6 +396,11 @@ class JSONLStore:
             return {}
         except OSError as error:
             raise StoreError(f"cannot read {self.pins_path}: {error.strerror}") from None
+        except UnicodeDecodeError as error:
+            raise StoreError(
+                f"{self.pins_path}: invalid UTF-8 at byte {error.start}, so not a pins file; "
+                "fix or delete it"
+            ) from None
         try:
             document: Any = json.loads(text)
             return {

@@ -53,7 +53,8 @@ RULES: dict[str, str] = {
     "retriever.no-error": "retrieve() answers any question without raising",
     "retriever.sequence": "retrieve() returns a list or tuple of ids (not a string, "
     "generator or None)",
-    "retriever.string-ids": "every document id is a non-empty string",
+    "retriever.string-ids": "every document id is a non-empty string, without whitespace or "
+    "invisible characters around it",
     "retriever.limit": "retrieve() returns at most `limit` ids",
     "retriever.order": "a smaller limit gives the start of the same ranking (order is kept)",
     "retriever.deterministic": "the same question and limit give the same ranking",
@@ -291,11 +292,20 @@ def _ask(retriever: Any, question: str, limit: int) -> list[str]:
 def _check_ranking(ids: Any, call: str, limit: int) -> list[str]:
     if not isinstance(ids, (list, tuple)):
         _fail("retriever.sequence", f"{call} returned {type(ids).__name__}")
+    from retrievalkit.formats.ids import trimmed
+
     for rank, doc_id in enumerate(ids, start=1):
         if not isinstance(doc_id, str) or not doc_id:
             _fail(
                 "retriever.string-ids",
                 f"{call} returned {doc_id!r} ({type(doc_id).__name__}) at rank {rank}",
+            )
+        if trimmed(doc_id) != doc_id:
+            # Scored as the id without them, with a warning: the contract wants them gone.
+            _fail(
+                "retriever.string-ids",
+                f"{call} returned {doc_id!r} at rank {rank}, with whitespace or an invisible "
+                f"character around {trimmed(doc_id)!r}",
             )
     if len(ids) > limit:
         _fail("retriever.limit", f"{call} returned {len(ids)} ids")

@@ -98,8 +98,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.api import Run, compare, evaluate, load_set
-    from retrievalkit.cli.commands.evaluate import check_can_save
-    from retrievalkit.formats.labels import label_effect, read_label_files
+    from retrievalkit.cli.commands.evaluate import (
+        check_can_save,
+        warn_about_labels,
+        warn_returned_ids,
+    )
+    from retrievalkit.formats.labels import label_effect, read_extra_labels
     from retrievalkit.pipeline.engine.record import git_commit
     from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
     from retrievalkit.render.comparison import (
@@ -134,8 +138,11 @@ def run(args: argparse.Namespace) -> int:
     # the ones eval stores (and can serve as its baselines).
     settings = evaluation_settings(args, config)
     store = open_configured_store(args, config)
-    extra_labels = read_label_files(args.extra_labels)
+    extra_labels = read_extra_labels(args.extra_labels)
     golden = load_set(args.set, config=config) if args.set else None
+    if golden is not None:
+        ids = [question.id for question in golden.questions]
+        warn_about_labels(args, extra_labels, ids, f"set {golden.name}")
     commit = git_commit() if any(kind == "retriever" for kind, _ in systems) else None
     if any(kind == "retriever" for kind, _ in systems) and not args.no_save:
         # Refused before any retriever runs, as eval does, not after all of them.
@@ -164,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
             runs.append(result)
             fresh.append(result.record)
             label = name if name not in used else f"{name} #{index}"
+            warn_returned_ids(result.returned_ids, f"{label}: ")
         used.add(label)
         labels.append(label)
 
@@ -184,6 +192,9 @@ def run(args: argparse.Namespace) -> int:
         for record in fresh:
             store.save(record)
     records = [run.record if isinstance(run, Run) else run for run in runs]
+    if golden is None:
+        asked = [o.question_id for record in records for o in record.outcomes]
+        warn_about_labels(args, extra_labels, list(dict.fromkeys(asked)), "the compared runs")
     effects = {
         label: label_effect(
             record.outcomes, record.manifest.ks, extra_labels, sources=args.extra_labels

@@ -37,6 +37,8 @@ from retrievalkit.formats.limits import check_path
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
+    from retrievalkit.formats.ids import IdChanges
+    from retrievalkit.formats.labels import ExtraLabels
     from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import GoldenQuestionSet
     from retrievalkit.pipeline.gating.gate import Verdict
@@ -241,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
         store_at,
     )
     from retrievalkit.errors import RunFailed
-    from retrievalkit.formats.labels import label_effect, read_label_files
+    from retrievalkit.formats.labels import label_effect, read_extra_labels
     from retrievalkit.pipeline.engine.record import git_commit
     from retrievalkit.pipeline.gating.gate import check_slices
     from retrievalkit.render.summary import EvalReport
@@ -260,9 +262,10 @@ def run(args: argparse.Namespace) -> int:
     check_store_url(store_url(args, config), early, store_place(args, config))
     check_run_outputs(outputs_of(args), store_at(store_url(args, config)), early)
     store = open_configured_store(args, config)
-    extra_labels = read_label_files(args.extra_labels)
+    extra_labels = read_extra_labels(args.extra_labels)
     with keeping():  # the set lives to the end: no collection walks it
         golden = load_set(args.set, config=config)
+    warn_about_labels(args, extra_labels, [q.id for q in golden.questions], f"set {golden.name}")
     check_slices(gated.slices, golden.questions, source=config.source, set_name=golden.name)
     inputs = [
         ("--set", golden.source),
@@ -321,6 +324,7 @@ def run(args: argparse.Namespace) -> int:
                 not_saved_reason=f"{errored} of {total} questions errored, over the "
                 f"allowed error rate {settings['max_error_rate']:g}",
                 diagnostics=failure.run.warnings,
+                returned_ids=failure.run.returned_ids,
             ),
             args,
             ci=True,
@@ -365,7 +369,9 @@ def run(args: argparse.Namespace) -> int:
             else None
         ),
         diagnostics=result.warnings,
+        returned_ids=result.returned_ids,
     )
+    warn_returned_ids(result.returned_ids)
     if settings.get("cluster_by") is None:
         # Only once the run succeeded: a bad input stays one line on stderr.
         _warn_related(args, golden)
@@ -391,6 +397,25 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return exit_code
+
+
+def warn_returned_ids(changes: IdChanges | None, who: str = "") -> None:
+    """On stderr too, where a CI log shows it whatever the format (``--quiet`` too, which
+    only shortens the report): returned ids the identity rule changed
+    (`retrievalkit.formats.ids`)."""
+    if changes is not None:
+        from retrievalkit.render.terminal import printable
+
+        print(f"retrievalkit: warning: {who}{printable(changes.warning())}", file=sys.stderr)
+
+
+def warn_about_labels(
+    args: argparse.Namespace, labels: ExtraLabels, question_ids: Sequence[str], where: str
+) -> None:
+    """On stderr, before anything runs: what is odd in the ``--extra-labels`` files (none
+    in a file, pairs graded twice, labels of questions not in ``where``)."""
+    for warning in (*labels.warnings, *labels.unknown_questions(question_ids, where)):
+        print(f"retrievalkit: warning: --extra-labels {warning}", file=sys.stderr)
 
 
 def _warn_related(args: argparse.Namespace, golden: GoldenQuestionSet) -> None:
@@ -446,7 +471,10 @@ def _run_sequential(
         saved_to,
         baseline_note=verdict.note,
         not_saved_reason=None if saved_to else reason,
+        diagnostics=run.warnings,
+        returned_ids=run.returned_ids,
     )  # fmt: skip
+    warn_returned_ids(run.returned_ids)
     # Decided before anything is printed: a closed stdout changes what is seen, not the code.
     failed = result.decision != PASS
     exit_code = EXIT_REGRESSION if failed and args.fail_on_regression else EXIT_OK

@@ -100,6 +100,15 @@ def run(args: argparse.Namespace) -> int:
     for path in args.judge_labels:
         if not Path(path).is_file():
             raise InputError("no such labels file", source=path, field="--judge-labels")
+    from retrievalkit.cli.commands.collisions import check_store_is_no_input
+    from retrievalkit.formats.labels import read_labels
+
+    # The labels file is appended to: never the store, nor a file beside it.
+    named = [("--labels", args.labels), *(("--judge-labels", path) for path in args.judge_labels)]
+    check_store_is_no_input(store, named)
+    for _, path in named:
+        if Path(path).exists():
+            read_labels(Path(path))  # refused now (file, line), not on the first page
     labels = LabelsFile(Path(args.labels), [Path(path) for path in args.judge_labels])
     corpus = Path(args.corpus) if args.corpus else None
     if corpus is not None and not corpus.exists():

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from retrievalkit.formats.ids import ReturnedIds, needs_cleaning, returned_id
 from retrievalkit.retrievers.contract import document_id_of
 
 
@@ -26,10 +27,13 @@ class ChunkKeeper:
     retriever, which the evaluator's other guarantees already assume.
     """
 
-    def __init__(self, retriever: Any, separator: str | None) -> None:
+    def __init__(
+        self, retriever: Any, separator: str | None, notes: ReturnedIds | None = None
+    ) -> None:
         self.identifier = getattr(retriever, "identifier", "retriever")
         self._retriever = retriever
         self._separator = separator
+        self._notes = notes
         self._chunks: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
         if callable(getattr(retriever, "retrieve_many", None)):
@@ -42,6 +46,16 @@ class ChunkKeeper:
     def _documents(self, question: str, ids: Any) -> Any:
         if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
             return ids  # the evaluator reports the broken answer
+        if all(isinstance(each, str) for each in ids) and needs_cleaning("".join(ids)):
+            # Chunk ids are compared as document ids are (`retrievalkit.formats.ids`):
+            # cleaned here, where the chunk is still known, and counted once.
+            cleaned = [returned_id(each) for each in ids]
+            if self._notes is not None:
+                for raw, clean in zip(ids, cleaned, strict=True):
+                    if clean != raw and clean:
+                        self._notes.note(raw, clean, question)
+            # An id empty once cleaned goes on as it came, for the evaluator to refuse.
+            ids = [clean or raw for raw, clean in zip(ids, cleaned, strict=True)]
         with self._lock:
             self._chunks[question] = tuple(dict.fromkeys(ids))
         if self._separator is None:

@@ -41,7 +41,7 @@ def _ordered(ids: Any) -> bool:
 
 
 def distinct_ranking(
-    ids: Any, limit: int, depth: int, notes: ReturnedIds | None = None
+    ids: Any, limit: int, depth: int, notes: ReturnedIds | None = None, question: str | None = None
 ) -> tuple[str, ...]:
     """Validate what a retriever returned and keep the best ``depth`` distinct ids.
 
@@ -49,7 +49,8 @@ def distinct_ranking(
     contract: not an ordered sequence (a set or a dict has no ranking, and its order
     changes with PYTHONHASHSEED), a non-string or empty id, or more ids than asked for.
     Ids are compared as `retrievalkit.formats.ids` says (NFC, no surrounding
-    whitespace); ``notes`` counts those that changed.
+    whitespace or invisible characters); ``notes`` counts those that changed, with
+    ``question`` (the text asked) for the warning's example.
     """
     unordered = unordered_kind(ids)
     if unordered is not None:
@@ -76,7 +77,7 @@ def distinct_ranking(
                 ) from None
         raise
     if needs_cleaning(joined) or "" in ids:
-        ids = clean_ranking(ids, notes)
+        ids = clean_ranking(ids, notes, question)
     if type(ids) is list or type(ids) is tuple:
         # The first ``depth`` ids, when they are distinct, are the ranking: a set of them
         # costs a third of collapsing every id returned.
@@ -178,6 +179,7 @@ def evaluate_questions(
     progress: ProgressCallback | None = None,
     timeout: float | None = None,
     secrets: Sequence[str] = (),
+    notes: ReturnedIds | None = None,
 ) -> list[Retrieval]:
     """One `Retrieval` per question, in the set's order.
 
@@ -185,7 +187,8 @@ def evaluate_questions(
     ``concurrency`` is how many questions, or for a retriever with ``retrieve_many``
     how many batches, are asked at once;
     ``secrets`` are scrubbed from every error text, since a retriever's exception may
-    quote its own credentials.
+    quote its own credentials; ``notes`` counts the returned ids the identity rule
+    changed (`retrievalkit.formats.ids`).
     """
     retrievals: list[Retrieval] = []
     for answered in ask_in_batches(
@@ -198,6 +201,7 @@ def evaluate_questions(
         timeout=timeout,
         secrets=secrets,
         batch=max(1, len(questions)),
+        notes=notes,
     ):
         retrievals += answered
     return retrievals
@@ -234,7 +238,7 @@ def ask_in_batches(
         start = time.perf_counter()
         try:
             ids = call(lambda: retriever.retrieve(text, limit), timeout)
-            ranking = distinct_ranking(ids, limit, depth, notes)
+            ranking = distinct_ranking(ids, limit, depth, notes, text)
         except Exception as error:
             elapsed = (time.perf_counter() - start) * 1000.0
             return Retrieval((), elapsed, describe(error))
@@ -301,13 +305,13 @@ def _ask_one_by_one(
                     distinct_ranking(ids, limit, depth)
                     raise
                 if needs_cleaning(joined) or "" in ids:
-                    ranking = distinct_ranking(ids, limit, depth, notes)
+                    ranking = distinct_ranking(ids, limit, depth, notes, text)
                 else:
                     ranking = tuple(ids[:depth])  # as in distinct_ranking
                     if len(unique(ranking)) != len(ranking):
                         ranking = tuple(distinct(ids))[:depth]
             else:
-                ranking = distinct_ranking(ids, limit, depth, notes)
+                ranking = distinct_ranking(ids, limit, depth, notes, text)
         except Exception as error:
             took((clock() - start) * 1000.0)
             keep(())
@@ -403,7 +407,7 @@ def _evaluate_batched(
                 errors[position] = describe(answer)
             else:
                 try:
-                    rankings.append(distinct_ranking(answer, limit, depth, notes))
+                    rankings.append(distinct_ranking(answer, limit, depth, notes, batch[position]))
                     returned.append(len(answer))
                     continue
                 except ValueError as error:

@@ -22,6 +22,7 @@ from retrievalkit.model.values import GoldenQuestionSet, MetricValue
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
+    from retrievalkit.formats.ids import IdChanges, ReturnedIds
     from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
     from retrievalkit.model.values import GoldenQuestion
     from retrievalkit.pipeline.engine.evaluator import Retrieval
@@ -57,6 +58,9 @@ class Run:
     """What only the evaluation could see, e.g. questions the overfetch left short of
     distinct documents (the record's own warnings, such as chunk ids that never
     collapsed, come with every report of it)."""
+    returned_ids: IdChanges | None = None
+    """The returned ids the identity rule changed (`retrievalkit.formats.ids`): how many,
+    and the first; None when it changed none."""
 
     @property
     def run_id(self) -> str:
@@ -125,7 +129,12 @@ class Run:
         from retrievalkit.render.summary import EvalReport
 
         return EvalReport(
-            self.record, self.set.questions, verdict, saved_to, diagnostics=self.warnings
+            self.record,
+            self.set.questions,
+            verdict,
+            saved_to,
+            diagnostics=self.warnings,
+            returned_ids=self.returned_ids,
         )
 
     def to_markdown(self, verdict: Verdict | None = None) -> str:
@@ -336,11 +345,13 @@ def staged_run(
     """A run of a retriever that reports its stages: its answer scored as any run's, and
     every stage scored beside it (`retrievalkit.pipeline.engine.stages`); ``concurrency``
     questions (or groups of them) are asked at once."""
+    from retrievalkit.formats.ids import ReturnedIds
     from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH
     from retrievalkit.pipeline.engine.stages import StageScorer, ask_stages
 
     questions = scorer.questions
     staged = StageScorer(questions, scorer.options)
+    notes = ReturnedIds()
     for low in range(0, len(questions), STREAM_BATCH):
         answers, stages = ask_stages(
             resolved.retriever,
@@ -351,6 +362,7 @@ def staged_run(
             secrets=resolved.secrets,
             progress=progress,
             concurrency=concurrency,
+            notes=notes,
         )
         scorer.add(answers)
         staged.add(answers, stages)
@@ -366,6 +378,7 @@ def staged_run(
         max_error_rate=max_error_rate,
         provider=provider,
         stages=report,
+        notes=notes,
     )
 
 
@@ -383,11 +396,13 @@ def scored_run(
     provider: Any = None,
     extra: Mapping[str, str] | None = None,
     stages: Sequence[Mapping[str, Sequence[str]] | None] | None = None,
+    notes: ReturnedIds | None = None,
 ) -> Run:
     """Score the retrievals of ``questions`` (the set's, or those a sequential run asked)
     into a run of ``golden``; raise `RunFailed` past ``max_error_rate``. ``stages`` (each
     question's stage rankings, None for one that errored) scores every stage beside the
-    answer, as a staged run of the whole set does."""
+    answer, as a staged run of the whole set does; ``notes``, the returned ids the identity
+    rule changed while they were asked."""
     from retrievalkit.metrics.scoring import RunScorer
     from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, Retrievals
     from retrievalkit.pipeline.engine.stages import StageScorer
@@ -414,6 +429,7 @@ def scored_run(
         provider=provider,
         extra=extra,
         stages=report,
+        notes=notes,
     )
 
 
@@ -429,7 +445,7 @@ def finished_run(
     provider: Any = None,
     extra: Mapping[str, str] | None = None,
     stages: StageReport | None = None,
-    notes: Any = None,
+    notes: ReturnedIds | None = None,
 ) -> Run:
     """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
     sequential run asked); raise `RunFailed` past ``max_error_rate``."""
@@ -470,13 +486,14 @@ def finished_run(
     )
     if stages is not None:
         record = attrs.evolve(record, stages=stages)
-    returned = None if notes is None else notes.warning()
+    changes = None if notes is None else notes.changes(scorer.questions)
+    returned = None if changes is None else changes.warning()
     from retrievalkit.pipeline.engine.clustering import partial_clusters_warning
 
     clustered = partial_clusters_warning(scorer.questions, scoring.cluster_by)
     noted = (short, returned, clustered)
     warnings = (*golden.warnings, *(w for w in noted if w is not None))
-    run = Run(record, golden, warnings)
+    run = Run(record, golden, warnings, changes)
     errored, total = scores.outcomes.errored, len(scorer.questions)
     if max_error_rate is not None and errored and errored / total > max_error_rate:
         from collections import Counter

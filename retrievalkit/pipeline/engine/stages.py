@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from retrievalkit.formats.ids import ReturnedIds
 from retrievalkit.metrics.names import STAGE_PREFIX as STAGE_PREFIX
 from retrievalkit.metrics.names import split_stage_metric as split_stage_metric
 from retrievalkit.metrics.names import stage_metric as stage_metric
@@ -101,10 +102,16 @@ def answer_of(stages: Mapping[str, Sequence[str]]) -> list[str]:
 
 
 def _checked(
-    answer: Any, limit: int, depth: int, order: list[str] | None
+    answer: Any,
+    limit: int,
+    depth: int,
+    order: list[str] | None,
+    notes: ReturnedIds | None = None,
+    question: str | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """Each stage's distinct ids (every one returned, for attribution at any depth), after
-    checking the answer as the evaluator checks a ranking; ``order`` is the first
+    checking every stage as the evaluator checks a ranking, ids compared as the answer's
+    are (`retrievalkit.formats.ids`, counted in ``notes``); ``order`` is the first
     question's stage names, which every question must repeat."""
     if not isinstance(answer, Mapping) or not answer:
         raise ValueError(
@@ -121,8 +128,12 @@ def _checked(
     for position, (name, ids) in enumerate(answer.items()):
         last = position == len(answer) - 1
         # Only the answer is held to the limit: a leg may be asked deeper than the answer.
-        ranking = distinct_ranking(ids, limit if last else max(limit, len(ids)), depth)
-        stages[str(name)] = ranking if last else tuple(dict.fromkeys(ids))
+        if last:
+            stages[str(name)] = distinct_ranking(ids, limit, depth, notes, question)
+        else:
+            # A leg may be asked deeper than the answer: all its distinct ids are kept.
+            size = len(ids) if hasattr(ids, "__len__") else 0
+            stages[str(name)] = distinct_ranking(ids, size, size, notes, question)
     return stages
 
 
@@ -136,11 +147,13 @@ def ask_stages(
     secrets: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
     concurrency: int = 1,
+    notes: ReturnedIds | None = None,
 ) -> tuple[Retrievals, list[dict[str, tuple[str, ...]] | None]]:
     """The answer (last stage) of every question, and each question's stages (None for
     one that errored), asked one question at a time or with ``retrieve_many_stages`` in
     groups of 64, ``concurrency`` questions (or groups) at once. ``timeout`` bounds each
-    question as in `retrievalkit.pipeline.engine.evaluator`."""
+    question as in `retrievalkit.pipeline.engine.evaluator`; ``notes`` counts the returned
+    ids (of any stage) the identity rule changed."""
     limit = depth * overfetch
     batched = callable(getattr(retriever, "retrieve_many_stages", None))
     order: list[str] | None = None
@@ -194,12 +207,12 @@ def ask_stages(
         fetched = _fetched_concurrently(fetch, groups, concurrency, progress)
     for number, group in enumerate(groups):
         answers, each = fetched[number] if fetched is not None else fetch(group)
-        for answer in answers:
+        for text, answer in zip(group, answers, strict=True):
             position = len(rankings)
             try:
                 if isinstance(answer, BaseException):
                     raise answer
-                checked = _checked(answer, limit, depth, order)
+                checked = _checked(answer, limit, depth, order, notes, text)
             except Exception as error:
                 errors[position] = describe(error)
                 rankings.append(())

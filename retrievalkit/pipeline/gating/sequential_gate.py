@@ -57,6 +57,7 @@ def evaluate_sequentially(
     questions are asked and weighed as one draw, and the run's intervals and the
     verdict's paired tests treat them as the unit.
     """
+    from retrievalkit.formats.ids import ReturnedIds
     from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
     from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
     from retrievalkit.pipeline.engine.evaluator import Retrieval, Retrievals, evaluate_questions
@@ -109,6 +110,7 @@ def evaluate_sequentially(
     )
     quick = attrs.evolve(scoring, resamples=1, cluster_by=None)
     answered: dict[int, Retrieval] = {}
+    notes = ReturnedIds()
     staged = has_stages(resolved.retriever)
     stages_of: dict[int, dict[str, tuple[str, ...]] | None] = {}
 
@@ -125,6 +127,7 @@ def evaluate_sequentially(
                 timeout=timeout,
                 secrets=resolved.secrets,
                 concurrency=concurrency,
+                notes=notes,
             )
             stages_of.update(zip(indices, stages, strict=True))
         else:
@@ -136,6 +139,7 @@ def evaluate_sequentially(
                 concurrency=concurrency,
                 timeout=timeout,
                 secrets=resolved.secrets,
+                notes=notes,
             )
         answered.update(zip(indices, answers, strict=True))
         scores = [dict(outcome.scores) for outcome in score_run(chosen, answers, quick).outcomes]
@@ -171,6 +175,7 @@ def evaluate_sequentially(
         max_error_rate=max_error_rate,
         extra={"sequential": f"{result.decision} after {result.asked} of {result.total} questions"},
         stages=[stages_of[index] for index in kept] if staged else None,
+        notes=notes,
     )
     verdict = compare_runs(
         run.record.outcomes,

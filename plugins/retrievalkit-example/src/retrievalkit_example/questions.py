@@ -9,11 +9,19 @@ with the file, line and field, exactly as for a JSON Lines set.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from retrievalkit.plugin_api import GoldenQuestion, GoldenQuestionSet, InputError, parse_question
+from retrievalkit.plugin_api import (
+    GoldenQuestion,
+    GoldenQuestionSet,
+    InputError,
+    parse_question,
+    text_lines,
+)
 
 from retrievalkit_example import DATA
 
@@ -38,8 +46,9 @@ class CsvQuestionSets:
 
 def load_csv(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
     """Read a CSV golden set; every problem names the file, the line and the field."""
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
+    # text_lines: a byte that is not UTF-8 is refused naming the file and the line.
+    with contextlib.closing(text_lines(path, "the question set")) as lines:
+        reader = csv.DictReader(lines)
         missing = [column for column in COLUMNS if column not in (reader.fieldnames or [])]
         if missing:
             raise InputError(
@@ -50,8 +59,7 @@ def load_csv(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
             )
         questions: list[GoldenQuestion] = []
         seen: dict[str, int] = {}
-        for row in reader:
-            line = reader.line_num
+        for line, row in _rows(reader, path):
             question = parse_question(_row_data(row, path, line), source=str(path), line=line)
             if question.id in seen:
                 raise InputError(
@@ -70,6 +78,24 @@ def load_csv(path: Path, *, name: str | None = None) -> GoldenQuestionSet:
         description="Questions about home bicycle maintenance (retrievalkit-example).",
         source=str(path),
     )
+
+
+def _rows(reader: csv.DictReader[str], path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, row) of each row; a line csv cannot read (a field past its size limit, a
+    quote left open) is an `InputError` naming the file and the line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise InputError(
+                f"not a CSV line ({error})",
+                source=str(path),
+                line=reader.line_num,
+                hint="is a quote left open?",
+            ) from None
+        yield reader.line_num, row
 
 
 def _row_data(row: dict[str, Any], path: Path, line: int) -> dict[str, Any]:

@@ -92,11 +92,7 @@ class RunDirStore:
     def _records(self) -> list[ResultRecord]:
         records = []
         for _, _, path in self._files():
-            try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as error:
-                raise StoreError(f"cannot read {path}: {error.strerror}") from None
-            records.append(load_record(text, where=str(path)))
+            records.append(load_record(_read(path), where=str(path)))
         return records
 
     def runs(self, set_name: str, model: str, grader: str = GRADER) -> list[ResultRecord]:
@@ -105,8 +101,21 @@ class RunDirStore:
     def get(self, run_id: str) -> ResultRecord | None:
         for _, stored_id, path in self._files():
             if stored_id == run_id:
-                return load_record(path.read_text(encoding="utf-8"), where=str(path))
+                return load_record(_read(path), where=str(path))
         return None
 
     def all_runs(self) -> list[ResultRecord]:
         return list(reversed(self._records()))
+
+
+def _read(path: Path) -> str:
+    """A run file's text; one that cannot be read or is not UTF-8 is a damaged store."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise StoreError(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise StoreError(
+            f"{path}: invalid UTF-8 at byte {error.start}: the run file was changed outside "
+            "retrievalkit; restore or delete it"
+        ) from None

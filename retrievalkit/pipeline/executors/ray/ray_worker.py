@@ -70,6 +70,16 @@ class Answers:
     changed: int = 0
     example: tuple[str, str] | None = None
     reused: int = 0
+    question: str | None = None
+    """The text of the question whose answer held ``example``."""
+
+    def notes(self) -> ReturnedIds:
+        """The identity policy's changes as a `ReturnedIds`, to merge into the run's."""
+        notes = ReturnedIds()
+        if self.changed and self.example is not None:
+            notes.note(*self.example, self.question)
+            notes.changed = self.changed  # the worker noted them all; one example came
+        return notes
 
 
 class Worker:
@@ -159,14 +169,22 @@ class Worker:
                 timeout=timeout,
                 secrets=resolved.secrets,
                 concurrency=concurrency,
+                notes=notes,
             )
-            return Answers(answers, stages=stages, reused=self._reused_since(reused))
+            return Answers(
+                answers,
+                stages=stages,
+                changed=notes.changed,
+                example=notes.example,
+                reused=self._reused_since(reused),
+                question=notes.question,
+            )
         asked = resolved.retriever
         keeper = None
         if mode == CHUNKS:
             from retrievalkit.pipeline.engine.chunks import ChunkKeeper
 
-            asked = keeper = ChunkKeeper(resolved.retriever, chunk_separator)
+            asked = keeper = ChunkKeeper(resolved.retriever, chunk_separator, notes)
         parts = list(
             ask_in_batches(
                 asked,
@@ -186,7 +204,13 @@ class Worker:
             texts = [question.question for question in questions]
             chunks = [ranking[:depth] for ranking in keeper.chunks_of(texts)]
         return Answers(
-            retrievals, chunks, None, notes.changed, notes.example, self._reused_since(reused)
+            retrievals,
+            chunks,
+            None,
+            notes.changed,
+            notes.example,
+            self._reused_since(reused),
+            notes.question,
         )
 
     def _reused_since(self, before: int) -> int:

@@ -86,9 +86,7 @@ def evaluate_on_ray(
                 Retrievals.joined([part.retrievals for part in parts]), plan.secrets
             )
             for part in parts:
-                if part.changed:
-                    notes.changed += part.changed
-                    notes.example = notes.example or part.example
+                notes.merge(part.notes())
             if staged is not None:
                 stages = [stage for part in parts for stage in part.stages or ()]
                 scorer.add(answers)
