@@ -85,7 +85,10 @@ class Guard:
         self.token = token or None
         # A fresh secret each start: old pages' CSRF tokens stop working with the server.
         self.secret = secrets.token_bytes(32)
-        self.hosts = {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+        # The loopback names, and the served address itself (another of 127.0.0.0/8).
+        served = f"[{host.strip('[]')}]" if ":" in host else host
+        names = ("127.0.0.1", "localhost", "[::1]", served)
+        self.hosts = {f"{name}:{port}" for name in names}
 
     def auth_value(self) -> str:
         """The sign-in cookie's value: derived from the token, so the token never travels
@@ -104,7 +107,10 @@ class Guard:
 
     def check_host(self, request: Request) -> None:
         if self.loopback and request.headers.get("host", "") not in self.hosts:
-            raise Forbidden("this server only answers requests addressed to 127.0.0.1 or localhost")
+            raise Forbidden(
+                "this server only answers requests addressed to 127.0.0.1, localhost or the "
+                "address it listens on"
+            )
 
     def check_origin(self, request: Request) -> None:
         """A state-changing request (any POST) whose ``Origin`` (else ``Referer``) names
