@@ -540,6 +540,14 @@ def test_every_post_refuses_a_missing_empty_or_wrong_csrf_token(world: World, la
                 assert answer.status_code == 403, cookie
         assert snapshot(world, labels) == before
         assert open_store(world.stores["jsonl"]).pinned("demo", "bm25-demo") == pinned  # type: ignore[attr-defined]
+        # A grader's name that is not a plain name is refused, and no name is kept.
+        draw = random.Random(5)
+        for _ in range(CASES):
+            grader = draw.choice(TEMPLATES).format(m="x") + draw.choice(["", " ", "\n", "é"])
+            grader = grader if draw.random() < 0.8 else "a" * draw.randint(41, 400)
+            answer = client.post("/judge/name", data={"csrf": real, "grader": grader})
+            assert answer.status_code == 403, grader
+            assert "retrievalkit_grader" not in answer.headers.get("set-cookie", "")
         # A server started again has another secret: the old page's token is refused.
         with client_of(make_app(world, labels)) as again:
             again.cookies.update(client.cookies)
@@ -655,6 +663,13 @@ def check_token_guard(world: World, labels: Path, app: Any, host: str) -> None:
                 params = {**case.params, "token": TOKEN}
                 if case.method == "GET" and path not in open_paths:
                     assert client.get(case.path, params=params).status_code == 303, path
+    # Signed in, a form another site posts is still refused (the Origin check).
+    for case in (c for found in cases.values() for c in found if c.method == "POST"):
+        for origin in ("http://evil.example", "null", f"http://{host}.evil.example:{PORT}"):
+            with client_of(app) as client:
+                headers = {"authorization": f"Bearer {TOKEN}", "origin": origin}
+                answer = client.post(case.path, data=case.form, headers=headers)
+                assert answer.status_code == 403 and "another site" in answer.text, (host, origin)
     assert snapshot(world, labels)["labels"] == before["labels"]
     # A wrong sign-in is refused (401) and sets no cookie; the right one signs in.
     with client_of(app) as client:
