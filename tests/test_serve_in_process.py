@@ -559,6 +559,17 @@ def test_every_post_refuses_a_missing_empty_or_wrong_csrf_token(world: World, la
             assert client.post(case.path, data=case.form).status_code == 303, case.path
         assert open_store(world.stores["jsonl"]).pinned("demo", "bm25-demo") == world.demo  # type: ignore[attr-defined]
         assert len(read_labels(labels)) == 1
+    # The sign-in form of a server with a token: every wrong CSRF token is refused, and
+    # nobody is signed in by it.
+    guarded = make_app(world, labels, token=TOKEN)
+    with client_of(guarded) as client:
+        real = csrf_of(client.get("/login").text)
+        for token in wrong_tokens(real, 9):
+            form = {"token": TOKEN} if token is None else {"token": TOKEN, "csrf": token}
+            answer = client.post("/login", data=form)
+            assert answer.status_code == 403 and "CSRF" in answer.text, token
+            assert "retrievalkit_auth" not in answer.headers.get("set-cookie", "")
+        assert client.post("/login", data={"token": TOKEN, "csrf": real}).status_code == 303
 
 
 # ---------------------------------------------------------------- a token off loopback
@@ -1110,6 +1121,20 @@ def test_an_oversized_form_is_refused_with_413_without_being_read_whole(
         )
         assert status == 303, (case.path, status, body[-300:])
     assert tried == len(posts) * (CASES // 4)
+    # The sign-in form, open to whoever lacks the token, is bounded the same way.
+    guarded = make_app(world, labels, token=TOKEN)
+    with client_of(guarded) as client:
+        csrf = csrf_of(client.get("/login").text)
+        cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
+    for declared in (True, False):
+        form = f"csrf={csrf}&token={TOKEN}&padding=".encode()
+        headers = [(b"content-type", b"application/x-www-form-urlencoded")]
+        headers.append((b"cookie", cookie.encode()))
+        if declared:
+            headers.append((b"content-length", str(MAX_FORM_BYTES * 50).encode()))
+        chunks = iter([form, *([b"x" * 4096] * (MAX_FORM_BYTES * 50 // 4096))])
+        status, read, _ = _asgi_post(guarded, "/login", chunks, headers)
+        assert status == 413 and read <= (0 if declared else MAX_FORM_BYTES // 4096 + 2)
     after = snapshot(world, labels)
     assert len(read_labels(labels)) == 1  # the one form under the limit
     assert {k: v for k, v in after.items() if "pins" not in k and k != "labels"} == {
