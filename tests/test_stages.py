@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 import retrievalkit as rk
+from retrievalkit.metrics.definitions import canonical_metric_name as check_metric_name
+from retrievalkit.metrics.names import split_stage_metric
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
 from retrievalkit.pipeline.engine.stages import (
     BELOW_K,
     NOT_RETRIEVED,
     attribute,
-    check_metric_name,
     record_mean,
-    split_stage_metric,
 )
 from retrievalkit.plugins.resolution import ResolvedRetriever
 from retrievalkit.render.markdown import render_markdown
