@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from retrievalkit.errors import RetrievalkitError
+from retrievalkit.errors import InputError, RetrievalkitError
 from retrievalkit.serve import views
 from retrievalkit.serve.templates import CSS, SCRIPT, environment, url
 
@@ -68,6 +68,14 @@ def _sign(secret: bytes, value: str) -> str:
     return hmac.new(secret, value.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+def _equal(given: str, secret: str) -> bool:
+    """Whether ``given`` is ``secret``, in constant time, whatever characters it holds
+    (`hmac.compare_digest` raises on non-ASCII text, which a visitor may send)."""
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), secret.encode("utf-8", "surrogateescape")
+    )
+
+
 class Guard:
     """The token, the session cookies and the CSRF tokens of one server."""
 
@@ -77,7 +85,10 @@ class Guard:
         self.token = token or None
         # A fresh secret each start: old pages' CSRF tokens stop working with the server.
         self.secret = secrets.token_bytes(32)
-        self.hosts = {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+        # The loopback names, and the served address itself (another of 127.0.0.0/8).
+        served = f"[{host.strip('[]')}]" if ":" in host else host
+        names = ("127.0.0.1", "localhost", "[::1]", served)
+        self.hosts = {f"{name}:{port}" for name in names}
 
     def auth_value(self) -> str:
         """The sign-in cookie's value: derived from the token, so the token never travels
@@ -89,14 +100,17 @@ class Guard:
         if self.token is None:
             return True
         header = request.headers.get("authorization", "")
-        if header.startswith("Bearer ") and hmac.compare_digest(header[7:], self.token):
+        if header.startswith("Bearer ") and _equal(header[7:], self.token):
             return True
         cookie = request.cookies.get(AUTH_COOKIE, "")
-        return hmac.compare_digest(cookie, self.auth_value())
+        return _equal(cookie, self.auth_value())
 
     def check_host(self, request: Request) -> None:
         if self.loopback and request.headers.get("host", "") not in self.hosts:
-            raise Forbidden("this server only answers requests addressed to 127.0.0.1 or localhost")
+            raise Forbidden(
+                "this server only answers requests addressed to 127.0.0.1, localhost or the "
+                "address it listens on"
+            )
 
     def check_origin(self, request: Request) -> None:
         """A state-changing request (any POST) whose ``Origin`` (else ``Referer``) names
@@ -128,7 +142,7 @@ class Guard:
     def check_csrf(self, request: Request, form: dict[str, str]) -> None:
         session = self.session(request)
         given = form.get("csrf", "")
-        if not session or not given or not hmac.compare_digest(given, self.csrf(session)):
+        if not session or not given or not _equal(given, self.csrf(session)):
             raise Forbidden(
                 "this form is out of date or did not come from this server (no valid CSRF "
                 "token): reload the page and try again"
@@ -163,11 +177,29 @@ def _same_origin(origin: str, host: str) -> bool:
     return (port or _DEFAULT_PORTS[scheme]) == served_port
 
 
+class TooLarge(Forbidden):
+    """A request body over `MAX_FORM_BYTES`, refused with 413 before it is read whole."""
+
+
 async def read_form(request: Request) -> dict[str, str]:
-    """A URL-encoded form body (the only kind the pages send), last value of each name."""
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        raise Forbidden("the form is too large")
+    """A URL-encoded form body (the only kind the pages send), last value of each name.
+
+    A body that declares (``Content-Length``) or turns out to be longer than
+    `MAX_FORM_BYTES` is refused (`TooLarge`, 413) as soon as that is known: it is never
+    read whole into memory."""
+    too_large = TooLarge(
+        f"the form is too large (over {MAX_FORM_BYTES // 1024} KiB): the pages never send one"
+    )
+    declared = request.headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_FORM_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    body = b"".join(chunks)
     kind = request.headers.get("content-type", "").split(";")[0].strip()
     if kind != "application/x-www-form-urlencoded":
         raise Forbidden("a form must be sent as application/x-www-form-urlencoded")
@@ -184,7 +216,17 @@ def _integer(text: str | None, default: int, lowest: int, highest: int) -> int:
 
 
 def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> Starlette:
-    """The application over ``site``, guarded for ``host``:``port`` (and ``token``)."""
+    """The application over ``site``, guarded for ``host``:``port`` (and ``token``).
+
+    Raises `InputError` for a ``host`` other than loopback without a ``token``: anyone
+    who can reach such an address could read the store and write grades."""
+    if not is_loopback(host) and not token:
+        raise InputError(
+            f"refusing to listen on {host} without a token: anyone who can reach it could "
+            "read the store and write grades",
+            field="--host",
+            hint=f"set {TOKEN_VARIABLE} to a long random secret, or keep the default 127.0.0.1",
+        )
     guard = Guard(host=host, port=port, token=token)
     templates = environment()
 
@@ -315,7 +357,7 @@ def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> 
             return page(request, "login", failed=False)
         form = await read_form(request)
         guard.check_csrf(request, form)
-        if guard.token is None or not hmac.compare_digest(form.get("token", ""), guard.token):
+        if guard.token is None or not _equal(form.get("token", ""), guard.token):
             return page(request, "login", 401, failed=True)
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(AUTH_COOKIE, guard.auth_value(), httponly=True, samesite="strict")
@@ -333,7 +375,7 @@ def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> 
         if isinstance(exception, views.NotFound):
             return error(request, 404, str(exception))
         if isinstance(exception, Forbidden):
-            return error(request, 403, str(exception))
+            return error(request, 413 if isinstance(exception, TooLarge) else 403, str(exception))
         if isinstance(exception, RetrievalkitError):
             return error(request, 400, str(exception))
         log.exception("%s %s failed", request.method, request.url.path)
@@ -381,7 +423,7 @@ def create_app(site: views.Site, *, host: str, port: int, token: str | None) -> 
             else:
                 response = await call_next(request)
         except Forbidden as refused:
-            response = error(request, 403, str(refused))
+            response = error(request, 413 if isinstance(refused, TooLarge) else 403, str(refused))
         except views.NotFound as missing:
             response = error(request, 404, str(missing))
         except RetrievalkitError as failed:
