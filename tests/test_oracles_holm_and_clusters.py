@@ -161,3 +161,41 @@ def test_clusters_of_one_question_give_n() -> None:
         effective, variance = effective_sizes(*_cells(values, np.arange(n)))
         assert variance[0] == pytest.approx(values.var(ddof=1) / n, rel=1e-9)
         assert effective[0] == pytest.approx(n, rel=1e-9)
+
+
+def test_compare_adjusts_p_values_and_floors_as_statsmodels_holm() -> None:
+    """Through `compare_records`: 2-5 candidates against one baseline, per metric, the
+    p-values and the floors (the smallest p each could reach) adjusted as statsmodels
+    adjusts them; the verdict reads the adjusted ones."""
+    from test_compare_records import BASE, STATS, deltas, run
+
+    from retrievalkit.pipeline.gating.comparison import Side, compare_records
+
+    rng = np.random.default_rng(31)
+    for trial in range(12):
+        candidates = [
+            Side(f"c{index}", run(rng.choice(30, int(rng.integers(0, 14)), False).tolist(), "c"))
+            for index in range(int(rng.integers(2, 6)))
+        ]
+        comparison = compare_records([Side("base", BASE), *candidates], **STATS)
+        assert comparison.correction == "holm"
+        for metric in ("hit@1", "hit@3", "rr"):
+            found = [deltas(pair)[metric] for pair in comparison.pairs]
+            raw = [delta.p_value for delta in found]
+            _, adjusted, _, _ = multipletests(raw, method="holm")
+            assert [delta.p_holm for delta in found] == pytest.approx(adjusted.tolist()), trial
+            floors = [p_floor_of(delta.discordant) for delta in found]
+            _, adjusted_floors, _, _ = multipletests(floors, method="holm")
+            assert [delta.p_floor for delta in found] == pytest.approx(adjusted_floors.tolist())
+            for delta, p, floor in zip(found, adjusted, adjusted_floors, strict=True):
+                want = (
+                    "unresolvable"
+                    if floor >= 0.05
+                    else ("significant" if p < 0.05 else "not significant")
+                )
+                assert delta.verdict == want
+
+
+def p_floor_of(discordant: int) -> float:
+    """2 / 2^m, the smallest two-sided sign-flip p-value of m discordant questions."""
+    return 1.0 if discordant <= 1 else 2.0 / 2.0**discordant

@@ -48,6 +48,8 @@ def ppi_mean_ci(
 ) -> tuple[float, float]:
     low, high = ppi_py.ppi_mean_ci(y, j, rest, alpha=alpha, **{_WEIGHT: lam})
     return float(np.ravel(low)[0]), float(np.ravel(high)[0])
+
+
 SEEDS = 12
 
 
