@@ -143,12 +143,14 @@ def oracle_sign_test_power(drop: float, n: int, discordance: float, alpha: float
 
 
 def test_the_exact_sign_test_power_is_scipys_binomial_test() -> None:
+    """Significant is p < alpha, not p <= alpha: at alpha = 2 / 2^m (0.0625, 0.125) the
+    all-losses pattern of m discordant questions has p exactly alpha and is not."""
     rng = np.random.default_rng(24)
     for _ in range(30):
         n = int(rng.integers(6, 60))
         discordance = float(rng.uniform(0.05, 1.0))
         drop = float(rng.uniform(0.0, discordance))
-        alpha = float(rng.choice([0.01, 0.05, 0.1]))
+        alpha = float(rng.choice([0.01, 0.05, 0.1, 2.0**-4, 2.0**-3]))
         assert _sign_test_power(drop, n, discordance, alpha) == pytest.approx(
             oracle_sign_test_power(drop, n, discordance, alpha), abs=1e-12
         ), (n, discordance, drop, alpha)
