@@ -259,3 +259,41 @@ def test_clustered_power_holds_in_a_seeded_simulation() -> None:
         found += p_value < 0.05 and sums.sum() < 0
     error = math.sqrt(0.8 * 0.2 / runs)
     assert abs(found / runs - 0.8) < 3.5 * error + 0.01, (found / runs, drop)
+
+
+def test_the_bound_beside_zero_is_where_the_enumerated_test_stops_rejecting() -> None:
+    """When the test rejects but the interval holds 0, the bound beside 0 moves to the d
+    where the test of "the mean difference is d" (the differences less d, enumerated)
+    stops rejecting: just inside it the test does not reject, just outside it does."""
+    rng = np.random.default_rng(28)
+    checked = 0
+    for _ in range(3000):
+        n = int(rng.integers(6, 13))
+        differences = rng.choice(VALUES, n) - rng.choice(VALUES, n)
+        if abs(differences.mean()) < 0.05:
+            continue
+        m = int((np.abs(differences) > 1e-12).sum())
+        p_value = enumerated(differences[np.abs(differences) > 1e-12])
+        low, high, _ = paired_interval(differences, p_value, m)
+        if p_value >= 0.05 or low is None or high is None:
+            continue
+        mean = differences.mean()
+        # Only where the Agresti-Min interval (as in the test above) holds 0.
+        centre = differences.sum() / (n + 2)
+        variance = (((differences**2).sum() + 1) / (n + 2) - centre**2) / (n + 2)
+        spread = t.ppf(0.975, m + 1) * math.sqrt(variance)
+        if not centre - spread <= 0.0 <= centre + spread:
+            continue
+        bound = low if mean > 0 else high
+        step = abs(mean) * 1e-6
+        toward_mean = bound + np.sign(mean) * step
+        toward_zero = bound - np.sign(mean) * step
+
+        def p_at(d: float, differences: np.ndarray = differences) -> float:
+            shifted = differences - d
+            return enumerated(shifted[np.abs(shifted) > 1e-12])
+
+        assert 0.0 < bound / mean < 1.0
+        assert p_at(toward_mean) >= 0.05 and p_at(toward_zero) < 0.05, (differences, bound)
+        checked += 1
+    assert checked >= 20
