@@ -297,3 +297,33 @@ def test_the_bound_beside_zero_is_where_the_enumerated_test_stops_rejecting() ->
         assert p_at(toward_mean) >= 0.05 and p_at(toward_zero) < 0.05, (differences, bound)
         checked += 1
     assert checked >= 20
+
+
+def test_monte_carlo_p_values_agree_with_the_enumeration_past_its_limit() -> None:
+    """19-21 distinct differences: too many sums to enumerate in retrievalkit (2^18
+    points), so the p-value is (extreme + 1) / (flips + 1) from 10,000 seeded flips; the
+    brute-force enumeration of all 2^m patterns here puts it within 4 of its reported
+    standard errors (plus the +1's bias)."""
+    from retrievalkit.stats.paired import MONTE_CARLO
+
+    rng = np.random.default_rng(29)
+    for _ in range(4):
+        m = int(rng.integers(19, 22))
+        differences = rng.uniform(0.05, 1.0, m) * rng.choice([-1.0, 1.0], m)
+        differences += rng.uniform(0.0, 0.3) / m * np.sign(differences.sum())
+        p_value, method, error = sign_flip_p_value(differences)
+        observed = abs(differences.sum()) - 1e-9
+        extreme = 0
+        tail = np.array(list(itertools.product([-1.0, 1.0], repeat=m - 6)))
+        for first in range(1 << 6):  # the first six signs, then all the others at once
+            head = np.array([1.0 if first >> bit & 1 else -1.0 for bit in range(6)])
+            extreme += int(
+                (np.abs(tail @ differences[6:] + head @ differences[:6]) >= observed).sum()
+            )
+        exact = extreme / 2.0**m
+        assert 0.01 < exact < 0.9 and method == MONTE_CARLO
+        assert error == pytest.approx(math.sqrt(p_value * (1 - p_value) / 10_000), rel=1e-9)
+        assert abs(p_value - exact) < 4 * math.sqrt(exact * (1 - exact) / 10_000) + 2e-4, (
+            p_value,
+            exact,
+        )
