@@ -4,9 +4,10 @@ unharmed, and nothing imported that is not used.
 Packages are laid out as pip lays them out (code and a dist-info folder) in a folder put
 on ``sys.path``; each plugin module fails, or not, in one of the ways a broken package
 does. Every way must give the same `PluginError` (package, entry point, the original
-error chained), both for one plugin (stevedore's `DriverManager`) and within a list
-(its `ExtensionManager`), where the plugins after a broken one still load. An
-`AssertionError` is among them: stevedore lets it past its failure callback.
+error chained; for a dependency that is not installed, what to install), both for one
+plugin (stevedore's `DriverManager`) and within a list (its `ExtensionManager`), where
+the plugins after a broken one still load. An `AssertionError` is among them: stevedore
+lets it past its failure callback.
 """
 
 from __future__ import annotations
@@ -28,16 +29,33 @@ from retrievalkit.plugins import registry as plugins
 if TYPE_CHECKING:
     from conftest import RunCli
 
-#: How a plugin module can fail: (its code, the attribute the entry point names, the type
-#: of the original error, a word of the error's text). None: it loads.
+#: How a plugin module can fail: (its code, the entry point's reference to it, the type of
+#: the original error, a word of the error's text). None: it loads.
 WAYS: dict[str, tuple[str, str, type[BaseException] | None, str]] = {
-    "loads": ("def make(**options):\n    return 'made'\n", "make", None, ""),
-    "import-error": ("import rk_no_such_dependency\n", "make", ModuleNotFoundError, "rk_no_such"),
-    "raises": ("raise RuntimeError('backend client missing')\n", "make", RuntimeError, "backend"),
-    "asserts": ("assert False, 'asserted at import'\n", "make", AssertionError, "asserted"),
-    "no-attribute": ("def other():\n    pass\n", "make", AttributeError, "make"),
-    "syntax": ("def make(:\n", "make", SyntaxError, ""),
-    "bad-reference": ("def make(**options):\n    pass\n", "make:", ValueError, "reference"),
+    "loads": ("def make(**options):\n    return 'made'\n", "{module}:make", None, ""),
+    "own-module-gone": ("", "{module}_gone:make", ModuleNotFoundError, "_gone"),
+    "raises": (
+        "raise RuntimeError('backend client missing')\n",
+        "{module}:make",
+        RuntimeError,
+        "backend",
+    ),
+    "asserts": (
+        "assert False, 'asserted at import'\n",
+        "{module}:make",
+        AssertionError,
+        "asserted",
+    ),
+    "no-attribute": ("def other():\n    pass\n", "{module}:make", AttributeError, "make"),
+    "syntax": ("def make(:\n", "{module}:make", SyntaxError, ""),
+    "bad-reference": ("def make():\n    pass\n", "{module}:make:", ValueError, "reference"),
+    # a dependency that is not installed: said as what to install (retrievalkit.plugins.missing)
+    "needs-a-dependency": (
+        "import rk_no_such_dependency\n",
+        "{module}:make",
+        ModuleNotFoundError,
+        "",
+    ),
 }
 
 
@@ -66,7 +84,8 @@ def test_every_way_a_plugin_breaks_is_reported_as_that_plugin_and_the_others_loa
         way = chooser.choice(sorted(WAYS))
         package, module = f"rk-load-{seed}-{index}", f"rk_load_{seed}_{index}"
         name = f"loading-{seed}-{index}"
-        _package(site, package, module, WAYS[way][0], {name: f"{module}:{WAYS[way][1]}"})
+        reference = WAYS[way][1].format(module=module)
+        _package(site, package, module, WAYS[way][0], {name: reference})
         expected[name] = way
     monkeypatch.syspath_prepend(str(site))
     found = [plugin for plugin in plugins.find(plugins.RETRIEVERS) if plugin.name in expected]
@@ -102,10 +121,18 @@ def _check(plugin: plugins.Plugin, way: str, obj: object, error: PluginError | N
         return
     assert obj is None and isinstance(error, PluginError), (way, obj)
     message = str(error)
-    assert message.startswith(f"plugin {plugin.label} ({plugin.value}) failed to load: "), message
-    assert message.endswith("; reinstall or fix that package"), message
     assert isinstance(error.__cause__, kind), (way, type(error.__cause__))
-    assert f"{type(error.__cause__).__name__}: " in message and word in message
+    if way == "needs-a-dependency":
+        assert message.startswith(
+            f"retriever plugin '{plugin.name}' (package {plugin.package} 1.0) needs the module "
+            "'rk_no_such_dependency', which is not installed: "
+        ), message
+    else:
+        assert message.startswith(f"plugin {plugin.label} ({plugin.value}) failed to load: "), (
+            message
+        )
+        assert message.endswith("; reinstall or fix that package"), message
+        assert f"{type(error.__cause__).__name__}: " in message and word in message
     assert error.exit_code == 2
 
 
