@@ -81,7 +81,8 @@ def _pythons_here() -> list[str]:
 TEST_PYTHONS = _pythons_here()
 #: What runs on every Python besides the main one: reading set and config files (tomli
 #: before 3.11), the API end to end, scoring and its trec_eval parity, the stores, and
-#: plugin discovery from installed metadata.
+#: plugin discovery from installed metadata and loading through stevedore (its lowest
+#: version under `minimums`).
 PORTABILITY_TESTS = (
     "tests/test_api.py",
     "tests/test_golden_files.py",
@@ -89,6 +90,7 @@ PORTABILITY_TESTS = (
     "tests/test_scoring_protocol.py",
     "tests/test_stores.py",
     "tests/test_plugin_collisions.py",
+    "tests/test_plugin_loading.py",
 )
 ES_PORT = os.environ.get("RETRIEVALKIT_ES_PORT", "9200")
 #: A 7.17 node with Elasticsearch's own rank-eval module (not on Maven Central for 8.x/9.x),

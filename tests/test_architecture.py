@@ -184,6 +184,7 @@ LAYERS: tuple[frozenset[str], ...] = (
         {
             "plugins.registry",
             "plugins._metadata",
+            "plugins._loading",
             "plugins.factories",
             "plugins.missing",
             "stores",

@@ -38,6 +38,8 @@ FORBIDDEN = (
     "cattrs",
     "rich",
     "importlib.metadata",
+    # loads plugins, so imported only when one is used
+    "stevedore",
     "retrievalkit.model.values",
     "retrievalkit.formats.config",
     "retrievalkit.stores",

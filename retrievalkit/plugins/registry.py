@@ -1,27 +1,28 @@
-"""Plugin discovery in three plain steps, as flake8 does: find (metadata only), load, use.
+"""Plugin discovery in three plain steps: find (metadata only), load (stevedore), use.
 
 *find* reads entry points from package metadata without importing anything, so
-``retrievalkit list`` and ``--help`` stay fast; each `Plugin` keeps the entry
-point it was found as. *load* imports that entry point directly and turns any failure
-into a `PluginError` that names the package and entry point, with the original
-exception chained. A broken plugin never stops the others.
+``retrievalkit list`` and ``--help`` stay fast; each `Plugin` keeps the package and version
+it was found in. *load* hands the entry point to stevedore (a `DriverManager` for one
+plugin, an `ExtensionManager` for several, in `retrievalkit.plugins._loading`), whose
+load-failure callback turns any failure into a `PluginError` that names the package and
+entry point, with the original exception chained. A broken plugin never stops the others.
 
 When two packages register one name in a group, a built-in (an entry point into
 retrievalkit itself) wins, and the collision is shown by ``retrievalkit list`` with
 both packages; between two third-party packages the name is ambiguous, and using it
-is an error that names both.
+is an error that names both. Only the plugin chosen is ever handed to stevedore.
 
 This module is imported by every start of the command line, so it imports neither
-attrs nor `importlib.metadata` (which brings the email and zipfile packages): plain
-folders on ``sys.path`` are read directly, as `importlib.metadata` reads them, and
-anything else (a zip file or an egg on the path, a finder of installed distributions
-other than Python's own) falls back to `importlib.metadata` itself.
+attrs nor `importlib.metadata` (which brings the email and zipfile packages) nor
+stevedore (which imports it): plain folders on ``sys.path`` are read directly, as
+`importlib.metadata` reads them, and anything else (a zip file or an egg on the path, a
+finder of installed distributions other than Python's own) falls back to
+`importlib.metadata` itself.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import os
 import re
@@ -66,9 +67,6 @@ GROUPS: Mapping[str, str] = {
 }
 #: The import package of retrievalkit itself: an entry point into it is a built-in.
 _CORE = __name__.partition(".")[0]
-#: An entry point's object reference, as `importlib.metadata.EntryPoint` parses it
-#: (compiled on first use: a listing never needs it).
-_REFERENCE = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
 
 log = logging.getLogger(__name__)
 
@@ -316,42 +314,63 @@ def find_one(group: str, name: str) -> Plugin:
 
 
 def load(plugin: Plugin) -> Any:
-    """Import the object behind an entry point.
+    """Import the object behind an entry point, through a stevedore `DriverManager`.
 
     Any failure becomes a `PluginError` naming the package and entry point,
     with the original exception chained (``__cause__``) for the traceback.
     """
-    try:
-        point = plugin._entry_point
-        obj = point.load() if point is not None else _resolve(plugin.value)
-    except Exception as error:
-        from retrievalkit.plugins.missing import missing_dependency
+    from retrievalkit.plugins._loading import load_one
 
-        missing = missing_dependency(error, plugin, _kind(plugin.group))
-        if missing is not None:
-            raise missing from error
-        raise PluginError(
-            f"plugin {plugin.label} ({plugin.value}) failed to load: "
-            f"{type(error).__name__}: {error}; reinstall or fix that package"
-        ) from error
+    try:
+        obj = load_one(plugin.group, plugin.name, plugin.value)
+    except Exception as error:
+        raise load_error(plugin, error) from error
     log.info("loaded plugin %s = %s (%s)", plugin.label, plugin.value, plugin.version)
     return obj
+
+
+def load_all(plugins: Sequence[Plugin]) -> list[tuple[Plugin, Any, PluginError | None]]:
+    """Import every plugin of ``plugins``, through one stevedore `ExtensionManager` per
+    group; in order, each plugin with its object, or with the `PluginError` (the original
+    exception chained) that its failure became in the manager's load-failure callback."""
+    if not plugins:
+        return []
+    from retrievalkit.plugins._loading import load_each
+
+    by_group: dict[str, list[Plugin]] = {}
+    for plugin in plugins:
+        by_group.setdefault(plugin.group, []).append(plugin)
+    outcome: dict[int, tuple[Any, PluginError | None]] = {}
+    for group, members in by_group.items():
+        points = [(plugin.name, plugin.value) for plugin in members]
+        for plugin, (obj, error) in zip(members, load_each(group, points), strict=True):
+            if error is None:
+                log.info("loaded plugin %s = %s (%s)", plugin.label, plugin.value, plugin.version)
+                outcome[id(plugin)] = (obj, None)
+            else:
+                failure = load_error(plugin, error)
+                failure.__cause__ = error
+                outcome[id(plugin)] = (None, failure)
+    return [(plugin, *outcome[id(plugin)]) for plugin in plugins]
+
+
+def load_error(plugin: Plugin, error: BaseException) -> PluginError:
+    """What a plugin that cannot be imported is reported as: the module to install when a
+    dependency is missing, else its package and entry point, the error, and what to do."""
+    from retrievalkit.plugins.missing import missing_dependency
+
+    missing = missing_dependency(error, plugin, _kind(plugin.group))
+    if missing is not None:
+        return missing
+    return PluginError(
+        f"plugin {plugin.label} ({plugin.value}) failed to load: "
+        f"{type(error).__name__}: {error}; reinstall or fix that package"
+    )
 
 
 def _kind(group: str) -> str:
     """What a plugin of ``group`` is called in messages (``retriever``, ``command``)."""
     return group.rsplit(".", 1)[-1].replace("_", " ").rstrip("s")
-
-
-def _resolve(value: str) -> Any:
-    """The object an entry point's value names, imported as `EntryPoint.load` does."""
-    match = re.match(_REFERENCE, value)
-    if match is None:
-        raise ValueError(f"{value!r} is not an object reference (module or module:attribute)")
-    found: Any = importlib.import_module(match.group("module"))
-    for attribute in filter(None, (match.group("attr") or "").split(".")):
-        found = getattr(found, attribute)
-    return found
 
 
 def load_group(group: str) -> tuple[dict[str, tuple[Plugin, Any]], list[BrokenPlugin]]:
@@ -360,10 +379,10 @@ def load_group(group: str) -> tuple[dict[str, tuple[Plugin, Any]], list[BrokenPl
     loaded: dict[str, tuple[Plugin, Any]] = {}
     broken: list[BrokenPlugin] = []
     chosen, _ = registered(group)
-    for name, plugin in chosen.items():
-        try:
-            loaded[name] = (plugin, load(plugin))
-        except PluginError as error:
+    for plugin, obj, error in load_all(list(chosen.values())):
+        if error is None:
+            loaded[plugin.name] = (plugin, obj)
+        else:
             broken.append(BrokenPlugin(plugin, str(error)))
     return loaded, broken
 
@@ -451,9 +470,11 @@ def set_catalogue() -> SetCatalogue[QuestionSetProvider]:
     misdeclared: list[BrokenPlugin] = []
     # Every provider, not load_group's one per entry-point name: a second package whose
     # provider has the same entry-point name may offer other sets, or the same ones.
-    for plugin in find(QUESTION_SETS):
+    for plugin, obj, failure in load_all(find(QUESTION_SETS)):
         try:
-            provider = as_provider(plugin, load(plugin))
+            if failure is not None:
+                raise failure
+            provider = as_provider(plugin, obj)
             set_names = list(provider.set_names())
         except Exception as error:
             broken.append(BrokenPlugin(plugin, str(error)))
@@ -482,13 +503,21 @@ def listed_sets() -> SetCatalogue[QuestionSetProvider | None]:
     """
     entries: list[tuple[Plugin, QuestionSetProvider | None, list[str]]] = []
     broken: list[BrokenPlugin] = []
-    for plugin in find(QUESTION_SETS):
-        declared = declared_set_names(plugin)
-        if declared is not None:
-            entries.append((plugin, None, declared))
+    providers = find(QUESTION_SETS)
+    declared = {id(plugin): declared_set_names(plugin) for plugin in providers}
+    undeclared = [plugin for plugin in providers if declared[id(plugin)] is None]
+    # stevedore is imported only when a provider declares no set names.
+    loaded = {id(plugin): (obj, failure) for plugin, obj, failure in load_all(undeclared)}
+    for plugin in providers:
+        offered = declared[id(plugin)]
+        if offered is not None:
+            entries.append((plugin, None, offered))
             continue
+        obj, failure = loaded[id(plugin)]
         try:
-            provider = as_provider(plugin, load(plugin))
+            if failure is not None:
+                raise failure
+            provider = as_provider(plugin, obj)
             set_names = list(provider.set_names())
         except Exception as error:
             broken.append(BrokenPlugin(plugin, str(error)))

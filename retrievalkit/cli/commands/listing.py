@@ -205,16 +205,18 @@ def _ambiguous(claimants: tuple[Plugin, ...]) -> str:
 
 
 def _check_everything(broken: list[BrokenPlugin]) -> list[BrokenPlugin]:
-    """Import every plugin of every group (the set providers are already loaded)."""
+    """Import every plugin of every group, one stevedore manager a group (the set providers
+    are already loaded)."""
     from retrievalkit.plugins import registry as plugins
 
     found = list(broken)
     for group in plugins.GROUPS:
         if group == plugins.QUESTION_SETS:
             continue
-        for plugin in plugins.find(group):
+        for plugin, obj, failure in plugins.load_all(plugins.find(group)):
             try:
-                obj = plugins.load(plugin)
+                if failure is not None:
+                    raise failure
                 if group == plugins.COMMANDS:
                     plugins.as_command(plugin, obj)
             except PluginError as error:
