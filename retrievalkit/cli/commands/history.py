@@ -19,8 +19,15 @@ NAME, HELP = SUMMARIES["history"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--set", required=True, metavar="NAME", help="the set name")
-    parser.add_argument("--retriever", required=True, metavar="NAME", help="the retriever name")
+    parser.add_argument("--set", metavar="NAME", help="the set name")
+    parser.add_argument("--retriever", metavar="NAME", help="the retriever name")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="read every stored run whole (of this --set and --retriever, if given) and check "
+        "it against the digest written when it was saved; list each damaged run (exit code 3 "
+        "if any)",
+    )
     parser.add_argument(
         "--limit", type=positive, default=20, metavar="N", help="show at most N runs (default 20)"
     )
@@ -61,6 +68,16 @@ def run(args: argparse.Namespace) -> int:
     from retrievalkit.render.summary import to_json_text
     from retrievalkit.stores import deleting, pinned_run_id
 
+    if args.verify:
+        if args.prune or args.keep is not None or args.dry_run:
+            raise InputError("--verify reads runs, it does not prune", field="--verify")
+        return _verify(args)
+    for option, value in (("--set", args.set), ("--retriever", args.retriever)):
+        if value is None:
+            raise InputError(
+                "history needs --set and --retriever (or --verify, to check every run)",
+                field=option,
+            )
     if args.prune and args.keep is None:
         raise InputError(
             "--prune needs to know how many runs to keep",
@@ -115,3 +132,43 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     console(args).print(history_renderable(history))
     return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """``history --verify``: every run read whole and checked; one line per damaged run."""
+    from retrievalkit.errors import EXIT_EVALUATION_FAILED, one_line
+    from retrievalkit.render.summary import to_json_text
+    from retrievalkit.stores import DAMAGED, NO_DIGEST, verify_store
+
+    config = load_config(args)
+    store = open_configured_store(args, config)
+    checks = verify_store(store)
+    if args.set is not None or args.retriever is not None:
+        # A run whose key cannot be read is listed whatever the key asked for.
+        checks = [
+            check
+            for check in checks
+            if check.key is None
+            or (args.set in (None, check.key[0]) and args.retriever in (None, check.key[1]))
+        ]
+    damaged = [check for check in checks if check.state == DAMAGED]
+    old = [check for check in checks if check.state == NO_DIGEST]
+    if args.format == "json":
+        rows = [
+            {"run_id": c.run_id, "where": c.where, "state": c.state, "detail": c.detail}
+            for c in checks
+        ]
+        sys.stdout.write(to_json_text({"store": store.url, "runs": rows}) + "\n")
+    else:
+        for check in checks:
+            text = check.state + (f": {check.detail}" if check.detail else "")
+            if check.state == NO_DIGEST:
+                text += " (saved before runs carried a digest: read whole, nothing to compare)"
+            print(one_line(f"{check.run_id}  {text}"))
+    print(
+        f"retrievalkit: {len(checks)} runs checked in {store.url}: "
+        f"{len(checks) - len(damaged) - len(old)} intact, {len(old)} with no digest, "
+        f"{len(damaged)} damaged",
+        file=sys.stderr,
+    )
+    return EXIT_EVALUATION_FAILED if damaged else EXIT_OK
