@@ -346,14 +346,25 @@ class SQLiteStore:
         try:
             yield self._connection
         except BaseException:
-            self._connection.execute("ROLLBACK")
+            self._rollback()
             raise
         try:
             self._connection.execute("COMMIT")
         except sqlite3.Error as error:
-            self._connection.execute("ROLLBACK")
+            self._rollback()
             self._busy(error, action)
             raise
+
+    def _rollback(self) -> None:
+        """Roll back the open transaction, if SQLite has not already (it does so itself on
+        a full disk): the error that caused it is the one reported, never the rollback's
+        "no transaction is active"."""
+        if not self._connection.in_transaction:
+            return
+        try:
+            self._connection.execute("ROLLBACK")
+        except sqlite3.Error as error:
+            log.info("rolling back %s failed: %s", self.url, error)
 
     def check_can_write(self) -> None:
         """Take the write lock and let it go: a locked store fails now, before any work."""
