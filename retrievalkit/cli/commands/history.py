@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
@@ -14,6 +15,9 @@ from retrievalkit.cli.commands.options import (
     positive,
 )
 from retrievalkit.errors import EXIT_OK, InputError
+
+if TYPE_CHECKING:
+    from retrievalkit.stores import ResultStore
 
 NAME, HELP = SUMMARIES["history"]
 
@@ -57,6 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from retrievalkit.cli.interrupts import say_untouched
     from retrievalkit.model.records import GRADER
     from retrievalkit.pipeline.gating.history import build_history, runs_to_prune
     from retrievalkit.render.history import (
@@ -66,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
         render_history_markdown,
     )
     from retrievalkit.render.summary import to_json_text
-    from retrievalkit.stores import deleting, pinned_run_id
+    from retrievalkit.stores import pinned_run_id
 
+    if args.prune and not args.dry_run:
+        say_untouched("nothing was deleted")
     if args.verify:
         if args.prune or args.keep is not None or args.dry_run:
             raise InputError("--verify reads runs, it does not prune", field="--verify")
@@ -97,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(str(error), field="--metric") from None
     config = load_config(args)
     store = open_configured_store(args, config)
+    if args.prune and not args.dry_run:
+        say_untouched(f"nothing was deleted from {store.url}")
     runs = store.runs(args.set, args.retriever, GRADER)
     pinned = pinned_run_id(store, args.set, args.retriever, GRADER)
     pruned: list[str] = []
@@ -104,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
         pruned = runs_to_prune(runs, keep=args.keep, pinned=pinned)
         if not args.dry_run:
             if pruned:
-                deleting(store, "prune runs").delete(pruned)
+                code = _prune(store, pruned)
+                if code is not None:
+                    return code
             runs = [record for record in runs if record.run_id not in set(pruned)]
     history = build_history(
         runs,
@@ -132,6 +143,36 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     console(args).print(history_renderable(history))
     return EXIT_OK
+
+
+def _prune(store: ResultStore, pruned: list[str]) -> int | None:
+    """Delete ``pruned`` whole, with the stop signals held back meanwhile; the exit code
+    when one arrived (the message says what was deleted), else None."""
+    from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_kept
+    from retrievalkit.stores import deleting
+
+    deleter = deleting(store, "prune runs")
+    with interrupts_deferred() as deferred:
+        try:
+            deleted = deleter.delete(pruned)
+        except BaseException as error:
+            if not deferred.received:
+                raise
+            print(
+                f"retrievalkit: interrupted while pruning; nothing was deleted from {store.url} "
+                f"({type(error).__name__}: {error})",
+                file=sys.stderr,
+            )
+            return exit_code_for(deferred.signum)
+        note_kept(f"{deleted} runs were deleted from {store.url} (pruned, whole)")
+    if deferred.received:
+        print(
+            f"retrievalkit: interrupted while pruning; {deleted} runs were deleted from "
+            f"{store.url} (pruned, whole)",
+            file=sys.stderr,
+        )
+        return exit_code_for(deferred.signum)
+    return None
 
 
 def _verify(args: argparse.Namespace) -> int:
