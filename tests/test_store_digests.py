@@ -321,3 +321,30 @@ def test_verify_of_an_intact_store_is_exit_0(
     assert "2 intact, 0 with no digest, 0 damaged" in done.stderr
     partial = _cli(tmp_path, "history", "--verify", "--set", "nope", "--store", url)
     assert partial.returncode == 0 and "0 runs checked" in partial.stderr, partial.stderr
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_serve_names_a_damaged_run_instead_of_showing_it(
+    seed: int, records: tuple[ResultRecord, ResultRecord], tmp_path: Path
+) -> None:
+    from starlette.testclient import TestClient
+
+    from retrievalkit.api import Thresholds
+    from retrievalkit.formats.config import Config
+    from retrievalkit.serve.app import create_app
+    from retrievalkit.serve.judging_queue import LabelsFile
+    from retrievalkit.serve.views import Site
+
+    url = _saved(tmp_path, "sqlite", records)
+    what = _edit_sqlite(tmp_path / "runs.sqlite3", "summary", random.Random(seed))
+    site = Site(
+        store=open_store(url),
+        config=Config(),
+        labels=LabelsFile(tmp_path / "labels.tsv"),
+        thresholds=Thresholds(),
+    )
+    app = create_app(site, host="127.0.0.1", port=9, token=None)
+    with TestClient(app, base_url="http://127.0.0.1:9") as client:
+        page = client.get("/history", params={"set": "demo", "retriever": "bm25-demo"})
+    assert page.status_code >= 400, (what, page.status_code)
+    assert "run-edited is damaged and cannot be trusted" in page.text, (what, page.text[-800:])
