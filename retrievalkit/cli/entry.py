@@ -25,6 +25,12 @@ def run() -> int:
     except interrupts.Interrupted as stopped:
         # While importing, or between the command's end and `hold_for_exit`.
         code = _stopped(stopped.signum)
+    except BaseException:
+        # A signal that an import turned into another error on its way up.
+        signum = interrupts.signal_received()
+        if signum is None:
+            raise
+        code = _stopped(signum)
     while True:
         try:
             interrupts.hold_for_exit()
