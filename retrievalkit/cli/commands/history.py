@@ -176,7 +176,7 @@ def _prune(store: ResultStore, pruned: list[str]) -> int | None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """``history --verify``: every run read whole and checked; one line per damaged run."""
+    """``history --verify``: every run read whole and checked; one line a run, its state."""
     from retrievalkit.errors import EXIT_EVALUATION_FAILED, one_line
     from retrievalkit.render.summary import to_json_text
     from retrievalkit.stores import DAMAGED, NO_DIGEST, verify_store
