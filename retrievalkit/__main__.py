@@ -1,5 +1,5 @@
 """Run the command line as ``python -m retrievalkit``."""
 
-from retrievalkit.cli.main import main
+from retrievalkit.cli.entry import entry
 
-raise SystemExit(main())
+entry()

@@ -200,6 +200,10 @@ _EXPORTS = {
     "dump_summary": "retrievalkit.stores.serialization",
     "load_summary": "retrievalkit.stores.serialization",
     "dump_columns": "retrievalkit.stores.serialization",
+    "verify_stored": "retrievalkit.stores.serialization",
+    "RunCheck": "retrievalkit.stores",
+    "check_whole": "retrievalkit.stores",
+    "DamagedRun": "retrievalkit.stores.consistency",
     "VerdictStore": "retrievalkit.stores",
     # what a store may write beside a run, and how it keeps secrets out of it
     "write_record_report": "retrievalkit.render.report_files",

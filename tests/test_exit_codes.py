@@ -1,9 +1,13 @@
-"""Exit codes hold for any failure: a plugin's exception, exit or interrupt is exit 3 (or 2).
+"""Exit codes hold for any failure: a plugin's exception or exit is exit 3 (or 2), its
+KeyboardInterrupt an interrupted run (130).
 
 The hostile retriever (tests/fixtures/rk_hostile) raises, exits or interrupts while it
 starts or while it answers, with a message holding a secret. Seeded cases cross what it
 does with when it does it; every one must end with one line naming what failed, an exit
-code of retrievalkit's (never 1, never the plugin's own), no traceback and no secret.
+code of retrievalkit's (never 1, never the plugin's own), no traceback and no secret. An
+exception or exit() while answering is that question's error outcome (here over the
+allowed error rate, so exit 3); a KeyboardInterrupt, wherever it is raised, interrupts
+the run: exit 130, nothing saved.
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ def _project(folder: Path, case: dict[str, object]) -> None:
 
 
 def _expected_codes(case: dict[str, object]) -> set[int]:
+    if case["act"] == "interrupt":
+        return {130}
     if case["act"] == "raise" and case["when"] == "create" and case["kind"] != "MemoryError":
         return {2, 3}  # a plugin that cannot start: its options or its backend
     return {3}
@@ -102,11 +108,16 @@ def test_a_plugin_failure_ends_with_one_line_and_an_exit_code_of_retrievalkit(
     assert "Traceback" not in err
     assert SECRET not in out + err
     last = [line for line in err.splitlines() if line.strip()][-1]
-    assert last.startswith("retrievalkit: error: "), err
-    if case["act"] == "exit":
-        assert "exit(" in last and "plugin" in last, last
     if case["act"] == "interrupt":
-        assert "KeyboardInterrupt raised without a signal" in last, last
+        assert last.startswith("retrievalkit: interrupted (KeyboardInterrupt raised without a "
+                               "signal"), last  # fmt: skip
+        assert last.endswith("nothing was saved"), last
+    else:
+        assert last.startswith("retrievalkit: error: "), err
+    if case["act"] == "exit" and case["when"] == "create":
+        assert "exit(" in last and "plugin" in last, last
+    elif case["act"] == "exit":  # the question's error outcome, over the allowed rate
+        assert "the retriever called exit(" in last and "questions errored" in last, last
     if case.get("kind") == "MemoryError" and case["when"] != "create":
         assert "MemoryError" in last or "out of memory" in last, last
     assert not Path("runs.sqlite3").exists() or _stored_runs("runs.sqlite3") == 0
@@ -144,7 +155,7 @@ def test_a_plugin_exit_never_becomes_the_process_exit_code(
 
 
 def test_verbose_shows_the_traceback_scrubbed(hostile_site: Path, tmp_path: Path) -> None:
-    _project(tmp_path, {"act": "exit", "when": "retrieve", "text": f"bye {SECRET}"})
+    _project(tmp_path, {"act": "exit", "when": "create", "text": f"bye {SECRET}"})
     done = _cli(tmp_path, hostile_site, "eval", "--set", "golden.jsonl", "--retriever", "h",
                 "--no-save", "-v")  # fmt: skip
     assert done.returncode == 3

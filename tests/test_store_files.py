@@ -398,6 +398,7 @@ def test_a_line_whose_key_cannot_be_read_is_reported_not_skipped(
     path = tmp_path / "runs.jsonl"
     damaged = json.loads(line(record, "damaged"))
     del damaged["grader"]
+    del damaged["digest"]  # as saved before runs carried one (with it: a damaged run)
     path.write_bytes(json.dumps(damaged).encode() + b"\n")
     with pytest.raises(StoreError, match=r"runs\.jsonl, line 1: stored record cannot be read"):
         JSONLStore(path).runs(record.set, record.model)
@@ -673,7 +674,7 @@ def test_damaged_sqlite_slices_name_the_row(tmp_path: Path, record: ResultRecord
     connection.close()
     run = store.get(record.run_id)
     assert run is not None
-    with pytest.raises(StoreError, match=r"runs\.sqlite3 row 1: stored record is not JSON"):
+    with pytest.raises(StoreError, match=r"runs\.sqlite3 row 1: run .* its slices do not match"):
         dict(run.slices)
 
 
@@ -822,6 +823,7 @@ def test_a_summary_without_an_outcomes_header_is_refused(
 def test_a_summary_without_its_slices_is_refused_not_read_as_none(record: ResultRecord) -> None:
     data = json.loads(dump_summary(record))
     del data["slices"]
+    del data["digest"]  # as saved before runs carried one (with it: a damaged run)
     with pytest.raises(StoreError, match=r"^here: stored record cannot be read"):
         load_summary(json.dumps(data), dump_columns(record).__getitem__, where="here")
 
@@ -884,11 +886,16 @@ def test_a_sqlite_store_locked_while_opening_is_busy(
         ("UPDATE runs SET record = '{'", "stored record is not JSON"),
         (
             "UPDATE runs SET record = json_set(record, '$.pass_rate', 'high')",
+            "run .* is damaged and cannot be trusted: its summary does not match",
+        ),
+        (
+            "UPDATE runs SET record = json_remove(json_set(record, '$.pass_rate', 'high'),"
+            " '$.digest')",
             "stored record cannot be read",
         ),
         (
             "UPDATE run_columns SET data = x'00' WHERE name = 'metric/rr'",
-            "outcome column 'metric/rr' cannot be read",
+            "run .* is damaged and cannot be trusted: its outcome column 'metric/rr' does not",
         ),
     ],
 )

@@ -29,6 +29,11 @@ STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
 )
 
 _received: list[int] = []
+#: What the running command has done that outlives it (a run saved, runs pruned), in
+#: the words of the message that reports it; see `note_kept`.
+_kept: list[str] = []
+#: What is said when nothing was kept: what the running command would have changed.
+_untouched: list[str] = ["nothing was saved"]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -42,6 +47,69 @@ class Interrupted(KeyboardInterrupt):
 def signal_received() -> int | None:
     """The first stop signal this process received while its handlers were ours, or None."""
     return _received[0] if _received else None
+
+
+def note_kept(text: str) -> None:
+    """Record something this command made last (``run X was saved whole to URL``).
+
+    Whatever ends the command afterwards (a signal, an error) says this instead of
+    "nothing was saved": the message must state what is in the store.
+    """
+    _kept.append(text)
+
+
+def note_saved(run_id: str, url: str) -> None:
+    """`note_kept` for a run saved whole."""
+    note_kept(f"run {run_id} was saved whole to {url}")
+
+
+def kept() -> str | None:
+    """What this command has kept so far (`note_kept`), as one clause, or None."""
+    return "; ".join(_kept) if _kept else None
+
+
+def forget_kept() -> None:
+    """A new command starts: nothing is kept yet, and no stop signal has come."""
+    _kept.clear()
+    _received.clear()
+    _untouched[:] = ["nothing was saved"]
+
+
+def say_untouched(text: str) -> None:
+    """What to say when the command ends before it kept anything ("nothing was deleted")."""
+    _untouched[:] = [text]
+
+
+def untouched() -> str:
+    """What is said when nothing was kept: "nothing was saved", unless said otherwise."""
+    return _untouched[0]
+
+
+def handle_for_process() -> None:
+    """Make the stop signals raise `Interrupted` from now on, for a process that is
+    retrievalkit's command line (installed before anything else is imported, so that a
+    signal during start-up is handled as at any other moment)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in STOP_SIGNALS:
+        if _is_default(sig, signal.getsignal(sig)):
+            signal.signal(sig, _raise)
+
+
+def hold_for_exit() -> None:
+    """Ignore the stop signals from now on: the command has decided its exit code and said
+    what it kept, so a signal now changes neither (it is dropped, as one arriving a moment
+    later, once the process is gone, would be).
+
+    Ignored, not handled: Python's shutdown puts every signal it handles back to the
+    system's default (which ends the process, with no exit code of retrievalkit's) while
+    it still has modules to free, but leaves an ignored one ignored.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in STOP_SIGNALS:
+        if _ours(sig, signal.getsignal(sig)):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def watching_interrupts() -> bool:

@@ -218,10 +218,11 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code never depends on whether anyone still reads the output."""
-    from retrievalkit.cli.interrupts import stop_signals_handled
+    from retrievalkit.cli.interrupts import forget_kept, stop_signals_handled
     from retrievalkit.cli.streams import guard
     from retrievalkit.redaction import scrub_logs_and_warnings
 
+    forget_kept()
     scrub_logs_and_warnings()
     for stream in (sys.stdout, sys.stderr):
         # PYTHONIOENCODING=ascii (or a C locale): a character the encoding lacks is shown
@@ -305,25 +306,39 @@ def _failed(error: BaseException, verbose: bool) -> int:
     from retrievalkit.cli.interrupts import (
         Interrupted,
         exit_code_for,
+        kept,
         signal_received,
+        untouched,
         watching_interrupts,
     )
-    from retrievalkit.errors import EXIT_EVALUATION_FAILED
+    from retrievalkit.errors import EXIT_EVALUATION_FAILED, EXIT_INTERRUPTED
 
     def say(message: str) -> None:
         print(f"retrievalkit: {one_line(scrub_known(message))}", file=sys.stderr)
 
+    # What this command already made last (a run saved): said instead of "nothing was saved".
+    made = kept()
+    signalled = signal_received()
+    if isinstance(error, KeyboardInterrupt) or signalled is not None:
+        # A stop signal (also one that a library turned into another error on its way up,
+        # as an import does), or a KeyboardInterrupt raised by code (a retriever's own):
+        # either way the run was interrupted, and an interrupted run is never saved.
+        real = (
+            isinstance(error, Interrupted)
+            or signalled is not None
+            or not watching_interrupts()  # someone else's Ctrl-C handler: take it as real
+        )
+        signum = error.signum if isinstance(error, Interrupted) else signalled
+        why = "" if real else f" (KeyboardInterrupt raised without a signal{_origin(error)})"
+        print(f"retrievalkit: interrupted{why}; {made or untouched()}", file=sys.stderr)
+        return exit_code_for(signum) if signum else EXIT_INTERRUPTED
     if isinstance(error, RetrievalkitError):
-        say(f"error: {error}")
+        text = str(error)
+        if made is not None and made not in text:
+            text = f"{text} ({made})"
+        say(f"error: {text}")
         return error.exit_code
-    if isinstance(error, KeyboardInterrupt) and (
-        isinstance(error, Interrupted)
-        or signal_received() is not None
-        or not watching_interrupts()  # someone else's Ctrl-C handler: take it as real
-    ):
-        signum = error.signum if isinstance(error, Interrupted) else signal_received()
-        print("retrievalkit: interrupted; nothing was saved", file=sys.stderr)
-        return exit_code_for(signum or 2)
+    made = made or untouched()
     if isinstance(error, OSError) and error.errno in (
         errno.ENAMETOOLONG,
         errno.ELOOP,
@@ -339,7 +354,7 @@ def _failed(error: BaseException, verbose: bool) -> int:
 
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         print(scrub_known(text), file=sys.stderr, end="")
-    say(f"error: {describe_failure(error)}; nothing was saved")
+    say(f"error: {describe_failure(error)}; {made}")
     return EXIT_EVALUATION_FAILED
 
 

@@ -241,6 +241,69 @@ def store_read_only(store: ResultStore) -> str | None:
     return None
 
 
+#: What `verify_store` found of a run: intact, saved before digests, or damaged.
+INTACT, NO_DIGEST, DAMAGED = "ok", "no digest", "damaged"
+
+
+@attrs.frozen
+class RunCheck:
+    """One stored run as `verify_store` found it: ``state`` is `INTACT` (read whole, every
+    part matching its digest), `NO_DIGEST` (saved before runs carried a digest: read
+    whole, nothing to compare) or `DAMAGED` (``detail`` says what)."""
+
+    run_id: str
+    where: str
+    state: str
+    detail: str = ""
+    #: The run's (set, model, grader), or None where even that could not be read.
+    key: tuple[str, str, str] | None = None
+
+
+def verify_store(store: ResultStore) -> list[RunCheck]:
+    """Every run of ``store`` read whole and checked against its content digest.
+
+    A store with a ``verify_runs()`` method (every built-in one) checks each run on its
+    own, so one damaged run is reported beside the others; for any other store every
+    record is read through `ResultStore.all_runs` and each one's columns loaded.
+    """
+    verify = getattr(store, "verify_runs", None)
+    if callable(verify):
+        checked: list[RunCheck] = verify()
+        return checked
+    try:
+        records = store.all_runs()
+    except StoreError as error:
+        return [RunCheck("?", store.url, DAMAGED, str(error))]
+    found = []
+    for record in records:
+        found.append(
+            check_whole(record.run_id, store.url, lambda record=record: read_whole(record))
+        )
+    return found
+
+
+def read_whole(record: ResultRecord) -> bool:
+    """Load and decode every outcome column and the slices of ``record``; True."""
+    from retrievalkit.stores.columns import encode_columns
+
+    encode_columns(record.outcomes)
+    dict(record.slices)
+    return True
+
+
+def check_whole(
+    run_id: str, where: str, read: Any, key: tuple[str, str, str] | None = None
+) -> RunCheck:
+    """`RunCheck` of ``read()`` (which returns whether the run had a digest)."""
+    try:
+        had_digest = read()
+    except StoreError as error:
+        return RunCheck(run_id, where, DAMAGED, str(error), key)
+    except Exception as error:  # a column that does not decode
+        return RunCheck(run_id, where, DAMAGED, f"{type(error).__name__}: {error}", key)
+    return RunCheck(run_id, where, INTACT if had_digest else NO_DIGEST, key=key)
+
+
 def open_store(url: str) -> ResultStore:
     """Open the store a URL names, through the ``retrievalkit.stores`` plugin of its scheme."""
     from retrievalkit.plugins import registry as plugins

@@ -22,6 +22,11 @@ class UntrustedRun(StoreError):
     exit_code = EXIT_EVALUATION_FAILED
 
 
+class DamagedRun(UntrustedRun):
+    """A stored run whose content no longer matches the digest written when it was saved:
+    exit code 3, like every stored run the gate cannot trust."""
+
+
 def check_run(record: ResultRecord, metrics: Iterable[str], store: str) -> None:
     """Raise `UntrustedRun` when ``record``'s summary disagrees with its columns.
 

@@ -46,8 +46,23 @@ from typing import IO, Any
 from retrievalkit.errors import StoreBusyError, StoreError
 from retrievalkit.formats.text_files import not_a_regular_file
 from retrievalkit.model.records import GRADER, ResultRecord
-from retrievalkit.stores import check_parent, lock_timeout, path_from_url, read_only_reason
-from retrievalkit.stores.serialization import dump_columns, dump_summary, load_record, load_summary
+from retrievalkit.stores import (
+    DAMAGED,
+    RunCheck,
+    check_parent,
+    check_whole,
+    lock_timeout,
+    path_from_url,
+    read_only_reason,
+    read_whole,
+)
+from retrievalkit.stores.serialization import (
+    dump_columns,
+    dump_summary,
+    load_record,
+    load_summary,
+    verify_stored,
+)
 
 log = logging.getLogger(__name__)
 
@@ -256,8 +271,8 @@ class JSONLStore:
         return target
 
     def save(self, record: ResultRecord) -> None:
-        summary = dump_summary(record).encode("utf-8")
         columns = dump_columns(record)
+        summary = dump_summary(record, columns).encode("utf-8")
         line = summary + b"\n"
         written: Path | None = None
         try:
@@ -364,6 +379,48 @@ class JSONLStore:
 
     def all_runs(self) -> list[ResultRecord]:
         return self._select(lambda data: True)
+
+    def verify_runs(self) -> list[RunCheck]:
+        """Every run line read whole and checked against its digest, newest first; a torn
+        or corrupt line is reported as damaged (reading skips it with a warning)."""
+        try:
+            handle = open(self.path, "rb")  # noqa: SIM115
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            raise StoreError(f"cannot read {self.url}: {error.strerror}") from None
+        found: list[RunCheck] = []
+        with handle:
+            for number, raw in enumerate(handle, start=1):
+                line = raw.decode("utf-8", errors="replace").encode("utf-8")
+                if not line.strip():
+                    continue
+                where = f"{self.path}, line {number}"
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError:
+                    found.append(RunCheck("?", where, DAMAGED, "incomplete or corrupt line"))
+                    continue
+                run_id = data.get("run_id") if isinstance(data, dict) else None
+                found.append(
+                    check_whole(
+                        run_id if isinstance(run_id, str) else "?",
+                        where,
+                        lambda where=where, line=line, data=data: self._verify(where, line, data),
+                        _key_of(data),
+                    )
+                )
+        return found[::-1]
+
+    def _verify(self, where: str, line: bytes, data: Any) -> bool:
+        if isinstance(data, dict) and isinstance(data.get("outcomes"), dict):
+            run_id = data.get("run_id")
+            if not isinstance(run_id, str):
+                raise StoreError(f"{where}: stored run has no run_id")
+            reader = _ColumnReader(self.column_path(run_id), self.url, run_id, line.strip())
+            return verify_stored(line, reader, where=where)
+        read_whole(load_record(line.decode("utf-8"), where=where))
+        return False
 
     # --- pinned baselines (the sidecar file) and deletion ------------------------------------
 

@@ -14,7 +14,13 @@ import attrs
 
 from retrievalkit.errors import StoreError
 from retrievalkit.model.records import GRADER, ResultRecord
-from retrievalkit.stores.serialization import dump_columns, dump_summary, load_summary
+from retrievalkit.stores import RunCheck, check_whole
+from retrievalkit.stores.serialization import (
+    dump_columns,
+    dump_summary,
+    load_summary,
+    verify_stored,
+)
 
 
 @attrs.frozen
@@ -44,7 +50,8 @@ class MemoryStore:
             return _SHARED.setdefault(url, cls(url))
 
     def save(self, record: ResultRecord) -> None:
-        stored = _Stored(record.run_id, record.key, dump_summary(record), dump_columns(record))
+        columns = dump_columns(record)
+        stored = _Stored(record.run_id, record.key, dump_summary(record, columns), columns)
         with self._lock:
             if any(existing.run_id == record.run_id for existing in self._records):
                 raise StoreError(f"run {record.run_id} is already stored in {self.url}")
@@ -70,6 +77,24 @@ class MemoryStore:
         with self._lock:
             found = list(reversed(self._records))
         return [self._read(stored) for stored in found]
+
+    def verify_runs(self) -> list[RunCheck]:
+        """Every run read whole and checked against its digest, newest first."""
+        with self._lock:
+            found = list(reversed(self._records))
+        return [
+            check_whole(
+                stored.run_id,
+                self.url,
+                lambda stored=stored: verify_stored(
+                    stored.summary,
+                    stored.columns.__getitem__,
+                    where=f"{self.url} run {stored.run_id}",
+                ),
+                stored.key,
+            )
+            for stored in found
+        ]
 
     def pin(self, record: ResultRecord) -> str | None:
         with self._lock:

@@ -21,6 +21,7 @@ or older (one JSON document each) migrates them by `load_record` and then writin
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -150,29 +151,170 @@ def _canonical(data: Any) -> str:
     )
 
 
-def dump_summary(record: ResultRecord) -> str:
-    """The record without outcomes and items, with the outcomes' header: canonical JSON."""
+#: The key of a stored summary that holds its content digest (`seal`).
+DIGEST_KEY = "digest"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def seal(
+    data: dict[str, Any], columns: Mapping[str, bytes], slices: bytes | None = None
+) -> dict[str, Any]:
+    """``data`` (a summary's plain data) with its content digest under `DIGEST_KEY`.
+
+    The digest holds the SHA-256 of the summary's canonical JSON (without the digest),
+    of each outcome column's bytes and, for a summary stored in two parts
+    (`dump_summary_parts`), of the slices' bytes. `load_summary` checks the summary when
+    it is read and each column when it is first loaded; a stored run changed afterwards
+    (a value edited by hand, a column file swapped) is a `DamagedRun` naming the run.
+    """
+    digest: dict[str, Any] = {
+        "algorithm": "sha256",
+        "summary": _sha256(_canonical(data).encode("utf-8")),
+        "columns": {name: _sha256(value) for name, value in sorted(columns.items())},
+    }
+    if slices is not None:
+        digest["slices"] = _sha256(slices)
+    return {**data, DIGEST_KEY: digest}
+
+
+def dump_summary(record: ResultRecord, columns: Mapping[str, bytes] | None = None) -> str:
+    """The record without outcomes and items, with the outcomes' header and the content
+    digest of the run (`seal`): canonical JSON.
+
+    ``columns``: the record's `dump_columns`, when the caller has them already (they are
+    encoded again otherwise, for their digests).
+    """
     data = unstructure_summary(record)
     data["outcomes"] = columns_header(record.outcomes)
-    return _canonical(data)
+    return _canonical(seal(data, dump_columns(record) if columns is None else columns))
 
 
-def dump_summary_parts(record: ResultRecord) -> tuple[str, bytes]:
+def dump_summary_parts(
+    record: ResultRecord, columns: Mapping[str, bytes] | None = None
+) -> tuple[str, bytes]:
     """`dump_summary` in two parts: the summary without ``slices``, and the slices' JSON.
 
     A store that keeps the slices apart (they are most of a summary's bytes) reads them
     back only when a record's slices are used: pass them to `load_summary` as
-    ``slices``.
+    ``slices``. The digest of the first part covers the second.
     """
     data = unstructure_summary(record)
     data["outcomes"] = columns_header(record.outcomes)
-    slices = data.pop("slices")
-    return _canonical(data), _canonical(slices).encode("utf-8")
+    slices = _canonical(data.pop("slices")).encode("utf-8")
+    sealed = seal(data, dump_columns(record) if columns is None else columns, slices)
+    return _canonical(sealed), slices
 
 
 def dump_columns(record: ResultRecord) -> dict[str, bytes]:
     """The record's outcome columns, ``name -> bytes``, to store beside `dump_summary`."""
     return encode_columns(record.outcomes)
+
+
+class _Digest:
+    """The digests a stored summary holds, checking what is read against them."""
+
+    def __init__(self, stored: Any, run_id: str, where: str) -> None:
+        self.run_id, self.where = run_id, where
+        if not isinstance(stored, dict) or stored.get("algorithm") != "sha256":
+            self._damaged("its content digest is not one retrievalkit writes")
+        columns = stored.get("columns")
+        if not isinstance(columns, dict) or not isinstance(stored.get("summary"), str):
+            self._damaged("its content digest is incomplete")
+        self.summary: str = stored["summary"]
+        self.columns: dict[str, Any] = columns
+        self.slices: Any = stored.get("slices")
+
+    def _damaged(self, what: str) -> None:
+        from retrievalkit.stores.consistency import DamagedRun
+
+        raise DamagedRun(
+            f"{self.where}: run {self.run_id} is damaged and cannot be trusted: {what} (the "
+            "store was changed outside retrievalkit since the run was saved); restore the "
+            "store from a backup, or delete the run (retrievalkit history --verify lists every "
+            "damaged run)"
+        )
+
+    def check_summary(self, data: dict[str, Any]) -> None:
+        if _sha256(_canonical(data).encode("utf-8")) != self.summary:
+            self._damaged("its summary does not match the digest written when it was saved")
+
+    def check_column(self, name: str, value: bytes) -> bytes:
+        expected = self.columns.get(name)
+        if expected is None:
+            self._damaged(f"its outcome column '{name}' is not one it was saved with")
+        if _sha256(value) != expected:
+            self._damaged(f"its outcome column '{name}' does not match its digest")
+        return value
+
+    def check_slices(self, value: bytes) -> bytes:
+        if self.slices is not None and _sha256(value) != self.slices:
+            self._damaged("its slices do not match their digest")
+        return value
+
+
+def _unseal(data: dict[str, Any], where: str) -> _Digest | None:
+    """Take the digest out of ``data`` (None for a run saved without one), checking the rest."""
+    if DIGEST_KEY not in data:
+        return None
+    run_id = data.get("run_id")
+    digest = _Digest(data.pop(DIGEST_KEY), run_id if isinstance(run_id, str) else "?", where)
+    digest.check_summary(data)
+    return digest
+
+
+def has_digest(text: str | bytes) -> bool:
+    """Whether a stored summary carries a content digest (runs saved before 0.5 do not)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and DIGEST_KEY in data
+
+
+def verify_stored(
+    text: str | bytes,
+    load_column: Callable[[str], bytes],
+    *,
+    where: str,
+    slices: Callable[[], bytes] | None = None,
+) -> bool:
+    """Read a stored run whole and check it against its digest: every column, the slices.
+
+    Returns whether the run had a digest (False: saved before digests, read unchecked
+    beyond what loading it checks). Raises `retrievalkit.errors.StoreError` (a
+    `DamagedRun` for a digest that does not match) naming the run.
+    """
+    data = _parse(text, where)
+    record = load_summary(text, load_column, where=where, slices=slices)
+    digest = _unseal(dict(data), where) if isinstance(data, dict) else None
+    if digest is not None:
+        for name in digest.columns:
+            digest.check_column(name, load_column(name))
+        if slices is not None:
+            digest.check_slices(slices())
+    # Decode every column and the slices: what reading them checks besides their digests.
+    encode_columns(record.outcomes)
+    dict(record.slices)
+    return digest is not None
+
+
+def _checked_slices(load: Callable[[], bytes], digest: _Digest) -> Callable[[], bytes]:
+    return lambda: digest.check_slices(load())
+
+
+def _checked_loader(
+    load_column: Callable[[str], bytes], digest: _Digest | None
+) -> Callable[[str], bytes]:
+    if digest is None:
+        return load_column
+
+    def load(name: str) -> bytes:
+        return digest.check_column(name, load_column(name))
+
+    return load
 
 
 def load_summary(
@@ -195,6 +337,10 @@ def load_summary(
     """
     data: Any = _parse(text, where)
     version = _version(data, where)
+    digest = _unseal(data, where)
+    load_column = _checked_loader(load_column, digest)
+    if digest is not None and slices is not None:
+        slices = _checked_slices(slices, digest)
     header = data.get("outcomes")
     if version < 3 or not isinstance(header, dict):
         raise StoreError(

@@ -43,8 +43,10 @@ from retrievalkit.formats.text_files import not_a_regular_file
 from retrievalkit.model.records import GRADER, ResultRecord
 from retrievalkit.stores import (
     DEFAULT_STORE_URL,
+    RunCheck,
     StoredKey,
     check_parent,
+    check_whole,
     lock_timeout,
     path_from_url,
     read_only_reason,
@@ -54,6 +56,7 @@ from retrievalkit.stores.serialization import (
     dump_summary_parts,
     load_record,
     load_summary,
+    verify_stored,
 )
 
 log = logging.getLogger(__name__)
@@ -144,10 +147,36 @@ class _ColumnReader:
 
 def _stored_form(record: ResultRecord) -> tuple[str, dict[str, bytes]]:
     """The summary row's JSON, and the blobs: the outcome columns and the slices."""
-    summary, slices = dump_summary_parts(record)
     columns = dump_columns(record)
+    summary, slices = dump_summary_parts(record, columns)
     columns[SLICES] = slices
     return summary, columns
+
+
+def _check_row(record: ResultRecord, where: str, run_id: str, key: Sequence[str]) -> None:
+    """The row's own columns (what the index answers from) must say what its record says."""
+    if not key:
+        return
+    stored = (run_id, *key)
+    held = (
+        record.run_id,
+        record.set,
+        record.model,
+        record.grader,
+        record.manifest.created_at,
+    )
+    names = ("run_id", "set_name", "model", "grader", "created_at")
+    for name, row_value, value in zip(names, stored, held, strict=True):
+        if row_value != value:
+            from retrievalkit.stores.consistency import DamagedRun
+
+            raise DamagedRun(
+                f"{where}: run {record.run_id} is damaged and cannot be trusted: the row's "
+                f"{name} is {row_value!r} but its stored record says {value!r} (the store was "
+                "changed outside "
+                "retrievalkit since the run was saved); restore the store from a backup, or "
+                "delete the run (retrievalkit history --verify lists every damaged run)"
+            )
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:
@@ -317,14 +346,25 @@ class SQLiteStore:
         try:
             yield self._connection
         except BaseException:
-            self._connection.execute("ROLLBACK")
+            self._rollback()
             raise
         try:
             self._connection.execute("COMMIT")
         except sqlite3.Error as error:
-            self._connection.execute("ROLLBACK")
+            self._rollback()
             self._busy(error, action)
             raise
+
+    def _rollback(self) -> None:
+        """Roll back the open transaction, if SQLite has not already (it does so itself on
+        a full disk): the error that caused it is the one reported, never the rollback's
+        "no transaction is active"."""
+        if not self._connection.in_transaction:
+            return
+        try:
+            self._connection.execute("ROLLBACK")
+        except sqlite3.Error as error:
+            log.info("rolling back %s failed: %s", self.url, error)
 
     def check_can_write(self) -> None:
         """Take the write lock and let it go: a locked store fails now, before any work."""
@@ -391,30 +431,61 @@ class SQLiteStore:
                 "was evaluated; the run was not saved (run again to save it)"
             )
 
+    _ROW = "seq, run_id, schema_version, record, set_name, model, grader, created_at"
+
     def _select(self, where: str = "", parameters: tuple[str, ...] = ()) -> list[ResultRecord]:
         try:
             rows = self._connection.execute(
-                f"SELECT seq, run_id, schema_version, record FROM runs {where} ORDER BY seq DESC",
-                parameters,
+                f"SELECT {self._ROW} FROM runs {where} ORDER BY seq DESC", parameters
             ).fetchall()
         except sqlite3.Error as error:
             raise StoreError(f"cannot read {self.url}: {error}") from None
         return [self._load(*row) for row in rows]
 
-    def _load(self, seq: int, run_id: str, schema: int, text: str) -> ResultRecord:
+    def _load(self, seq: int, run_id: str, schema: int, text: str, *key: str) -> ResultRecord:
+        return self._read(seq, run_id, schema, text, key, verify=False)[0]
+
+    def _read(
+        self, seq: int, run_id: str, schema: int, text: str, key: Sequence[str], *, verify: bool
+    ) -> tuple[ResultRecord, bool]:
+        """The record of a row, and (``verify``: read whole and checked) whether it has a digest."""
         where = f"{self.url} row {seq}"
+        digest = False
         try:
             if schema < COLUMNAR_SCHEMA:
                 # Written whole: a file that could not be migrated (read-only), or a run
                 # saved by an older retrievalkit since.
-                return load_record(text, where=where)
-            reader = _ColumnReader(self._uri, self.url, seq, run_id)
-            return load_summary(text, reader, where=where, slices=lambda: reader(SLICES))
+                record = load_record(text, where=where)
+            else:
+                reader = _ColumnReader(self._uri, self.url, seq, run_id)
+                record = load_summary(text, reader, where=where, slices=lambda: reader(SLICES))
+                if verify:
+                    digest = verify_stored(text, reader, where=where, slices=lambda: reader(SLICES))
         except json.JSONDecodeError as error:
             # Rows are written in one transaction, so this is damage from outside retrievalkit.
             raise StoreError(
                 f"{self.url} row {seq}: the stored run is not JSON ({error})"
             ) from None
+        _check_row(record, where, run_id, key)
+        return record, digest
+
+    def verify_runs(self) -> list[RunCheck]:
+        """Every run read whole and checked against its digest, newest first."""
+        try:
+            rows = self._connection.execute(
+                f"SELECT {self._ROW} FROM runs ORDER BY seq DESC"
+            ).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot read {self.url}: {error}") from None
+        return [
+            check_whole(
+                str(row[1]),
+                f"{self.url} row {row[0]}",
+                lambda row=row: self._read(row[0], row[1], row[2], row[3], row[4:], verify=True)[1],
+                (str(row[4]), str(row[5]), str(row[6])),
+            )
+            for row in rows
+        ]
 
     def runs(self, set_name: str, model: str, grader: str = GRADER) -> list[ResultRecord]:
         return self._select(

@@ -131,10 +131,10 @@ class PostgresStore:
     def save(self, record: ResultRecord) -> None:
         import psycopg
 
-        summary = dump_summary(record)
+        columns = dump_columns(record)
+        summary = dump_summary(record, columns)
         data = json.loads(summary)
         run_row = _run_row(data, summary)
-        columns = dump_columns(record)
         metric_rows = _metric_rows(data)
         connection = self._connect()
         try:

@@ -189,8 +189,20 @@ def run(args: argparse.Namespace) -> int:
         questions=None if golden is None else golden.questions,
     )
     if not args.no_save:
-        for record in fresh:
-            store.save(record)
+        from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_saved
+
+        with interrupts_deferred() as deferred:
+            for record in fresh:
+                store.save(record)
+                note_saved(record.run_id, store.url)
+        if deferred.received:
+            saved = ", ".join(record.run_id for record in fresh)
+            print(
+                f"retrievalkit: interrupted while saving; runs {saved} were saved whole to "
+                f"{store.url}",
+                file=sys.stderr,
+            )
+            return exit_code_for(deferred.signum)
     records = [run.record if isinstance(run, Run) else run for run in runs]
     if golden is None:
         asked = [o.question_id for record in records for o in record.outcomes]

@@ -32,6 +32,8 @@ from retrievalkit.errors import (
     EvaluationError,
     InputError,
     RetrievalkitError,
+    StoreBusyError,
+    StoreError,
 )
 from retrievalkit.formats.limits import check_path
 
@@ -336,11 +338,19 @@ def run(args: argparse.Namespace) -> int:
         verdict = gate(result, store, gated, baseline=args.baseline)
     saved_to = None
     if not args.no_save and not forked_by_plugin():
-        from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred
+        from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_saved
 
+        failed_save: StoreError | None = None
         with interrupts_deferred() as deferred, plugin_ground():
-            store.save(record)
-            keep_verdict(store, record, verdict)
+            try:
+                store.save(record)
+            except StoreError as error:
+                failed_save = error
+            else:
+                note_saved(record.run_id, store.url)
+                keep_verdict(store, record, verdict)
+        if failed_save is not None:
+            return _not_saved(args, result, golden, verdict, failed_save, deferred)
         saved_to = store.url
         if deferred.received:
             print(
@@ -418,6 +428,46 @@ def warn_about_labels(
         print(f"retrievalkit: warning: --extra-labels {warning}", file=sys.stderr)
 
 
+def _not_saved(
+    args: argparse.Namespace,
+    result: Any,
+    golden: GoldenQuestionSet,
+    verdict: Verdict,
+    error: StoreError,
+    deferred: Any,
+) -> int:
+    """A save that failed (a full disk, a lock held too long): the report says the run was
+    not saved and why, and the last line says what was written and what was not."""
+    from retrievalkit.cli.interrupts import exit_code_for
+    from retrievalkit.render.summary import EvalReport
+
+    reason = f"the save failed: {error}"
+    report = EvalReport(
+        result.record,
+        golden.questions,
+        verdict if verdict.baseline_run_id is not None else None,
+        None,
+        baseline_note=verdict.note,
+        not_saved_reason=reason,
+        diagnostics=result.warnings,
+    )
+    written = ""
+    try:
+        emit_report(report, args, ci=True, failed=reason)
+    except RetrievalkitError as failure:
+        written = f"; the report files were not written either ({failure})"
+    else:
+        if args.output_dir:
+            written = f"; the report in {args.output_dir} says so"
+    text = f"{error}{written}"
+    if deferred.received:
+        print(f"retrievalkit: interrupted while saving; {text}", file=sys.stderr)
+        return exit_code_for(deferred.signum)
+    if "nothing was saved" not in text and "not saved" not in text:
+        text += f"; run {result.record.run_id} was not saved"
+    raise StoreBusyError(text) if isinstance(error, StoreBusyError) else StoreError(text)
+
+
 def _warn_related(args: argparse.Namespace, golden: GoldenQuestionSet) -> None:
     """On stderr (the report stays as it was): related questions evaluated as independent."""
     from retrievalkit.pipeline.engine.related_questions import related_warning
@@ -459,10 +509,20 @@ def _run_sequential(
             "does not become a baseline"
         )
     elif not args.no_save:
-        with plugin_ground():
+        from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_saved
+
+        with interrupts_deferred() as deferred, plugin_ground():
             store.save(run.record)
+            note_saved(run.record.run_id, store.url)
             keep_verdict(store, run.record, verdict)
         saved_to = store.url
+        if deferred.received:
+            print(
+                f"retrievalkit: interrupted while saving; run {run.record.run_id} was saved "
+                f"whole to {store.url}",
+                file=sys.stderr,
+            )
+            return exit_code_for(deferred.signum)
     report = EvalReport(
         run.record,
         tuple(golden.questions[index] for index in range(len(golden.questions))

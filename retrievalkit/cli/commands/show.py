@@ -19,9 +19,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from retrievalkit.render.summary import EvalReport
+    from retrievalkit.stores import read_whole
 
     config = load_config(args)
     store, record = stored_run(args, config)
+    # Every part of the run is read and checked against its digest: a damaged run is named
+    # (exit code 3), never shown in part.
+    read_whole(record)
     report = EvalReport(record, (), None, store.url, baseline_note="(stored run)", read_back=True)
     args.output_dir = None
     args.quiet = False

@@ -101,13 +101,16 @@ def run(args: argparse.Namespace) -> int:
             progress_file=progress,
             **executor_settings(args),
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stopped:
+        from retrievalkit.cli.interrupts import Interrupted, exit_code_for, signal_received
+
         print(
             f"retrievalkit: interrupted; the answers so far are kept in {progress}: run the same "
             "command again to resume (--fresh to start over)",
             file=sys.stderr,
         )
-        return EXIT_INTERRUPTED
+        signum = stopped.signum if isinstance(stopped, Interrupted) else signal_received()
+        return exit_code_for(signum) if signum else EXIT_INTERRUPTED
     document = sweep_document(result)
     if args.output_dir:
         directory = Path(args.output_dir)

@@ -87,9 +87,16 @@ def distinct_ranking(
     return tuple(dict.fromkeys(ids))[:depth]
 
 
-def describe_error(error: BaseException) -> str:
+def describe_retriever_error(error: BaseException) -> str:
+    """How a retriever's failure reads in its question's error outcome: the exception's
+    kind and first line (an exit() it called is named as such)."""
+    if isinstance(error, SystemExit):
+        return f"SystemExit: the retriever called exit({error.code!r})"
     text = str(error).strip().splitlines()[0] if str(error).strip() else ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+_describe = describe_retriever_error
 
 
 def call_with_timeout(function: Callable[[], T], timeout: float | None) -> T:
@@ -230,7 +237,7 @@ def ask_in_batches(
     advance = progress or (lambda _: None)
 
     def describe(error: BaseException) -> str:
-        return scrub(describe_error(error), secrets)
+        return scrub(describe_retriever_error(error), secrets)
 
     batched = callable(getattr(retriever, "retrieve_many", None))
 
@@ -239,7 +246,9 @@ def ask_in_batches(
         try:
             ids = call(lambda: retriever.retrieve(text, limit), timeout)
             ranking = distinct_ranking(ids, limit, depth, notes, text)
-        except Exception as error:
+        except KeyboardInterrupt:
+            raise  # an interrupted run, whoever raised it
+        except BaseException as error:  # SystemExit too: that question's error outcome
             elapsed = (time.perf_counter() - start) * 1000.0
             return Retrieval((), elapsed, describe(error))
         return Retrieval(ranking, (time.perf_counter() - start) * 1000.0, returned=len(ids))
@@ -312,7 +321,9 @@ def _ask_one_by_one(
                         ranking = tuple(distinct(ids))[:depth]
             else:
                 ranking = distinct_ranking(ids, limit, depth, notes, text)
-        except Exception as error:
+        except KeyboardInterrupt:
+            raise  # an interrupted run, whoever raised it
+        except BaseException as error:  # SystemExit too: that question's error outcome
             took((clock() - start) * 1000.0)
             keep(())
             counted(0)
@@ -357,18 +368,30 @@ def _evaluate_concurrently(
                     return
                 try:
                     results[index] = ask(texts[index], call)
+                except KeyboardInterrupt as error:  # the run is interrupted: tell the waiter
+                    interrupted.append(error)
                 except BaseException as error:  # never lose a question, whatever escaped
-                    results[index] = Retrieval((), 0.0, describe_error(error))
+                    results[index] = Retrieval((), 0.0, describe_retriever_error(error))
                 finished.put(index)
         finally:
             waiter.close()
 
+    interrupted: list[KeyboardInterrupt] = []
     for number in range(min(concurrency, len(texts))):
         threading.Thread(target=work, name=f"retrievalkit-ask-{number}", daemon=True).start()
     for _ in texts:
         finished.get()
+        _reraise(interrupted)
         advance(1)
     return [result for result in results if result is not None]
+
+
+def _reraise(interrupted: list[KeyboardInterrupt]) -> None:
+    """Raise in the waiting thread a KeyboardInterrupt a retriever raised in a worker: an
+    interrupted run stops, as it does when the question is asked in the main thread."""
+    if interrupted:
+        error = interrupted[0]
+        raise KeyboardInterrupt(*error.args).with_traceback(error.__traceback__) from None
 
 
 def _evaluate_batched(
@@ -378,7 +401,7 @@ def _evaluate_batched(
     depth: int,
     advance: ProgressCallback,
     timeout: float | None = None,
-    describe: Callable[[BaseException], str] = describe_error,
+    describe: Callable[[BaseException], str] = describe_retriever_error,
     concurrency: int = 1,
     notes: ReturnedIds | None = None,
 ) -> Retrievals:
@@ -396,7 +419,9 @@ def _evaluate_batched(
                 raise ValueError(
                     f"retrieve_many returned {len(answers)} rankings for {len(batch)} questions"
                 )
-        except Exception as error:
+        except KeyboardInterrupt:
+            raise  # an interrupted run, whoever raised it
+        except BaseException as error:  # SystemExit too: the batch's error outcomes
             answers = [error] * len(batch)
         each = (time.perf_counter() - began) * 1000.0 / len(batch)
         rankings: list[tuple[str, ...]] = []
@@ -436,7 +461,7 @@ def _batches_concurrently(
     `_evaluate_concurrently`; the outcomes keep the set's order."""
 
     def failed(batch: list[str], error: BaseException) -> Retrievals:
-        return Retrievals.of([Retrieval((), 0.0, describe_error(error))] * len(batch))
+        return Retrievals.of([Retrieval((), 0.0, describe_retriever_error(error))] * len(batch))
 
     results = in_threads(
         ask, batches, concurrency, failed=failed, done=advance, name="retrievalkit-batch"
@@ -471,14 +496,18 @@ def in_threads(
                 return
             try:
                 results[index] = work(groups[index])
+            except KeyboardInterrupt as error:  # the run is interrupted: tell the waiter
+                interrupted.append(error)
             except BaseException as error:  # never lose a question, whatever escaped
                 results[index] = failed(groups[index], error)
             finished.put(index)
 
+    interrupted: list[KeyboardInterrupt] = []
     for number in range(min(concurrency, len(groups))):
         threading.Thread(target=run, name=f"{name}-{number}", daemon=True).start()
     for _ in groups:
         index = finished.get()
+        _reraise(interrupted)
         if done is not None:
             done(len(groups[index]))
     return [result for result in results if result is not None]

@@ -48,6 +48,7 @@ from retrievalkit.model.values import GoldenQuestion
 from retrievalkit.pipeline.engine.evaluator import (
     Retrievals,
     call_with_timeout,
+    describe_retriever_error,
     distinct_ranking,
     in_threads,
 )
@@ -164,8 +165,7 @@ def ask_stages(
     stages: list[dict[str, tuple[str, ...]] | None] = []
 
     def describe(error: BaseException) -> str:
-        text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        return scrub(f"{type(error).__name__}: {text}" if text else type(error).__name__, secrets)
+        return scrub(describe_retriever_error(error), secrets)
 
     texts = [question.question for question in questions]
     groups = (
@@ -196,7 +196,9 @@ def ask_stages(
                 answers = [
                     call_with_timeout(partial(retriever.retrieve_stages, text, limit), bound)
                 ]
-        except Exception as error:
+        except KeyboardInterrupt:
+            raise  # an interrupted run, whoever raised it
+        except BaseException as error:  # SystemExit too: the group's error outcomes
             answers = [error] * len(group)
         return answers, (time.perf_counter() - start) * 1000.0 / len(group)
 
@@ -213,7 +215,9 @@ def ask_stages(
                 if isinstance(answer, BaseException):
                     raise answer
                 checked = _checked(answer, limit, depth, order, notes, text)
-            except Exception as error:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:
                 errors[position] = describe(error)
                 rankings.append(())
                 returned.append(0)

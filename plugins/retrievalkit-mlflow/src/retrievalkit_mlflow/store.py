@@ -198,16 +198,14 @@ class MlflowStore:
             "key": key_digest(record.set, record.model, record.grader),
             "run_digest": _digest(record.run_id),
         }
-        columns = {
-            name: base64.b64encode(data).decode("ascii")
-            for name, data in dump_columns(record).items()
-        }
+        encoded = dump_columns(record)
+        columns = {name: base64.b64encode(data).decode("ascii") for name, data in encoded.items()}
         with self._mlflow(f"save run {record.run_id}"):
             run = self.client.create_run(self.experiment_id, tags=tags_of(record, digests))
             mlflow_id = run.info.run_id
             try:
                 self._log_values(mlflow_id, record)
-                self.client.log_text(mlflow_id, dump_summary(record), SUMMARY)
+                self.client.log_text(mlflow_id, dump_summary(record, encoded), SUMMARY)
                 self.client.log_text(mlflow_id, json.dumps(columns, sort_keys=True), COLUMNS)
                 self._log_report(mlflow_id, record, None)
                 self.client.set_terminated(mlflow_id, "FINISHED")

@@ -116,10 +116,10 @@ class Worker:
             except RetrievalkitError as error:
                 return Failure(type(error).__name__, str(error))
             except Exception as error:
-                from retrievalkit.pipeline.engine.evaluator import describe_error
+                from retrievalkit.pipeline.engine.evaluator import describe_retriever_error
 
                 secrets = _secrets_of(build.config)
-                return Failure("EvaluationError", scrub(describe_error(error), secrets))
+                return Failure("EvaluationError", scrub(describe_retriever_error(error), secrets))
         resolved = self._built[key]
         retriever = resolved.retriever
         describe = getattr(retriever, "describe", None)
