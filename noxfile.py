@@ -19,6 +19,7 @@ nox -s integration       # the Elasticsearch plugin against real nodes and a thr
 nox -s es-up / es-down   # start or stop the development Elasticsearch nodes and cluster
 nox -s bench             # benchmarks against pytrec_eval, ranx and Elasticsearch
 nox -s mutants           # mutation testing of the core modules (slow; not in the default set)
+nox -s repeat -- N       # the scheduling-sensitive tests N times (not in the default set)
 """
 
 from __future__ import annotations
@@ -609,6 +610,37 @@ def bench(session: nox.Session) -> None:
         _es_down(session, started)
         if pg_started:
             session.run("python3", "scripts/postgres.py", "down", "--port", PG_PORT, external=True)
+
+
+#: The tests whose outcome could hang on timing or scheduling: threads, child processes,
+#: signals, locks and deadlines.
+SCHEDULING_TESTS = (
+    "tests/test_child_processes.py",
+    "tests/test_evaluator_batch_concurrency.py",
+    "tests/test_retriever_faults.py",
+    "tests/test_serve_in_process.py",
+    "tests/test_signals_store.py",
+    "tests/test_stage_concurrency.py",
+    "tests/test_store_concurrency.py",
+    "tests/test_store_crashes.py",
+    "tests/test_store_integrity.py",
+    "tests/test_serve.py",
+)
+
+
+@nox.session(python=PYTHON)
+def repeat(session: nox.Session) -> None:
+    """The scheduling-sensitive tests, again and again (not a default session): a test
+    that fails one time in N here decides by chance, and is to be made deterministic.
+
+    ``nox -s repeat -- 20`` runs them 20 times (default 5), each time in a fresh pytest,
+    and stops at the first failing round, naming it.
+    """
+    session.install("-e", ".[test,serve]")
+    rounds = int(session.posargs[0]) if session.posargs else 5
+    for number in range(1, rounds + 1):
+        session.log(f"round {number} of {rounds}")
+        session.run("pytest", "-q", "-x", *SCHEDULING_TESTS)
 
 
 @nox.session(python=PYTHON)
