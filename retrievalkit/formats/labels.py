@@ -66,6 +66,13 @@ class Label:
         return (self.question_id, self.document_id)
 
 
+def is_label_id(value: str) -> bool:
+    """Whether a labels file can hold ``value`` as an id: non-empty, no whitespace, no
+    control or format characters. The reader and the writer both ask this, so a grade
+    written is always read back."""
+    return bool(value) and not any(ch.isspace() for ch in value) and value.isprintable()
+
+
 def _row(label: Label) -> list[object]:
     return [
         label.question_id,
@@ -125,7 +132,7 @@ def numbered_labels(path: Path) -> list[tuple[int, Label]]:
                 )
             question_id, document_id, score = (cell.strip() for cell in row[:3])
             for column, value in (("query-id", question_id), ("corpus-id", document_id)):
-                if not value or any(ch.isspace() for ch in value) or not value.isprintable():
+                if not is_label_id(value):
                     raise InputError(
                         f"must be a non-empty id without spaces or control characters, got "
                         f"{value[:80]!r}",
@@ -206,8 +213,11 @@ def append_labels(labels: Sequence[Label], path: Path) -> None:
 
     for label in labels:
         for value in (label.question_id, label.document_id):
-            if not value or any(ch.isspace() for ch in value):
-                raise InputError(f"a label's ids must be non-empty, without spaces: {value!r}")
+            if not is_label_id(value):
+                raise InputError(
+                    "a label's ids must be non-empty, without spaces or control characters "
+                    f"(a labels file could not be read back): {value!r}"
+                )
     buffer = io.StringIO()
     writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
     for label in labels:
