@@ -211,7 +211,7 @@ def test_the_wheel_ships_py_typed_the_demo_and_the_entry_points(tmp_path: Path) 
         "retrievalkit/demo/golden.jsonl",
     } <= names
     assert "run = retrievalkit.retrievers.run:create_run" in registered
-    assert "retrievalkit = retrievalkit.cli.main:main" in registered
+    assert "retrievalkit = retrievalkit.cli.entry:entry" in registered
     assert "Classifier: Typing :: Typed" in classifiers
     # `retrievalkit` on PyPI is another project: the distribution is published by this name.
     assert "\nName: retrievalkit-eval\n" in classifiers
