@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.formats.convert import unstructure
+from retrievalkit.formats.numbers import bounds
+from retrievalkit.formats.numbers import signed as signed
 from retrievalkit.metrics.definitions import metric_order, parse_metric
 from retrievalkit.render.summary import without_unset_clusters
 from retrievalkit.render.terminal import plain, printable
@@ -24,12 +26,8 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
     return document
 
 
-def signed(value: float | None) -> str:
-    return NONE if value is None else f"{value:+.3f}"
-
-
 def ci_text(delta: MetricDelta) -> str:
-    return NONE if delta.ci is None else f"[{delta.ci[0]:+.3f}, {delta.ci[1]:+.3f}]"
+    return bounds(delta.ci, sign=True)
 
 
 def header_line(comparison: Comparison) -> str:
@@ -131,7 +129,7 @@ def metric_rows(
 def _rank(value: int | None, error: str | None) -> str:
     if error is not None:
         return "error"
-    return "–" if value is None else str(value)
+    return NONE if value is None else str(value)
 
 
 def change_columns(pair: PairComparison) -> list[str]:

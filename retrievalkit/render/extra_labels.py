@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from retrievalkit.formats.labels import LabelEffect
 from retrievalkit.render.summary import effect_data
 from retrievalkit.render.terminal import plain, printable
-from retrievalkit.render.text import mean_and_interval, number
+from retrievalkit.render.text import NONE, mean_and_interval, number
 
 if TYPE_CHECKING:
     from rich.console import Group
@@ -43,7 +43,7 @@ def _corrected_rows(effects: Mapping[str, LabelEffect]) -> list[list[str]]:
         for effect in effects.values():
             found = effect.corrected_rows()
             if index >= len(found):
-                cells.append("–")
+                cells.append(NONE)
                 continue
             value = found[index][1]
             cells.append(

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 
 from retrievalkit._version import __version__
+from retrievalkit.formats.numbers import bounds
 from retrievalkit.metrics.definitions import TREND, headline, metric_order
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue
@@ -185,7 +186,7 @@ def _table(columns: Sequence[str], rows: Iterable[Sequence[str]], *, numeric_fro
 
 
 def _interval(value: MetricValue) -> str:
-    return NONE if value.ci is None else f"[{value.ci[0]:.3f}, {value.ci[1]:.3f}]"
+    return bounds(value.ci)
 
 
 def _percent(report: RunReport) -> str:
@@ -286,7 +287,7 @@ def _headline(report: RunReport) -> str:
         body = (
             f'<div class="value">{number(value.mean)}</div>'
             f'<div class="ci">{percent} CI {_interval(value)}</div>'
-            f'<div class="ci">n = {value.n} · {_e(value.method or "–")}</div>'
+            f'<div class="ci">n = {value.n} · {_e(value.method or NONE)}</div>'
         )
         delta = deltas.get(name)
         if delta is not None:
@@ -304,7 +305,7 @@ def _headline(report: RunReport) -> str:
     else:
         ordered = sorted(record.metrics.items(), key=lambda item: metric_order(item[0]))
         rows = [
-            [name, number(v.mean), _interval(v), v.method or "–", str(v.n)] for name, v in ordered
+            [name, number(v.mean), _interval(v), v.method or NONE, str(v.n)] for name, v in ordered
         ]
         parts.append(
             "<details><summary>All metrics</summary>"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from retrievalkit.formats.numbers import NONE, difference_and_interval
 from retrievalkit.model.records import ResultRecord, StageDelta, StageReport
 from retrievalkit.render.text import with_interval
 
@@ -17,17 +18,11 @@ def stage_metrics(report: StageReport) -> list[str]:
     return [name for name in dict.fromkeys(wanted) if name in names]
 
 
-def signed(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.3f}"
-
-
 def delta_text(delta: StageDelta | None) -> str:
-    """``+0.012 [-0.010, +0.034]``, or ``—`` for the first stage."""
-    if delta is None or delta.difference is None:
-        return "—"
-    if delta.ci is None:
-        return signed(delta.difference)
-    return f"{signed(delta.difference)} [{signed(delta.ci[0])}, {signed(delta.ci[1])}]"
+    """``+0.012 [-0.010, +0.034]``, or ``–`` for the first stage."""
+    if delta is None:
+        return NONE
+    return difference_and_interval(delta.difference, delta.ci)
 
 
 def stage_columns(report: StageReport) -> list[str]:
@@ -49,9 +44,9 @@ def stage_rows(report: StageReport) -> list[list[str]]:
                 [
                     stage if position == 0 else "",
                     name,
-                    "—" if value is None else with_interval(value),
+                    NONE if value is None else with_interval(value),
                     delta_text(delta),
-                    "—" if delta is None else p_text(delta.p_value),
+                    NONE if delta is None else p_text(delta.p_value),
                 ]
             )
     return rows

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from retrievalkit.formats.numbers import signed, signed_bounds
 from retrievalkit.pipeline.sweeps.sweep import Configuration, SweepResult
 from retrievalkit.render.summary import metric_map
 from retrievalkit.render.terminal import plain, printable
@@ -105,14 +106,6 @@ def _shown(value: Any) -> str:
     return printable(json.dumps(value) if not isinstance(value, str) else value)
 
 
-def _signed(value: float | None) -> str:
-    return NONE if value is None else f"{value:+.3f}"
-
-
-def _signed_interval(low: float | None, high: float | None) -> str:
-    return NONE if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
-
-
 def header_lines(result: SweepResult) -> list[str]:
     level = percent(result.confidence)
     if result.method == "folds":
@@ -170,7 +163,7 @@ def configuration_rows(result: SweepResult) -> list[list[str]]:
                 *(_shown(option) for option in each.options.values()),
                 number(value.mean),
                 interval(value),
-                _signed(each.difference),
+                signed(each.difference),
                 p_text(each.p_holm),
                 number(each.latency_ms["p50"], 1),
                 number(each.latency_ms["p95"], 1),
@@ -194,8 +187,8 @@ def winner_lines(result: SweepResult) -> list[str]:
         f"{held} {number(winner.held_out.mean)} {interval(winner.held_out)} "
         f"(n={winner.held_out.n})",
         f"confirmation against the configured retriever on {confirmation.n} questions "
-        f"the choice never saw: {_signed(confirmation.difference)} "
-        f"{_signed_interval(confirmation.low, confirmation.high)}, "
+        f"the choice never saw: {signed(confirmation.difference)} "
+        f"{signed_bounds(confirmation.low, confirmation.high)}, "
         f"p = {p_text(confirmation.p_value)}: {confirmation.verdict or NONE}",
     ]
     if winner.folds:

@@ -4,23 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from retrievalkit.formats.numbers import NONE as NONE
+from retrievalkit.formats.numbers import bounds, signed_bounds
+from retrievalkit.formats.numbers import mean_and_interval as mean_and_interval
+from retrievalkit.formats.numbers import number as number
+from retrievalkit.formats.numbers import p_text as p_text
+from retrievalkit.formats.numbers import percent as percent
+from retrievalkit.formats.numbers import signed as signed
 from retrievalkit.metrics.definitions import headline
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue
 from retrievalkit.pipeline.gating.gate import MetricComparison, Verdict
 
-#: Columns of the breakdown tables: the record's two rates and two rank-aware metrics.
-NONE = "–"
-
-
-def number(value: float | None, digits: int = 3) -> str:
-    return NONE if value is None else f"{value:.{digits}f}"
-
 
 def interval(value: MetricValue) -> str:
-    if value.ci is None:
-        return NONE
-    return f"[{value.ci[0]:.3f}, {value.ci[1]:.3f}]"
+    return bounds(value.ci)
 
 
 def method_text(value: MetricValue) -> str:
@@ -37,17 +35,11 @@ def clusters_text(clusters: int, effective_n: float | None) -> str:
     return f"{clusters} clusters, effective n {effective}"
 
 
-def mean_and_interval(mean: float | None, ci: tuple[float, float] | None) -> str:
-    """``0.512 [0.431, 0.590]``; ``–`` for an undefined mean."""
-    if mean is None:
-        return NONE
-    return f"{mean:.3f}" + ("" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]")
-
-
 def with_interval(value: MetricValue) -> str:
+    """``0.512 [0.431, 0.590]``, or ``0.512 –`` when the mean has no interval."""
     if value.mean is None:
         return NONE
-    return f"{value.mean:.3f} {interval(value)}"
+    return f"{number(value.mean)} {interval(value)}"
 
 
 def breakdown_columns(record: ResultRecord) -> list[str]:
@@ -62,11 +54,6 @@ def breakdown_rows(record: ResultRecord, field: str) -> list[tuple[str, int, lis
         size = metrics["hit@1"].n if "hit@1" in metrics else 0
         rows.append((label, size, [with_interval(metrics[name]) for name in columns]))
     return rows
-
-
-def percent(confidence: float) -> str:
-    """A confidence level as a label: 0.95 -> '95%', 0.8 -> '80%', 0.975 -> '97.5%'."""
-    return f"{confidence * 100:.6g}%"
 
 
 def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: float) -> list[str]:
@@ -93,11 +80,7 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
         )
         for gate in sequence.gates:
             where = f"{gate.metric} [{gate.slice}]" if gate.slice else gate.metric
-            bounds = (
-                NONE
-                if gate.low is None or gate.high is None
-                else f"[{gate.low:+.3f}, {gate.high:+.3f}]"
-            )
+            span = signed_bounds(gate.low, gate.high)
             if gate.clusters is not None:
                 where += f" ({gate.clusters} clusters)"
             if gate.p_value is not None and gate.difference is not None:
@@ -108,7 +91,7 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
                 )
                 continue
             lines.append(
-                f"  {where}: difference in {bounds} after {gate.asked} of {gate.population}, "
+                f"  {where}: difference in {span} after {gate.asked} of {gate.population}, "
                 f"allowed drop {gate.threshold:.3f}: {gate.decision}"
             )
         if sequence.decision == "undecided":
@@ -156,8 +139,8 @@ def _baseline_kind(verdict: Verdict) -> str:
 
 
 def comparison_line(item: MetricComparison, confidence: float) -> str:
-    ci = NONE if item.ci is None else f"[{item.ci[0]:+.3f}, {item.ci[1]:+.3f}]"
-    diff = NONE if item.difference is None else f"{item.difference:+.3f}"
+    ci = bounds(item.ci, sign=True)
+    diff = signed(item.difference)
     where = "" if item.slice is None else f" [{item.slice}, {item.n} questions]"
     note = ""
     if item.difference is not None and -item.difference > item.threshold and not item.regressed:
@@ -173,12 +156,6 @@ def comparison_line(item: MetricComparison, confidence: float) -> str:
         f"(difference {diff}, {percent(confidence)} CI {ci}{test}, "
         f"allowed drop {item.threshold:.3f}{note})"
     )
-
-
-def p_text(value: float | None) -> str:
-    if value is None:
-        return NONE
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def hits_cell(scores: Mapping[str, float | None], name: str) -> str:

@@ -14,6 +14,15 @@ from typing import Any
 
 import jinja2
 
+from retrievalkit.formats.numbers import (
+    NONE,
+    difference_and_interval,
+    mean_and_interval,
+    number,
+    signed,
+)
+from retrievalkit.formats.numbers import p_text as pvalue
+
 BASE = """<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -106,7 +115,7 @@ Verdicts for the newest runs; each row's changes since the run before it are und
 <td class="number">{{ e.questions }}{% if e.errored %} ({{ e.errored }} errored){% endif %}</td>
 <td class="{{ 'regressed' if row.verdict.regressed else 'passed' if row.verdict.regressed is false else '' }}">{{ row.verdict.text }}</td>
 <td>{% if e.changes %}<details><summary>{{ e.changes|length }} changed</summary><ul>
-{% for change in e.changes %}<li><b>{{ change.field }}</b>: {{ change.before or "–" }} → {{ change.after or "–" }}{% for line in change.what %}<br><span class="muted">{{ line }}</span>{% endfor %}</li>{% endfor %}
+{% for change in e.changes %}<li><b>{{ change.field }}</b>: {{ change.before or none }} → {{ change.after or none }}{% for line in change.what %}<br><span class="muted">{{ line }}</span>{% endfor %}</li>{% endfor %}
 </ul></details>{% else %}<span class="muted">–</span>{% endif %}</td>
 <td class="actions">
 {% if row.previous %}<a class="compare-link" href="{{ url('/compare', run=e.run_id, other=row.previous) }}">compare with previous</a>{% endif %}
@@ -147,7 +156,7 @@ COMPARE = """{% extends "base" %}
 <td>{{ d.metric }}</td><td class="number">{{ number(d.baseline) }}</td><td class="number">{{ number(d.candidate) }}</td>
 <td class="number">{{ signed(d.difference) }}</td>
 <td class="number">{% if d.ci %}[{{ signed(d.ci[0]) }}, {{ signed(d.ci[1]) }}]{% else %}–{% endif %}</td>
-<td class="number">{{ pvalue(d.p_value) }}</td><td>{{ d.verdict or "–" }}</td>
+<td class="number">{{ pvalue(d.p_value) }}</td><td>{{ d.verdict or none }}</td>
 <td class="number">{{ d.wins }}</td><td class="number">{{ d.ties }}</td><td class="number">{{ d.losses }}</td>
 </tr>
 {% endfor %}
@@ -162,7 +171,7 @@ COMPARE = """{% extends "base" %}
 <td><a class="question-link" href="{{ url('/question', run=candidate.run_id, id=q.question_id, other=baseline.run_id) }}"><code>{{ q.question_id }}</code></a></td>
 <td>{{ q.question or "" }}</td>
 <td class="number">{{ number(q.baseline) }}</td><td class="number">{{ number(q.candidate) }}</td>
-<td class="number">{{ q.baseline_rank or "–" }} → {{ q.candidate_rank or "–" }}</td>
+<td class="number">{{ q.baseline_rank or none }} → {{ q.candidate_rank or none }}</td>
 </tr>
 {% else %}<tr><td colspan="5" class="muted">No question changed.</td></tr>
 {% endfor %}
@@ -186,13 +195,13 @@ stage over the {{ st.shared_questions }} questions both have (p-values not corre
 <td class="number">{{ mean_ci(row.baseline) }}</td><td class="number">{{ step(row.baseline_step) }}</td>
 <td class="number">{{ mean_ci(row.candidate) }}</td><td class="number">{{ step(row.candidate_step) }}</td>
 <td class="number between">{% if d %}{{ signed(d.difference) }}{% if d.ci %} [{{ signed(d.ci[0]) }}, {{ signed(d.ci[1]) }}]{% endif %}{% else %}–{% endif %}</td>
-<td class="number">{{ pvalue(d.p_value) if d else "–" }}</td><td>{{ d.verdict or "–" if d else "–" }}</td>
+<td class="number">{{ pvalue(d.p_value) if d else none }}</td><td>{{ d.verdict or none if d else none }}</td>
 </tr>
 {% endfor %}
 </tbody>
 </table>
 <h2>Where the right document was lost</h2>
-<p class="muted">Each question the answer misses put down to the stage that lost it (top {{ st.baseline_k or "–" }} in the baseline, top {{ st.candidate_k or "–" }} in the candidate); rescues are questions a later stage brought back.</p>
+<p class="muted">Each question the answer misses put down to the stage that lost it (top {{ st.baseline_k or none }} in the baseline, top {{ st.candidate_k or none }} in the candidate); rescues are questions a later stage brought back.</p>
 <table id="stage-attribution">
 <thead><tr><th>what happened</th><th>baseline</th><th>candidate</th></tr></thead>
 <tbody>
@@ -209,7 +218,7 @@ stage over the {{ st.shared_questions }} questions both have (p-values not corre
 <tr class="{{ 'changed' if q.changed else '' }}">
 <td><a class="question-link" href="{{ url('/question', run=candidate.run_id, id=q.question_id, other=baseline.run_id) }}"><code>{{ q.question_id }}</code></a></td>
 <td>{{ q.question or "" }}</td>
-<td>{{ q.baseline or "–" }}</td><td>{{ q.candidate or "–" }}</td>
+<td>{{ q.baseline or none }}</td><td>{{ q.candidate or none }}</td>
 </tr>
 {% endfor %}
 </tbody>
@@ -229,8 +238,8 @@ QUESTION = """{% extends "base" %}
 <h1>Question <code>{{ question_id }}</code></h1>
 <blockquote id="question-text">{{ question.question if question else "(the question's text: its set was not found here)" }}</blockquote>
 <dl class="facts">
-<dt>form</dt><dd>{{ outcome.form.value if outcome.form else "–" }}</dd>
-<dt>hard class</dt><dd>{{ outcome.hard_class or "–" }}</dd>
+<dt>form</dt><dd>{{ outcome.form.value if outcome.form else none }}</dd>
+<dt>hard class</dt><dd>{{ outcome.hard_class or none }}</dd>
 {% if question %}{% for name, value in question.meta|dictsort %}<dt>{{ name }}</dt><dd>{{ value }}</dd>{% endfor %}{% endif %}
 <dt>labels</dt><dd id="labels">{% for doc, grade in labels %}<code>{{ doc }}</code> {{ grade }}{% if not loop.last %}, {% endif %}{% else %}none (a no-answer question){% endfor %}</dd>
 </dl>
@@ -411,36 +420,14 @@ def url(path: str, **parameters: Any) -> str:
     return f"{path}?{query}" if query else path
 
 
-def number(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
-
-
-def signed(value: float | None) -> str:
-    return "–" if value is None else f"{value:+.3f}"
-
-
 def mean_ci(value: Any) -> str:
     """A `MetricValue` as ``0.512 [0.401, 0.620]``; ``–`` for None or an undefined mean."""
-    if value is None or value.mean is None:
-        return "–"
-    if value.ci is None:
-        return f"{value.mean:.3f}"
-    return f"{value.mean:.3f} [{value.ci[0]:.3f}, {value.ci[1]:.3f}]"
+    return NONE if value is None else mean_and_interval(value.mean, value.ci)
 
 
 def step(delta: Any) -> str:
     """A `StageDelta` as ``+0.012 [-0.010, +0.034]``; ``–`` for a first stage."""
-    if delta is None or delta.difference is None:
-        return "–"
-    if delta.ci is None:
-        return signed(delta.difference)
-    return f"{signed(delta.difference)} [{signed(delta.ci[0])}, {signed(delta.ci[1])}]"
-
-
-def pvalue(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.3f}" if value >= 0.001 else "< 0.001"
+    return NONE if delta is None else difference_and_interval(delta.difference, delta.ci)
 
 
 def environment() -> jinja2.Environment:
@@ -461,6 +448,6 @@ def environment() -> jinja2.Environment:
         loader=loader, autoescape=True, undefined=jinja2.StrictUndefined, auto_reload=False
     )
     env.globals.update(
-        url=url, number=number, signed=signed, pvalue=pvalue, mean_ci=mean_ci, step=step
+        url=url, none=NONE, number=number, signed=signed, pvalue=pvalue, mean_ci=mean_ci, step=step
     )
     return env

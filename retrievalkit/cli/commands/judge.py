@@ -12,6 +12,7 @@ from retrievalkit.cli.commands.generate import progress_bar
 from retrievalkit.cli.commands.options import add_common, at_most, load_config, stored_run
 from retrievalkit.errors import EXIT_OK, EvaluationError, InputError, PluginError
 from retrievalkit.formats.limits import MAX_K
+from retrievalkit.formats.numbers import number
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config, PluginInstance
@@ -190,4 +191,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _number(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+    return number(value)

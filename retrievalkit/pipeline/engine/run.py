@@ -16,6 +16,7 @@ import attrs
 
 from retrievalkit.errors import InputError
 from retrievalkit.errors import RunFailed as RunFailed
+from retrievalkit.formats.numbers import bounds, number
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import ResultRecord, StageReport
 from retrievalkit.model.values import GoldenQuestionSet, MetricValue
@@ -176,11 +177,11 @@ class Run:
 
 
 def _number(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
+    return number(value)
 
 
 def _interval(value: MetricValue) -> str:
-    return "—" if value.ci is None else f"[{value.ci[0]:.3f}, {value.ci[1]:.3f}]"
+    return bounds(value.ci)
 
 
 def _optional(module: str, method: str) -> Any:
