@@ -115,7 +115,7 @@ Verdicts for the newest runs; each row's changes since the run before it are und
 <td class="number">{{ e.questions }}{% if e.errored %} ({{ e.errored }} errored){% endif %}</td>
 <td class="{{ 'regressed' if row.verdict.regressed else 'passed' if row.verdict.regressed is false else '' }}">{{ row.verdict.text }}</td>
 <td>{% if e.changes %}<details><summary>{{ e.changes|length }} changed</summary><ul>
-{% for change in e.changes %}<li><b>{{ change.field }}</b>: {{ change.before or none }} → {{ change.after or none }}{% for line in change.what %}<br><span class="muted">{{ line }}</span>{% endfor %}</li>{% endfor %}
+{% for change in e.changes %}<li><b>{{ change.field }}</b>: {{ change.before or dash }} → {{ change.after or dash }}{% for line in change.what %}<br><span class="muted">{{ line }}</span>{% endfor %}</li>{% endfor %}
 </ul></details>{% else %}<span class="muted">–</span>{% endif %}</td>
 <td class="actions">
 {% if row.previous %}<a class="compare-link" href="{{ url('/compare', run=e.run_id, other=row.previous) }}">compare with previous</a>{% endif %}
@@ -156,7 +156,7 @@ COMPARE = """{% extends "base" %}
 <td>{{ d.metric }}</td><td class="number">{{ number(d.baseline) }}</td><td class="number">{{ number(d.candidate) }}</td>
 <td class="number">{{ signed(d.difference) }}</td>
 <td class="number">{% if d.ci %}[{{ signed(d.ci[0]) }}, {{ signed(d.ci[1]) }}]{% else %}–{% endif %}</td>
-<td class="number">{{ pvalue(d.p_value) }}</td><td>{{ d.verdict or none }}</td>
+<td class="number">{{ pvalue(d.p_value) }}</td><td>{{ d.verdict or dash }}</td>
 <td class="number">{{ d.wins }}</td><td class="number">{{ d.ties }}</td><td class="number">{{ d.losses }}</td>
 </tr>
 {% endfor %}
@@ -171,7 +171,7 @@ COMPARE = """{% extends "base" %}
 <td><a class="question-link" href="{{ url('/question', run=candidate.run_id, id=q.question_id, other=baseline.run_id) }}"><code>{{ q.question_id }}</code></a></td>
 <td>{{ q.question or "" }}</td>
 <td class="number">{{ number(q.baseline) }}</td><td class="number">{{ number(q.candidate) }}</td>
-<td class="number">{{ q.baseline_rank or none }} → {{ q.candidate_rank or none }}</td>
+<td class="number">{{ q.baseline_rank or dash }} → {{ q.candidate_rank or dash }}</td>
 </tr>
 {% else %}<tr><td colspan="5" class="muted">No question changed.</td></tr>
 {% endfor %}
@@ -195,13 +195,13 @@ stage over the {{ st.shared_questions }} questions both have (p-values not corre
 <td class="number">{{ mean_ci(row.baseline) }}</td><td class="number">{{ step(row.baseline_step) }}</td>
 <td class="number">{{ mean_ci(row.candidate) }}</td><td class="number">{{ step(row.candidate_step) }}</td>
 <td class="number between">{% if d %}{{ signed(d.difference) }}{% if d.ci %} [{{ signed(d.ci[0]) }}, {{ signed(d.ci[1]) }}]{% endif %}{% else %}–{% endif %}</td>
-<td class="number">{{ pvalue(d.p_value) if d else none }}</td><td>{{ d.verdict or none if d else none }}</td>
+<td class="number">{{ pvalue(d.p_value) if d else dash }}</td><td>{{ d.verdict or dash if d else dash }}</td>
 </tr>
 {% endfor %}
 </tbody>
 </table>
 <h2>Where the right document was lost</h2>
-<p class="muted">Each question the answer misses put down to the stage that lost it (top {{ st.baseline_k or none }} in the baseline, top {{ st.candidate_k or none }} in the candidate); rescues are questions a later stage brought back.</p>
+<p class="muted">Each question the answer misses put down to the stage that lost it (top {{ st.baseline_k or dash }} in the baseline, top {{ st.candidate_k or dash }} in the candidate); rescues are questions a later stage brought back.</p>
 <table id="stage-attribution">
 <thead><tr><th>what happened</th><th>baseline</th><th>candidate</th></tr></thead>
 <tbody>
@@ -218,7 +218,7 @@ stage over the {{ st.shared_questions }} questions both have (p-values not corre
 <tr class="{{ 'changed' if q.changed else '' }}">
 <td><a class="question-link" href="{{ url('/question', run=candidate.run_id, id=q.question_id, other=baseline.run_id) }}"><code>{{ q.question_id }}</code></a></td>
 <td>{{ q.question or "" }}</td>
-<td>{{ q.baseline or none }}</td><td>{{ q.candidate or none }}</td>
+<td>{{ q.baseline or dash }}</td><td>{{ q.candidate or dash }}</td>
 </tr>
 {% endfor %}
 </tbody>
@@ -238,8 +238,8 @@ QUESTION = """{% extends "base" %}
 <h1>Question <code>{{ question_id }}</code></h1>
 <blockquote id="question-text">{{ question.question if question else "(the question's text: its set was not found here)" }}</blockquote>
 <dl class="facts">
-<dt>form</dt><dd>{{ outcome.form.value if outcome.form else none }}</dd>
-<dt>hard class</dt><dd>{{ outcome.hard_class or none }}</dd>
+<dt>form</dt><dd>{{ outcome.form.value if outcome.form else dash }}</dd>
+<dt>hard class</dt><dd>{{ outcome.hard_class or dash }}</dd>
 {% if question %}{% for name, value in question.meta|dictsort %}<dt>{{ name }}</dt><dd>{{ value }}</dd>{% endfor %}{% endif %}
 <dt>labels</dt><dd id="labels">{% for doc, grade in labels %}<code>{{ doc }}</code> {{ grade }}{% if not loop.last %}, {% endif %}{% else %}none (a no-answer question){% endfor %}</dd>
 </dl>
@@ -448,6 +448,6 @@ def environment() -> jinja2.Environment:
         loader=loader, autoescape=True, undefined=jinja2.StrictUndefined, auto_reload=False
     )
     env.globals.update(
-        url=url, none=NONE, number=number, signed=signed, pvalue=pvalue, mean_ci=mean_ci, step=step
+        url=url, dash=NONE, number=number, signed=signed, pvalue=pvalue, mean_ci=mean_ci, step=step
     )
     return env
