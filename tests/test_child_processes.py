@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from child_env import child_environment
+from process_tree import descendants, still_running
 
 from retrievalkit.retrievers.command import ChildError, create_command
 from retrievalkit.retrievers.http_service import create_http
@@ -108,11 +109,14 @@ def test_a_stop_signal_stops_the_child_and_its_process_group(
         assert _wait_until(lambda: pids_file.exists() and pids_file.read_text().strip(), 60)
         time.sleep(0.3)  # the request is on its way; the child hangs on it
         child, grandchild = (int(pid) for pid in pids_file.read_text().split())
+        tree = descendants(run.pid)
+        assert {child, grandchild} <= tree
         run.send_signal(sig)
         _, err = run.communicate(timeout=60)
         assert run.returncode == 128 + sig, err
         assert "interrupted; nothing was saved" in err and "Traceback" not in err
         assert _wait_until(lambda: _gone(child) and _gone(grandchild), 10), (child, grandchild)
+        assert not still_running(tree, 10), "descendants left running after the signal"
         assert not (tmp_path / "runs.sqlite3").exists() or _runs(tmp_path / "runs.sqlite3") == 0
     finally:
         if run.poll() is None:
@@ -153,10 +157,52 @@ def test_what_a_child_leaves_in_its_group_is_stopped_at_the_end(tmp_path: Path) 
         ),
         encoding="utf-8",
     )
+    before = descendants(os.getpid())
     retriever = create_command([sys.executable, str(script)], timeout=30)
     [grandchild] = retriever.retrieve("which pid", 5)
+    tree = descendants(os.getpid()) - before
+    assert int(grandchild) in tree
     retriever.close()
     assert _wait_until(lambda: _gone(int(grandchild)), 10)
+    assert not still_running(tree, 10), "descendants left running after close()"
+
+
+# A child that starts a grandchild, answers each request with the grandchild's pid, and
+# crashes (exit code 3, no clean-up) on the request for "crash".
+CRASHER = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    grandchild = subprocess.Popen(
+        [sys.executable, "-c", "import time\\nwhile True: time.sleep(1)"],
+        stdin=subprocess.DEVNULL,
+    )
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["question"] == "crash":
+            os._exit(3)
+        print(json.dumps({"id": request["id"], "hits": [str(grandchild.pid)]}), flush=True)
+    """
+)
+
+
+def test_a_crashed_child_leaves_nothing_running(tmp_path: Path) -> None:
+    """The child crashes mid-run: what it started is stopped with it, the next question
+    gets a new child, and after close() no descendant of either is left."""
+    script = tmp_path / "crasher.py"
+    script.write_text(CRASHER, encoding="utf-8")
+    before = descendants(os.getpid())
+    retriever = create_command([sys.executable, str(script)], timeout=30)
+    [first] = retriever.retrieve("which pid", 5)
+    tree = descendants(os.getpid()) - before
+    assert int(first) in tree
+    with pytest.raises(ChildError, match="exited with code 3"):
+        retriever.retrieve("crash", 5)
+    assert not still_running(tree, 10), "the crashed child's processes are left running"
+    [second] = retriever.retrieve("which pid again", 5)
+    assert second != first
+    tree |= descendants(os.getpid()) - before
+    retriever.close()
+    assert not still_running(tree, 10), "descendants left running after close()"
 
 
 # --- the http retriever's timeout bounds a whole request --------------------------------

@@ -85,6 +85,7 @@ class _Child:
         self._threads = [
             threading.Thread(target=self._read_stdout, name="retrievalkit-child-out", daemon=True),
             threading.Thread(target=self._read_stderr, name="retrievalkit-child-err", daemon=True),
+            threading.Thread(target=self._watch, name="retrievalkit-child-exit", daemon=True),
         ]
         for thread in self._threads:
             thread.start()
@@ -142,6 +143,14 @@ class _Child:
                 f"the child exited with {_exit_text(code)}"
                 + (f"; stderr: {tail}" if tail else "; it wrote nothing to stderr")
             )
+
+    def _watch(self) -> None:
+        """When the child exits on its own (a crash), stop what it left in its process
+        group: a grandchild that inherited its stdout would otherwise hold the pipe open,
+        so the crash would be noticed only when the request timed out."""
+        self.process.wait()
+        if not self.closing:
+            _stop_group_remains(self.process.pid)
 
     def _deliver(self, raw: bytes) -> str | None:
         """Hand one stdout line to its request; the reason to stop the child if it is bad."""
