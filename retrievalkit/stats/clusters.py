@@ -252,6 +252,20 @@ def cluster_bootstrap_means(
             high[rates] = np.fmax(high[rates], floor_high)
     low = np.clip(low, *value_range)
     high = np.clip(high, *value_range)
+    return _cluster_estimates(means, low, high, counts, present, effective, group_count, metrics)
+
+
+def _cluster_estimates(
+    means: FloatArray,
+    low: FloatArray,
+    high: FloatArray,
+    counts: FloatArray,
+    present: FloatArray,
+    effective: FloatArray,
+    group_count: int,
+    metrics: int,
+) -> list[list[ClusteredEstimate]]:
+    """One estimate a (group, metric) cell, from the cells' flat arrays."""
     estimates: list[list[ClusteredEstimate]] = []
     for group in range(group_count):
         row: list[ClusteredEstimate] = []

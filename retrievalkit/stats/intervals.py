@@ -358,6 +358,25 @@ def bootstrap_means(
     # An analytic (ABC) bound is clamped as a bootstrap bound is: its resampled means
     # could not leave [min, max] either.
     clamp = np.where(kinds == ABC, BCA, kinds)
+    return _estimates(
+        means, sizes, low, high, lowest, highest, kinds, clamp, value_range, group_count, metrics
+    )
+
+
+def _estimates(
+    means: FloatArray,
+    sizes: FloatArray,
+    low: FloatArray,
+    high: FloatArray,
+    lowest: FloatArray,
+    highest: FloatArray,
+    kinds: npt.NDArray[np.object_],
+    clamp: npt.NDArray[np.object_],
+    value_range: tuple[float, float],
+    group_count: int,
+    metrics: int,
+) -> list[list[Estimate]]:
+    """One estimate a (group, metric) cell, from the cells' flat arrays."""
     estimates: list[list[Estimate]] = []
     for group in range(group_count):
         row_estimates = []
