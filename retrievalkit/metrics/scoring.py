@@ -119,11 +119,17 @@ class RunScorer:
         self.options = options
         self.depth = max(options.ks)
         self.with_judged = any(question.grades for question in questions)
+        #: A set with judged non-relevant labels gets bpref, infap and condensed metrics.
+        self.with_incomplete = any(0 in question.grades.values() for question in questions)
         self.with_chunks = (
             any(question.expected_chunks for question in questions) if chunks is None else chunks
         )
         self.names = metric_names(
-            options.ks, judged=self.with_judged, chunks=self.with_chunks, extra=options.metrics
+            options.ks,
+            judged=self.with_judged,
+            chunks=self.with_chunks,
+            extra=options.metrics,
+            incomplete=self.with_incomplete,
         )
         count = len(questions)
         # One row a question, C order: the intervals sum each column in question order.
@@ -191,7 +197,11 @@ class RunScorer:
             errored,
         )
         table = compute_metrics(
-            judged, self.options.ks, with_judged=self.with_judged, extra=self.options.metrics
+            judged,
+            self.options.ks,
+            with_judged=self.with_judged,
+            extra=self.options.metrics,
+            incomplete=self.with_incomplete,
         )
         if self.with_chunks:
             table.update(
