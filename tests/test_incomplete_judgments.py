@@ -72,7 +72,9 @@ def ours(
     return compute_metrics(judged, KS, incomplete=True)
 
 
-def assert_incomplete_parity(rankings: Mapping[str, list[str]], labels: Mapping[str, dict[str, int]]) -> int:
+def assert_incomplete_parity(
+    rankings: Mapping[str, list[str]], labels: Mapping[str, dict[str, int]]
+) -> int:
     """Every answerable question's bpref, infap and condensed metrics against trec_eval's;
     the number of questions compared."""
     ids = [qid for qid in rankings if any(grade >= 1 for grade in labels[qid].values())]
@@ -107,9 +109,7 @@ def assert_incomplete_parity(rankings: Mapping[str, list[str]], labels: Mapping[
                     assert values[f"{family}@{k}:condensed"][row] == pytest.approx(
                         expected[measure.replace("_k", f"_{k}")], abs=1e-12
                     ), (qid, family, k)
-            assert values["rr:condensed"][row] == pytest.approx(
-                expected["recip_rank"], abs=1e-12
-            )
+            assert values["rr:condensed"][row] == pytest.approx(expected["recip_rank"], abs=1e-12)
         else:
             assert values["rr:condensed"][row] == 0.0 and values["ndcg@20:condensed"][row] == 0.0
         compared += 1

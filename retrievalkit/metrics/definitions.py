@@ -134,7 +134,8 @@ def _bpref(block: _Block, k: int) -> FloatArray:
             block.nonrelevant_total[:, None], relevant_total
         )
     terms = np.where(above > 0, 1.0 - penalty, 1.0)
-    return np.where(block.relevant, terms, 0.0).sum(axis=1) / block.total
+    scored: FloatArray = np.where(block.relevant, terms, 0.0).sum(axis=1) / block.total
+    return scored
 
 
 def _infap(block: _Block, k: int) -> FloatArray:
@@ -154,7 +155,8 @@ def _infap(block: _Block, k: int) -> FloatArray:
             (rel_above + nonrel_above + unjudged_above) / j
         ) * ((rel_above + INFAP_EPSILON) / (rel_above + nonrel_above + 2 * INFAP_EPSILON))
     estimate[:, 0] = 1.0
-    return np.where(relevant, estimate, 0.0).sum(axis=1) / block.total
+    scored: FloatArray = np.where(relevant, estimate, 0.0).sum(axis=1) / block.total
+    return scored
 
 
 @attrs.frozen
@@ -524,9 +526,7 @@ def metric_names(
         if metric.family.condensable and (incomplete or metric.name + CONDENSED in wanted)
     }
     # A condensed variant named in extra whose metric is not in the table (ndcg_exp@3).
-    condensed.update(
-        metric.plain.name for metric in map(parse_metric, wanted) if metric.condensed
-    )
+    condensed.update(metric.plain.name for metric in map(parse_metric, wanted) if metric.condensed)
     return plain + sorted((name + CONDENSED for name in condensed), key=metric_order)
 
 
@@ -709,9 +709,9 @@ def judge_codes(
     if failed.any():
         grades[failed] = -2
         returned_any[failed] = False
-    nonrelevant = np.bincount(
-        label_owners[np.asarray(label_grades) == 0], minlength=count
-    ).astype(np.float64)
+    nonrelevant = np.bincount(label_owners[np.asarray(label_grades) == 0], minlength=count).astype(
+        np.float64
+    )
     return JudgedRankings(grades, ideal, relevant_total, returned_any, failed, nonrelevant)
 
 
@@ -753,9 +753,7 @@ def _compute_plain(
     count = len(judged.relevant_total)
     results = {name: np.empty(count) for name in names}
     wanted = [parse_metric(name) for name in names]
-    nonrelevant = (
-        np.zeros(count) if judged.nonrelevant_total is None else judged.nonrelevant_total
-    )
+    nonrelevant = np.zeros(count) if judged.nonrelevant_total is None else judged.nonrelevant_total
     discount = 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
     # Every step is row by row, so blocks of questions give the very same values while
     # their (block, depth) temporaries stay in cache instead of streaming through memory.
