@@ -64,6 +64,8 @@ def test_report_order_and_headline_come_from_the_registry() -> None:
         "ndcg_exp",
         "ap",
         "rr",
+        "bpref",
+        "infap",
         "chunk_recall",
         "chunk_rr",
         "chunk_ndcg",

@@ -16,9 +16,15 @@ Conventions (see the metric reference in the docs):
   ``ndcg_exp@k`` is computed only when asked for by name (`ON_REQUEST`), so the
   default metric table is the same with or without it.
 
+* Incomplete judgments: ``bpref`` (trec_eval's bpref) and ``infap`` (trec_eval's infAP)
+  over the scored ranking, and the condensed variant of every ranked metric
+  (``ndcg@10:condensed``: the ranking with its unjudged documents removed, Sakai 2007).
+  They are computed for a set with judged non-relevant labels (grade 0) or when named
+  (`INCOMPLETE`).
+
 Where trec_eval defines a metric, the value equals trec_eval's for the same ranking
 (pytrec_eval is the test oracle): ``success_k``, ``P_k``, ``recall_k``,
-``recip_rank``, ``ndcg_cut_k`` and ``map_cut_k``.
+``recip_rank``, ``ndcg_cut_k``, ``map_cut_k``, ``bpref`` and ``infAP``.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ REQUIRED_KS = (1, 3)
 DEFAULT_KS = (1, 3, 5, 10)
 #: Matrix cells per block of questions in `compute_metrics` (about 1 MB of float64).
 _BLOCK_CELLS = 1 << 17
+#: What ends the name of a metric's condensed variant: ``ndcg@10:condensed``.
+CONDENSED = ":condensed"
+#: trec_eval's INFAP_EPSILON, which keeps infAP's ratio defined with nothing judged above.
+INFAP_EPSILON = 0.00001
 
 
 @attrs.frozen
@@ -62,6 +72,8 @@ class _Block:
     undefined: FloatArray
     """0 for an answerable question, NaN for a no-answer one (added to undefined metrics)."""
     returned_nothing: npt.NDArray[np.bool_]
+    nonrelevant_total: FloatArray
+    """Documents judged not relevant (grade 0) per question, returned or not."""
 
 
 def _hit(block: _Block, k: int) -> FloatArray:
@@ -110,6 +122,43 @@ def _judged(block: _Block, k: int) -> FloatArray:
     return np.where(shown > 0, share, np.nan) + block.undefined
 
 
+def _bpref(block: _Block, k: int) -> FloatArray:
+    # trec_eval's bpref: each relevant document scores 1 - min(n, R) / min(N, R), with n
+    # the judged non-relevant documents above it, R the relevant and N the judged
+    # non-relevant of the question; unjudged documents are skipped. Summed over the
+    # relevant documents of the scored ranking, divided by R.
+    above = np.cumsum(block.grades == 0, axis=1, dtype=np.float64)
+    relevant_total = np.where(block.answerable, block.total, 1.0)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        penalty = np.minimum(above, relevant_total) / np.minimum(
+            block.nonrelevant_total[:, None], relevant_total
+        )
+    terms = np.where(above > 0, 1.0 - penalty, 1.0)
+    scored: FloatArray = np.where(block.relevant, terms, 0.0).sum(axis=1) / block.total
+    return scored
+
+
+def _infap(block: _Block, k: int) -> FloatArray:
+    # trec_eval's infAP: at the relevant document of 0-based rank j, the expected precision
+    # 1/(j+1) + j/(j+1) * (pooled above / j) * (relevant above + e) / (judged above + 2e).
+    # A returned document without a label is trec_eval's "pooled but unjudged" (-1 in
+    # qrels): every one of the j above is pooled, and the judged ones stand for them.
+    relevant = block.relevant
+    judged_nonrelevant = block.grades == 0
+    unjudged = block.grades == -1
+    rel_above = np.cumsum(relevant, axis=1, dtype=np.float64) - relevant
+    nonrel_above = np.cumsum(judged_nonrelevant, axis=1, dtype=np.float64)
+    unjudged_above = np.cumsum(unjudged, axis=1, dtype=np.float64) - unjudged
+    j = np.arange(block.grades.shape[1], dtype=np.float64)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimate = 1.0 / (j + 1.0) + (j / (j + 1.0)) * (
+            (rel_above + nonrel_above + unjudged_above) / j
+        ) * ((rel_above + INFAP_EPSILON) / (rel_above + nonrel_above + 2 * INFAP_EPSILON))
+    estimate[:, 0] = 1.0
+    scored: FloatArray = np.where(relevant, estimate, 0.0).sum(axis=1) / block.total
+    return scored
+
+
 @attrs.frozen
 class MetricFamily:
     """A metric family, defined once: what it measures, how it is computed, how it treats
@@ -133,6 +182,12 @@ class MetricFamily:
     on_request: bool = False
     """Computed only when named (``--metric``, ``[eval] metrics``, a threshold, a sweep's
     ``select``), never part of the default table (`ON_REQUEST`)."""
+    incomplete: bool = False
+    """A metric for incomplete judgments (``bpref``, ``infap``): computed for a set with
+    judged non-relevant labels (grade 0), else only when named (`INCOMPLETE`)."""
+    condensable: bool = False
+    """A ranked metric with a condensed variant (``ndcg@10:condensed``): the same metric of
+    the ranking with its unjudged documents removed (Sakai 2007)."""
 
     def name(self, k: int | None = None) -> str:
         return f"{self.family}@{k}" if self.per_k else self.family
@@ -150,6 +205,7 @@ METRICS: dict[str, MetricFamily] = {
             "Success@k",
             _hit,
             defined_for_no_answer=True,
+            condensable=True,
         ),
         MetricFamily(
             "recall",
@@ -158,6 +214,7 @@ METRICS: dict[str, MetricFamily] = {
             "recall_k",
             "R@k",
             _recall,
+            condensable=True,
         ),
         MetricFamily(
             "precision",
@@ -166,6 +223,7 @@ METRICS: dict[str, MetricFamily] = {
             "P_k",
             "P@k",
             _precision,
+            condensable=True,
         ),
         MetricFamily(
             "ndcg",
@@ -175,6 +233,7 @@ METRICS: dict[str, MetricFamily] = {
             "ndcg_cut_k",
             "nDCG@k",
             _ndcg,
+            condensable=True,
         ),
         MetricFamily(
             "ndcg_exp",
@@ -186,6 +245,7 @@ METRICS: dict[str, MetricFamily] = {
             None,
             _ndcg_exp,
             on_request=True,
+            condensable=True,
         ),
         MetricFamily(
             "ap",
@@ -195,6 +255,7 @@ METRICS: dict[str, MetricFamily] = {
             "map_cut_k",
             "AP@k",
             _ap,
+            condensable=True,
         ),
         MetricFamily(
             "rr",
@@ -204,6 +265,32 @@ METRICS: dict[str, MetricFamily] = {
             "RR",
             _rr,
             per_k=False,
+            condensable=True,
+        ),
+        MetricFamily(
+            "bpref",
+            "Buckley and Voorhees' binary preference over the scored ranking, as trec_eval: "
+            "each relevant document scores 1 - min(n, R) / min(N, R), n the judged "
+            "non-relevant documents above it, R the relevant and N the judged non-relevant "
+            "documents of the question; the sum divided by R. Unjudged documents are skipped.",
+            "undefined",
+            "bpref",
+            "Bpref",
+            _bpref,
+            per_k=False,
+            incomplete=True,
+        ),
+        MetricFamily(
+            "infap",
+            "Yilmaz and Aslam's inferred AP over the scored ranking, as trec_eval's infAP: "
+            "a returned document without a label is pooled but unjudged, and its relevance "
+            "is estimated from the judged documents above it.",
+            "undefined",
+            "infAP",
+            "infAP",
+            _infap,
+            per_k=False,
+            incomplete=True,
         ),
         MetricFamily(
             "chunk_recall",
@@ -250,6 +337,9 @@ _FAMILY_ORDER = tuple(METRICS)
 ALIASES = {"ndcg_burges": "ndcg_exp"}
 #: The families computed only when a metric of theirs is named.
 ON_REQUEST = tuple(family.family for family in METRICS.values() if family.on_request)
+#: The families for incomplete judgments: computed for a set with grade-0 labels or when
+#: named (so are the condensed variants, ``METRIC:condensed``).
+INCOMPLETE = tuple(family.family for family in METRICS.values() if family.incomplete)
 
 
 @attrs.frozen
@@ -262,22 +352,40 @@ class Metric:
 
     family: MetricFamily
     k: int | None = None
+    condensed: bool = False
+    """The condensed variant (``ndcg@10:condensed``): scored on the ranking without its
+    unjudged documents."""
 
     @property
     def name(self) -> str:
-        return self.family.name(self.k)
+        return self.family.name(self.k) + (CONDENSED if self.condensed else "")
+
+    @property
+    def plain(self) -> Metric:
+        """The metric itself, for a condensed variant (``ndcg@10`` of ``ndcg@10:condensed``)."""
+        return Metric(self.family, self.k)
+
+    @property
+    def by_request(self) -> bool:
+        """Left out of the default table: computed on request, or (a metric for incomplete
+        judgments, a condensed variant) for a set with grade-0 labels."""
+        return self.family.on_request or self.family.incomplete or self.condensed
 
     @property
     def trec_eval(self) -> str | None:
         """trec_eval's name (``ndcg_cut_10``), or None where trec_eval has no such measure."""
         measure = self.family.trec_eval
-        return None if measure is None else measure.replace("_k", f"_{self.k}")
+        if measure is None or self.condensed:
+            return None
+        return measure.replace("_k", f"_{self.k}")
 
     @property
     def ir_measures(self) -> str | None:
         """ir_measures' name (``nDCG@10``)."""
         measure = self.family.ir_measures
-        return None if measure is None else measure.replace("@k", f"@{self.k}")
+        if measure is None or self.condensed:
+            return None
+        return measure.replace("@k", f"@{self.k}")
 
     @property
     def headline(self) -> bool:
@@ -286,8 +394,10 @@ class Metric:
 
     @property
     def order(self) -> tuple[int, int]:
-        """Report order: hit, recall, precision, ndcg, ap by k, then rr, then judged by k."""
-        return (_FAMILY_ORDER.index(self.family.family), self.k or 0)
+        """Report order: hit, recall, precision, ndcg, ap by k, then rr, bpref, infap,
+        judged by k, then the condensed variants in the same order."""
+        place = _FAMILY_ORDER.index(self.family.family)
+        return (place + len(_FAMILY_ORDER) * self.condensed, self.k or 0)
 
     def __str__(self) -> str:
         return self.name
@@ -307,19 +417,27 @@ def parse_metric(name: str) -> Metric:
 
         shown = "None" if name is None else f"a {type(name).__name__}"
         raise ArgumentError(f"must be a metric name such as hit@3, got {shown}", field="name")
-    family_name, at, k = name.strip().partition("@")
+    text = name.strip()
+    condensed = text.lower().endswith(CONDENSED)
+    if condensed:
+        text = text[: -len(CONDENSED)]
+    family_name, at, k = text.partition("@")
     family_name = family_name.lower()
     family = METRICS.get(ALIASES.get(family_name, family_name))
-    if family is not None:
+    if family is not None and (family.condensable or not condensed):
         if not family.per_k and not at:
-            return Metric(family)
+            return Metric(family, condensed=condensed)
         # ASCII digits only: int() reads 'hit@٣' as 3, and a threshold written so would
         # then be keyed by a name no computed metric has, and never be checked.
         if family.per_k and at and k.isascii() and k.isdigit() and 0 < int(k) <= MAX_K:
-            return Metric(family, int(k))
+            return Metric(family, int(k), condensed)
     known = ", ".join(f.name(0).replace("@0", "@K") for f in METRICS.values())
     known += ", " + ", ".join(f"{alias}@K (= {family}@K)" for alias, family in ALIASES.items())
-    raise ValueError(f"unknown metric '{name}' (known: {known}; e.g. hit@3, ndcg@10, rr)")
+    condensable = ", ".join(f.family for f in METRICS.values() if f.condensable)
+    raise ValueError(
+        f"unknown metric '{name}' (known: {known}; {condensable} also as METRIC{CONDENSED}; "
+        "e.g. hit@3, ndcg@10, rr, ndcg@10:condensed)"
+    )
 
 
 def metric_order(name: str) -> tuple[int, int]:
@@ -353,9 +471,10 @@ def canonical_metric_name(name: str) -> str:
 
 
 def requested_metrics(names: Iterable[str]) -> tuple[str, ...]:
-    """The metrics among ``names`` that are computed only on request (``ndcg_exp@10``),
-    by their canonical names, in report order; a stage's (``stage.S:ndcg_exp@10``)
-    counts as its metric. Unknown names are left for their own check."""
+    """The metrics among ``names`` that are left out of the default table
+    (`Metric.by_request`: ``ndcg_exp@10``, ``bpref``, ``ndcg@10:condensed``), by their
+    canonical names, in report order; a stage's (``stage.S:ndcg_exp@10``) counts as its
+    metric. Unknown names are left for their own check."""
     found: set[Metric] = set()
     for name in names:
         try:
@@ -366,7 +485,7 @@ def requested_metrics(names: Iterable[str]) -> tuple[str, ...]:
             metric = parse_metric(bare)
         except ValueError:
             continue
-        if metric.family.on_request:
+        if metric.by_request:
             found.add(metric)
     return tuple(metric.name for metric in sorted(found, key=lambda metric: metric.order))
 
@@ -377,25 +496,38 @@ def metric_names(
     judged: bool = False,
     chunks: bool = False,
     extra: Sequence[str] = (),
+    incomplete: bool = False,
 ) -> list[str]:
     """The metric table's names, in report order: per-k families by k, then ``rr``; the
     chunk metrics only with ``chunks``; of the families computed on request, only the
-    names in ``extra`` (`requested_metrics`)."""
-    ordered: list[str] = []
+    names in ``extra`` (`requested_metrics`). With ``incomplete`` (a set with grade-0
+    labels) ``bpref``, ``infap`` and the condensed variant of every ranked metric of the
+    table too; without it, only those named in ``extra``."""
     wanted = set(extra)
+    plain: list[str] = []
     for family in METRICS.values():
         if (family.family == "judged" and not judged) or (family.chunk and not chunks):
             continue
-        if family.on_request:
-            ordered.extend(
+        if family.on_request or (family.incomplete and not incomplete):
+            if not family.per_k:
+                plain.extend(name for name in (family.name(),) if name in wanted)
+                continue
+            plain.extend(
                 name for name in map(family.name, sorted(_ks_of(extra, family))) if name in wanted
             )
             continue
         if family.per_k:
-            ordered.extend(family.name(k) for k in ks)
+            plain.extend(family.name(k) for k in ks)
         else:
-            ordered.append(family.name())
-    return ordered
+            plain.append(family.name())
+    condensed = {
+        metric.name
+        for metric in map(parse_metric, plain)
+        if metric.family.condensable and (incomplete or metric.name + CONDENSED in wanted)
+    }
+    # A condensed variant named in extra whose metric is not in the table (ndcg_exp@3).
+    condensed.update(metric.plain.name for metric in map(parse_metric, wanted) if metric.condensed)
+    return plain + sorted((name + CONDENSED for name in condensed), key=metric_order)
 
 
 def _ks_of(names: Sequence[str], family: MetricFamily) -> set[int]:
@@ -404,6 +536,21 @@ def _ks_of(names: Sequence[str], family: MetricFamily) -> set[int]:
         for metric in map(parse_metric, names)
         if metric.family == family and metric.k is not None
     }
+
+
+def condense(judged: JudgedRankings) -> JudgedRankings:
+    """The rankings without their unjudged documents (Sakai's condensed lists): the judged
+    documents of each ranking moved up in their order, the ranks freed at the end empty.
+
+    A question keeps its labels, its ``returned_any`` (a no-answer question that returned
+    only unjudged documents still returned something) and its errors.
+    """
+    grades = judged.grades
+    order = np.argsort(grades < 0, axis=1, kind="stable")
+    moved = np.take_along_axis(grades, order, axis=1)
+    kept = (grades >= 0).sum(axis=1)
+    moved[np.arange(grades.shape[1])[None, :] >= kept[:, None]] = -2
+    return attrs.evolve(judged, grades=moved)
 
 
 def normalise_ks(ks: Sequence[int]) -> tuple[int, ...]:
@@ -423,6 +570,8 @@ class JudgedRankings:
     """(questions,): how many documents are relevant (grade >= 1)."""
     returned_any: npt.NDArray[np.bool_]
     errored: npt.NDArray[np.bool_]
+    nonrelevant_total: FloatArray | None = None
+    """(questions,): how many documents are judged not relevant (grade 0); None: none."""
 
     @property
     def depth(self) -> int:
@@ -473,7 +622,12 @@ def judge_rankings(
     if failed.any():
         grades[failed] = -2
         returned_any[failed] = False
-    return JudgedRankings(grades, ideal, relevant_total, returned_any, failed)
+    nonrelevant = np.fromiter(
+        (sum(1 for grade in labels.values() if grade == 0) for labels in judgments),
+        dtype=np.float64,
+        count=count,
+    )
+    return JudgedRankings(grades, ideal, relevant_total, returned_any, failed, nonrelevant)
 
 
 def _ideal_grades(
@@ -555,7 +709,10 @@ def judge_codes(
     if failed.any():
         grades[failed] = -2
         returned_any[failed] = False
-    return JudgedRankings(grades, ideal, relevant_total, returned_any, failed)
+    nonrelevant = np.bincount(label_owners[np.asarray(label_grades) == 0], minlength=count).astype(
+        np.float64
+    )
+    return JudgedRankings(grades, ideal, relevant_total, returned_any, failed, nonrelevant)
 
 
 def compute_metrics(
@@ -564,20 +721,39 @@ def compute_metrics(
     *,
     with_judged: bool = False,
     extra: Sequence[str] = (),
+    incomplete: bool = False,
 ) -> dict[str, FloatArray]:
     """Every metric of the table for every question; NaN where a value is undefined.
 
-    ``extra``: metrics computed only on request (``ndcg_exp@10``), by canonical name;
-    their cut-offs must be among ``ks``."""
+    ``extra``: metrics left out of the default table (``ndcg_exp@10``, ``bpref``,
+    ``rr:condensed``), by canonical name; their cut-offs must be among ``ks``.
+    ``incomplete``: the set has grade-0 labels, so ``bpref``, ``infap`` and every
+    condensed variant are computed too (`metric_names`)."""
     depth = judged.depth
     if max(ks) > depth:
         raise ValueError(f"k={max(ks)} is deeper than the judged depth {depth}")
-    names = metric_names(ks, judged=with_judged, extra=extra)
+    names = metric_names(ks, judged=with_judged, extra=extra, incomplete=incomplete)
     missing = set(extra) - set(names)
     if missing:
         raise ValueError(f"{', '.join(sorted(missing))}: not a metric at a cut-off of {ks}")
+    plain = [name for name in names if not name.endswith(CONDENSED)]
+    condensed = [name.removesuffix(CONDENSED) for name in names if name.endswith(CONDENSED)]
+    results = _compute_plain(judged, ks, plain, with_judged=with_judged)
+    if condensed:
+        values = _compute_plain(condense(judged), ks, condensed, with_judged=False)
+        results.update({name + CONDENSED: values[name] for name in condensed})
+    return {name: results[name] for name in names}
+
+
+def _compute_plain(
+    judged: JudgedRankings, ks: Sequence[int], names: Sequence[str], *, with_judged: bool
+) -> dict[str, FloatArray]:
+    """The metrics ``names`` (none condensed) of every question, block by block."""
+    depth = judged.depth
     count = len(judged.relevant_total)
     results = {name: np.empty(count) for name in names}
+    wanted = [parse_metric(name) for name in names]
+    nonrelevant = np.zeros(count) if judged.nonrelevant_total is None else judged.nonrelevant_total
     discount = 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
     # Every step is row by row, so blocks of questions give the very same values while
     # their (block, depth) temporaries stay in cache instead of streaming through memory.
@@ -590,9 +766,8 @@ def compute_metrics(
             judged.relevant_total[rows],
             ~judged.returned_any[rows] & ~judged.errored[rows],
             discount,
-            ks,
-            with_judged=with_judged,
-            extra=extra,
+            wanted,
+            nonrelevant[rows],
         )
         for name in names:
             results[name][rows] = values[name]
@@ -605,10 +780,8 @@ def _metrics_block(
     relevant_total: FloatArray,
     returned_nothing: npt.NDArray[np.bool_],
     discount: FloatArray,
-    ks: Sequence[int],
-    *,
-    with_judged: bool,
-    extra: Sequence[str] = (),
+    wanted: Sequence[Metric],
+    nonrelevant_total: FloatArray,
 ) -> dict[str, FloatArray]:
     depth = grades.shape[1]
     relevant = grades >= 1
@@ -619,7 +792,7 @@ def _metrics_block(
     cumulative = np.cumsum(relevant, axis=1, dtype=np.float64)
     ranks = np.arange(1, depth + 1, dtype=np.float64)
     precision_at_rank = np.where(relevant, cumulative / ranks, 0.0)
-    exponential = bool(extra)
+    exponential = any(metric.family.family == "ndcg_exp" for metric in wanted)
     block = _Block(
         grades=grades,
         relevant=relevant,
@@ -633,23 +806,10 @@ def _metrics_block(
         total=total,
         undefined=np.where(answerable, 0.0, np.nan),
         returned_nothing=returned_nothing,
+        nonrelevant_total=nonrelevant_total,
     )
-    results: dict[str, FloatArray] = {}
-    for family in METRICS.values():
-        if (family.family == "judged" and not with_judged) or family.chunk:
-            continue
-        if family.on_request:
-            for name in extra:
-                metric = parse_metric(name)
-                if metric.family == family and metric.k is not None:
-                    results[name] = family.compute(block, metric.k)
-            continue
-        if family.per_k:
-            for k in ks:
-                results[family.name(k)] = family.compute(block, k)
-        else:
-            results[family.name()] = family.compute(block, depth)
-    return results
+    # k is the judged depth for the families without a cut-off (rr, bpref, infap).
+    return {metric.name: metric.family.compute(block, metric.k or depth) for metric in wanted}
 
 
 def chunk_metrics(

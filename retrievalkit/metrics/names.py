@@ -23,7 +23,11 @@ def split_stage_metric(name: str) -> tuple[str, str] | None:
     ``ValueError`` for a stage name without its metric."""
     if not name.startswith(STAGE_PREFIX):
         return None
-    stage, colon, metric = name[len(STAGE_PREFIX) :].rpartition(":")
+    body = name[len(STAGE_PREFIX) :]
+    # A condensed variant keeps its suffix: stage.rerank:ndcg@10:condensed.
+    suffix = ":condensed" if body.lower().endswith(":condensed") else ""
+    stage, colon, metric = body[: len(body) - len(suffix)].rpartition(":")
+    metric += body[len(body) - len(suffix) :]
     if not colon or not stage.strip() or not metric.strip():
         raise ValueError(f"stage metric {name!r} is not stage.STAGE:METRIC, e.g. stage.rerank:rr")
     return stage, metric

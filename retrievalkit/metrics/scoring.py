@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievalkit.metrics.definitions import (
+    Metric,
     chunk_metrics,
     compute_metrics,
     judge_codes,
@@ -119,11 +120,17 @@ class RunScorer:
         self.options = options
         self.depth = max(options.ks)
         self.with_judged = any(question.grades for question in questions)
+        #: A set with judged non-relevant labels gets bpref, infap and condensed metrics.
+        self.with_incomplete = any(0 in question.grades.values() for question in questions)
         self.with_chunks = (
             any(question.expected_chunks for question in questions) if chunks is None else chunks
         )
         self.names = metric_names(
-            options.ks, judged=self.with_judged, chunks=self.with_chunks, extra=options.metrics
+            options.ks,
+            judged=self.with_judged,
+            chunks=self.with_chunks,
+            extra=options.metrics,
+            incomplete=self.with_incomplete,
         )
         count = len(questions)
         # One row a question, C order: the intervals sum each column in question order.
@@ -191,7 +198,11 @@ class RunScorer:
             errored,
         )
         table = compute_metrics(
-            judged, self.options.ks, with_judged=self.with_judged, extra=self.options.metrics
+            judged,
+            self.options.ks,
+            with_judged=self.with_judged,
+            extra=self.options.metrics,
+            incomplete=self.with_incomplete,
         )
         if self.with_chunks:
             table.update(
@@ -396,3 +407,51 @@ def positions_of(outcomes: Outcomes, question_ids: Sequence[str]) -> npt.NDArray
         return np.arange(len(held), dtype=np.intp)
     where = {question_id: index for index, question_id in enumerate(held)}
     return np.fromiter(map(where.__getitem__, question_ids), np.intp, len(question_ids))
+
+
+def condensed_column(outcomes: Outcomes, metric: str) -> npt.NDArray[np.float64]:
+    """``metric``'s condensed variant (``ndcg@10:condensed``) for each question: the stored
+    column when the run has it, else computed from the run's stored rankings and labels
+    at the run's scored depth (its deepest k); NaN for every question of a metric with
+    no condensed variant."""
+    from retrievalkit.metrics.definitions import CONDENSED, parse_metric
+
+    try:
+        parsed = parse_metric(metric)
+    except ValueError:
+        return np.full(len(outcomes), np.nan)
+    if not parsed.family.condensable or parsed.condensed:
+        return np.full(len(outcomes), np.nan)
+    name = parsed.name + CONDENSED
+    if name in outcomes.metric_names:
+        return outcomes.values(name)
+    ks = [
+        found.k
+        for found in map(_parsed_or_none, outcomes.metric_names)
+        if found is not None and found.k is not None and not found.family.chunk
+    ]
+    depth = max([*ks, parsed.k or 0])
+    if not depth:
+        return np.full(len(outcomes), np.nan)
+    ranked, labels = outcomes.rankings, outcomes.judgments
+    errored = np.zeros(len(outcomes), dtype=bool)
+    errored[list(outcomes.errors)] = True
+    judged = judge_codes(
+        np.asarray(ranked.offsets, dtype=np.int64),
+        np.asarray(ranked.codes, dtype=np.int64),
+        np.asarray(labels.offsets, dtype=np.int64),
+        np.asarray(labels.codes, dtype=np.int64),
+        np.asarray(labels.grades, dtype=np.int64),
+        depth,
+        errored,
+    )
+    return compute_metrics(judged, (parsed.k or depth,), extra=(name,))[name]
+
+
+def _parsed_or_none(name: str) -> Metric | None:
+    from retrievalkit.metrics.definitions import parse_metric
+
+    try:
+        return parse_metric(name)
+    except ValueError:
+        return None

@@ -10,6 +10,33 @@ import attrs
 
 
 @attrs.frozen
+class JudgedContext:
+    """The unjudged-aware verdict of one difference: how much of each side's top k carries
+    a label, and, when the two shares differ by more than ``margin``, the same difference
+    on the condensed rankings (unjudged documents removed)."""
+
+    measure: str
+    """The judged share compared (``judged@10``; the deepest for ``rr``, ``bpref``)."""
+    baseline: float | None
+    candidate: float | None
+    margin: float
+    """How far apart the two shares may be before the condensed result is shown."""
+    condensed_metric: str | None = None
+    """``ndcg@10:condensed``; None when the shares are within the margin, or the metric
+    has no condensed variant."""
+    condensed_baseline: float | None = None
+    condensed_candidate: float | None = None
+    condensed_difference: float | None = None
+    condensed_ci: tuple[float, float] | None = None
+    condensed_p_value: float | None = None
+    condensed_verdict: str | None = None
+    """``significant``, ``not significant`` or ``unresolvable``, by the unadjusted p."""
+    disagree: bool = False
+    """The condensed difference points the other way, or only one of the two is
+    significant: the difference may come from which documents were labelled."""
+
+
+@attrs.frozen
 class MetricDifference:
     """candidate - baseline for one metric over the questions where both are defined,
     with the paired test of `retrievalkit.stats.paired`."""
@@ -42,6 +69,9 @@ class MetricDifference:
     """With ``--cluster-by``: the clusters compared (``discordant`` then counts clusters)."""
     effective_n: float | None = None
     """With ``--cluster-by``: the effective sample size of the differences."""
+    judged: JudgedContext | None = attrs.field(default=None, kw_only=True)
+    """Both sides' judged@k beside the difference, and the condensed result when they
+    differ by more than `JudgedContext.margin`; None when the set has no judged@k."""
 
 
 @attrs.frozen

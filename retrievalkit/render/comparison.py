@@ -98,7 +98,50 @@ def metric_columns(
     else:
         columns += ["p", "p (Holm)"] if comparison.correction else ["p"]
     columns.append("W/T/L")
+    if _has_judged(pair):
+        columns.append("judged")
     return columns
+
+
+def _has_judged(pair: PairComparison) -> bool:
+    return any(delta.judged is not None for delta in pair.metrics)
+
+
+def judged_cell(delta: MetricDelta) -> str:
+    """Both sides' judged@k beside a difference: ``@10 0.62/0.91``."""
+    context = delta.judged
+    if context is None:
+        return NONE
+    k = context.measure.removeprefix("judged")
+    return f"{k} {number(context.baseline, 2)}/{number(context.candidate, 2)}"
+
+
+def condensed_lines(pair: PairComparison) -> list[str]:
+    """The condensed result of each difference whose judged shares differ by more than the
+    margin, said plainly when it disagrees with the difference itself."""
+    lines = []
+    for delta in pair.metrics:
+        context = delta.judged
+        if context is None or context.condensed_metric is None:
+            continue
+        interval = (
+            NONE
+            if context.condensed_ci is None
+            else f"[{context.condensed_ci[0]:+.3f}, {context.condensed_ci[1]:+.3f}]"
+        )
+        line = (
+            f"{delta.metric}: {context.measure} {number(context.baseline, 2)} against "
+            f"{number(context.candidate, 2)} (more than {context.margin:.2f} apart); "
+            f"{context.condensed_metric} {signed(context.condensed_difference)} {interval}, "
+            f"{context.condensed_verdict or 'no test'}"
+        )
+        if context.disagree:
+            line += (
+                f"; it disagrees with {delta.metric} {signed(delta.difference)}: the "
+                "difference may come from which documents were labelled"
+            )
+        lines.append(line)
+    return lines
 
 
 def metric_rows(
@@ -122,6 +165,8 @@ def metric_rows(
         if comparison.correction:
             row.append(p_text(delta.p_holm))
         row.append(f"{delta.wins}/{delta.ties}/{delta.losses}")
+        if _has_judged(pair):
+            row.append(judged_cell(delta))
         rows.append(row)
     return rows
 
@@ -180,6 +225,10 @@ def render_comparison_markdown(comparison: Comparison) -> str:
         lines += ["", f"## {_escape(pair.candidate)} against {_escape(pair.baseline)}", ""]
         lines += _markdown_table(metric_columns(comparison, pair), metric_rows(comparison, pair))
         lines += ["", _significance_note(comparison)]
+        condensed = condensed_lines(pair)
+        if condensed:
+            lines += ["", "Condensed rankings (unjudged documents removed):", ""]
+            lines += [f"- {_escape(line)}" for line in condensed]
         lines += ["", f"### Questions that changed most ({_escape(pair.changed_by)})", ""]
         if pair.changed:
             rows = [change_row(change) for change in pair.changed]
@@ -239,9 +288,10 @@ def comparison_renderable(comparison: Comparison) -> Group:
             metric_rows(comparison, pair, compact=True),
             numeric_from=1,
             # The difference (marked * when significant) and its interval go last.
-            drop=[-1, -2, 1, 2, 4],
+            drop=[-1, -2, -3, 1, 2, 4] if _has_judged(pair) else [-1, -2, 1, 2, 4],
         )
         parts += [deltas, plain(_significance_note(comparison))]
+        parts += [plain(f"condensed: {line}") for line in condensed_lines(pair)]
         if not pair.changed:
             parts.append(plain(f"No question changed its {pair.changed_by}."))
             continue

@@ -12,6 +12,7 @@ from retrievalkit.formats.numbers import p_text as p_text
 from retrievalkit.formats.numbers import percent as percent
 from retrievalkit.formats.numbers import signed as signed
 from retrievalkit.metrics.definitions import headline
+from retrievalkit.model.comparisons import MetricDifference
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue
 from retrievalkit.pipeline.gating.gate import MetricComparison, Verdict
@@ -154,8 +155,27 @@ def comparison_line(item: MetricComparison, confidence: float) -> str:
     return (
         f"{item.metric}{where}: {number(item.baseline)} -> {number(item.candidate)} "
         f"(difference {diff}, {percent(confidence)} CI {ci}{test}, "
-        f"allowed drop {item.threshold:.3f}{note})"
+        f"allowed drop {item.threshold:.3f}{note}){judged_text(item)}"
     )
+
+
+def judged_text(item: MetricDifference) -> str:
+    """The unjudged-aware part of a difference's line: both sides' judged@k, the condensed
+    difference when they are far apart, and a plain word when the two disagree."""
+    context = item.judged
+    if context is None:
+        return ""
+    text = f"; {context.measure} {number(context.baseline, 2)} -> {number(context.candidate, 2)}"
+    if context.condensed_metric is None:
+        return text
+    moved = context.condensed_difference
+    text += (
+        f", {context.condensed_metric} difference {signed(moved)}"
+        f" ({context.condensed_verdict or 'no test'})"
+    )
+    if context.disagree:
+        text += ": the two disagree, the difference may come from which documents were labelled"
+    return text
 
 
 def hits_cell(scores: Mapping[str, float | None], name: str) -> str:

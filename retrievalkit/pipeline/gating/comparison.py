@@ -33,6 +33,7 @@ from retrievalkit.model.comparisons import System as System
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
 from retrievalkit.pipeline.gating.differences import paired_fields
+from retrievalkit.pipeline.gating.unjudged import disagreement_warning, judged_context
 from retrievalkit.stats.clusters import paired_test_by
 from retrievalkit.stats.paired import TIE, verdict
 from retrievalkit.stats.paired import holm as holm
@@ -225,13 +226,30 @@ def compare_records(
             decisive = p_holm if correction else delta.p_value
             floor = floors.get((pair_index, delta.metric)) if correction else delta.p_floor
             said = verdict(decisive, floor, alpha)
+            significant = None if said is None else said == "significant"
+            context = judged_context(
+                (base_columns, base_positions),
+                (column, positions),
+                delta.metric,
+                difference=delta.difference,
+                significant=significant,
+                resamples=resamples,
+                confidence=confidence,
+                seed=seed,
+                clusters=codes,
+            )
+            if context is not None:
+                line = disagreement_warning(side.label, delta.metric, context)
+                if line is not None:
+                    warnings.append(line)
             finished.append(
                 attrs.evolve(
                     delta,
                     p_holm=p_holm,
                     p_floor=floor,
                     verdict=said,
-                    significant=None if said is None else said == "significant",
+                    significant=significant,
+                    judged=context,
                 )
             )
         pairs.append(

@@ -28,6 +28,7 @@ from retrievalkit.model.comparisons import MetricDifference
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
 from retrievalkit.pipeline.gating.differences import paired_fields
+from retrievalkit.pipeline.gating.unjudged import judged_context
 
 if TYPE_CHECKING:
     from retrievalkit.model.outcomes import Outcomes
@@ -219,6 +220,19 @@ def compare_runs(
         if warning is not None:
             warnings.append(warning)
         if item is not None:
+            context = judged_context(
+                (before, pairing.baseline[ids]),
+                (after, pairing.candidate[ids]),
+                metric,
+                difference=item.difference,
+                significant=item.significant,
+                resamples=resamples,
+                confidence=confidence,
+                seed=seed,
+                clusters=None if codes is None else codes[ids],
+            )
+            if context is not None:
+                item = attrs.evolve(item, judged=context)
             checked.append(item)
             continue
         where = f"{metric} [{slice_name}]" if slice_name else metric

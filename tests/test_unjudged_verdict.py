@@ -1,0 +1,148 @@
+"""The unjudged-aware verdict of compare and the gate: judged@k beside each difference, the
+condensed difference when the judged shares are far apart, and a plain word on disagreement."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from retrievalkit.formats.convert import unstructure
+from retrievalkit.metrics.scoring import ScoringOptions, as_columns, condensed_column, score_run
+from retrievalkit.model.records import ResultRecord
+from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, Retrieval
+from retrievalkit.pipeline.engine.record import build_record
+from retrievalkit.pipeline.gating.comparison import Side, compare_records
+from retrievalkit.pipeline.gating.gate import compare_runs
+from retrievalkit.pipeline.gating.unjudged import JUDGED_MARGIN, LABELLING_NOTE
+from retrievalkit.render.comparison import comparison_document, render_comparison_markdown
+from retrievalkit.render.text import verdict_lines
+
+COUNT = 30
+STATS: dict[str, Any] = {"resamples": 400, "confidence": 0.95, "seed": 5}
+SCORING = ScoringOptions(ks=(1, 3), resamples=200)
+
+
+def golden(grades_zero: bool = True) -> GoldenQuestionSet:
+    return GoldenQuestionSet(
+        name="thirty",
+        questions=tuple(
+            GoldenQuestion(
+                id=f"q{index:02d}",
+                question=f"question {index}",
+                expected=[f"d{index}"],
+                grades={f"d{index}": 2, **({"judged-miss": 0} if grades_zero else {})},
+            )
+            for index in range(COUNT)
+        ),
+    )
+
+
+def run(
+    model: str, first: str | None, the_set: GoldenQuestionSet, second: Sequence[int] = ()
+) -> ResultRecord:
+    """Each question's relevant document at rank 1, or at rank 2 after ``first`` for the
+    questions in ``second`` (all of them when ``second`` is empty and ``first`` given)."""
+    retrievals = []
+    for question in the_set.questions:
+        index = int(question.id[1:])
+        relevant = question.expected[0]
+        if first is not None and (not second or index in second):
+            retrievals.append(Retrieval((first, relevant), 1.0))
+        else:
+            retrievals.append(Retrieval((relevant, "judged-miss"), 1.0))
+    scores = score_run(the_set.questions, retrievals, SCORING)
+    return build_record(the_set, model, "test", {}, scores, SCORING, overfetch=1, git_commit=None)
+
+
+def by_metric(pair: Any) -> dict[str, Any]:
+    return {delta.metric: delta for delta in pair.metrics}
+
+
+def test_a_loss_made_of_unjudged_documents_disagrees_with_its_condensed_result() -> None:
+    """Every rank 1 of the candidate is a document nobody labelled, the relevant one below
+    it: hit@1 falls from 1 to 0, judged@1 from 1.00 to 0.00. Without the unlabelled
+    documents both rankings start with the relevant one: hit@1:condensed moves by 0."""
+    the_set = golden()
+    base, candidate = run("base", None, the_set), run("new", "never-judged", the_set)
+    comparison = compare_records([Side("base", base), Side("new", candidate)], **STATS)
+    deltas = by_metric(comparison.pairs[0])
+    hit = deltas["hit@1"]
+    assert hit.difference == -1.0 and hit.significant
+    context = hit.judged
+    assert (context.measure, context.baseline, context.candidate) == ("judged@1", 1.0, 0.0)
+    assert context.margin == JUDGED_MARGIN
+    assert context.condensed_metric == "hit@1:condensed"
+    assert context.condensed_difference == 0.0 and context.condensed_verdict != "significant"
+    assert context.disagree
+    # rr stands beside the deepest judged@k (judged@3: 1.00 against 0.50).
+    assert deltas["rr"].judged.measure == "judged@3"
+    assert deltas["rr"].judged.candidate == 0.5 and deltas["rr"].judged.disagree
+    said = [warning for warning in comparison.warnings if LABELLING_NOTE in warning]
+    assert said and said[0].startswith("new: hit@1 and hit@1:condensed disagree")
+    # JSON, Markdown and the terminal's plain text all carry it.
+    document = comparison_document(comparison)
+    first = document["pairs"][0]["metrics"][0]
+    assert first["judged"]["condensed_metric"] == "hit@1:condensed"
+    assert first["judged"]["disagree"] is True
+    markdown = render_comparison_markdown(comparison)
+    assert "| judged |" in markdown and "@1 1.00/0.00" in markdown
+    assert "Condensed rankings (unjudged documents removed)" in markdown
+    assert "it disagrees with hit@1 -1.000" in markdown
+    assert "condensed: hit@1: judged@1 1.00 against 0.00" in str(comparison)
+
+
+def test_a_loss_among_labelled_documents_has_no_condensed_result() -> None:
+    """The candidate's rank 1 is the judged non-relevant document for ten questions: the
+    judged shares are equal, so only judged@k stands beside the difference."""
+    the_set = golden()
+    base, worse = run("base", None, the_set), run("worse", "judged-miss", the_set, range(10))
+    comparison = compare_records([Side("base", base), Side("worse", worse)], **STATS)
+    for delta in comparison.pairs[0].metrics:
+        if delta.metric.startswith("judged@") or delta.metric.endswith(":condensed"):
+            assert delta.judged is None
+            continue
+        assert delta.judged is not None, delta.metric
+        assert delta.judged.baseline == delta.judged.candidate == 1.0
+        assert delta.judged.condensed_metric is None and not delta.judged.disagree
+    assert not [warning for warning in comparison.warnings if LABELLING_NOTE in warning]
+
+
+def test_the_gate_says_when_the_drop_may_come_from_the_labels() -> None:
+    the_set = golden()
+    base, candidate = run("base", None, the_set), run("new", "never-judged", the_set)
+    verdict = compare_runs(
+        candidate.outcomes,
+        candidate.manifest.set_hash,
+        base,
+        {"hit@1": 0.0},
+        resamples=200,
+        confidence=0.95,
+        seed=1,
+    )
+    (item,) = verdict.checked
+    assert item.regressed and item.judged is not None and item.judged.disagree
+    assert unstructure(verdict)["checked"][0]["judged"]["condensed_difference"] == 0.0
+    text = "\n".join(verdict_lines(verdict, None, confidence=0.95))
+    assert "judged@1 1.00 -> 0.00, hit@1:condensed difference +0.000" in text
+    assert "may come from which documents were labelled" in text
+
+
+def test_condensed_values_come_from_stored_rankings_when_the_run_has_none() -> None:
+    """A set with grades but no grade 0 stores no condensed column; the comparison computes
+    it from the stored rankings and labels, the same values a run asked for it stores."""
+    the_set = golden(grades_zero=False)
+    candidate = run("new", "never-judged", the_set, range(12))
+    assert "hit@1:condensed" not in candidate.metrics
+    computed = condensed_column(as_columns(candidate.outcomes), "rr")
+    asked = ScoringOptions(ks=(1, 3), resamples=200, metrics=("rr:condensed",))
+    retrievals = [Retrieval(outcome.ranking, 1.0) for outcome in as_columns(candidate.outcomes)]
+    stored = score_run(the_set.questions, retrievals, asked).outcomes.values("rr:condensed")
+    assert np.array_equal(computed, stored) and computed.tolist() == [1.0] * COUNT
+    base = run("base", None, the_set)
+    comparison = compare_records([Side("base", base), Side("new", candidate)], **STATS)
+    # judged@1: 1.00 against 0.60 (12 of 30 start with an unlabelled document).
+    hit = by_metric(comparison.pairs[0])["hit@1"]
+    assert hit.judged.candidate == 0.6 and hit.judged.condensed_metric == "hit@1:condensed"
+    assert hit.judged.condensed_difference == 0.0 and hit.judged.disagree
