@@ -43,15 +43,35 @@ def header_line(comparison: Comparison) -> str:
             f"compared pairwise · {percent(comparison.confidence)} cluster bootstrap "
             f"intervals ({comparison.resamples} resamples) · sign-flip p-values on cluster "
             "sums (exact while enumerable)"
-            + (" · Holm-corrected over the candidates" if comparison.correction == "holm" else "")
+            + _correction_text(comparison)
         )
     return (
         f"set {comparison.set_name} · {comparison.shared_questions} questions compared "
         f"pairwise · {percent(comparison.confidence)} paired intervals (BCa bootstrap, "
         f"{comparison.resamples} resamples; adjusted-t where fewer than 30 questions differ) · "
         "sign-flip permutation p-values (exact while enumerable)"
-        + (" · Holm-corrected over the candidates" if comparison.correction == "holm" else "")
+        + _correction_text(comparison)
     )
+
+
+def _correction_text(comparison: Comparison) -> str:
+    if comparison.correction != "holm":
+        return ""
+    if comparison.family == "pairs and metrics":
+        return " · Holm-corrected over every pair and metric"
+    return " · Holm-corrected over the candidates"
+
+
+def effect_text(delta: MetricDelta) -> str:
+    """d_z and its interval, e.g. ``0.42 [0.10, 0.73]``."""
+    effect = delta.effect_size
+    if not effect:
+        return NONE
+    value, ci = effect["value"], effect.get("ci")
+    assert isinstance(value, float)
+    if not isinstance(ci, list | tuple):
+        return f"{value:+.2f}"
+    return f"{value:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
 def _significance_note(comparison: Comparison) -> str:
@@ -100,6 +120,8 @@ def metric_columns(
     else:
         columns += ["p", "p (Holm)"] if comparison.correction else ["p"]
     columns.append("W/T/L")
+    if not compact:
+        columns.append("d_z [CI]")
     return columns
 
 
@@ -124,6 +146,8 @@ def metric_rows(
         if comparison.correction:
             row.append(p_text(delta.p_holm))
         row.append(f"{delta.wins}/{delta.ties}/{delta.losses}")
+        if not compact:
+            row.append(effect_text(delta))
         rows.append(row)
     return rows
 
