@@ -42,15 +42,13 @@ def header_line(comparison: Comparison) -> str:
             f"{'/'.join(map(str, counts)) or NONE} clusters (by {comparison.cluster_by}) "
             f"compared pairwise · {percent(comparison.confidence)} cluster bootstrap "
             f"intervals ({comparison.resamples} resamples) · sign-flip p-values on cluster "
-            "sums (exact while enumerable)"
-            + _correction_text(comparison)
+            "sums (exact while enumerable)" + _correction_text(comparison)
         )
     return (
         f"set {comparison.set_name} · {comparison.shared_questions} questions compared "
         f"pairwise · {percent(comparison.confidence)} paired intervals (BCa bootstrap, "
         f"{comparison.resamples} resamples; adjusted-t where fewer than 30 questions differ) · "
-        "sign-flip permutation p-values (exact while enumerable)"
-        + _correction_text(comparison)
+        "sign-flip permutation p-values (exact while enumerable)" + _correction_text(comparison)
     )
 
 

@@ -224,7 +224,9 @@ def compare_records(
     adjusted: dict[tuple[int, str], float | None] = {}
     floors: dict[tuple[int, str], float | None] = {}
     if family:
-        keys = [(index, delta.metric) for index, (_, deltas) in enumerate(raw_pairs) for delta in deltas]
+        keys = [
+            (index, delta.metric) for index, (_, deltas) in enumerate(raw_pairs) for delta in deltas
+        ]
         raw = [delta.p_value for _, deltas in raw_pairs for delta in deltas]
         lowest = [delta.p_floor for _, deltas in raw_pairs for delta in deltas]
         adjusted = dict(zip(keys, holm(raw), strict=True))
@@ -292,9 +294,7 @@ def compare_records(
 PAIRINGS = ("baseline", "all-pairs", "control")
 
 
-def _pair_order(
-    sides: Sequence[Side], pairing: str, control: str | None
-) -> list[tuple[int, int]]:
+def _pair_order(sides: Sequence[Side], pairing: str, control: str | None) -> list[tuple[int, int]]:
     """The (baseline, candidate) indices of the sides compared, in display order."""
     count = len(sides)
     if pairing == "all-pairs":
@@ -308,8 +308,7 @@ def _pair_order(
         ]
         if control is None or not matches:
             raise InputError(
-                f"no system {control!r} to compare the others with (systems: "
-                f"{', '.join(labels)})",
+                f"no system {control!r} to compare the others with (systems: {', '.join(labels)})",
                 field="--control",
                 hint="name one of the compared runs by its label, run id or retriever",
             )
