@@ -43,16 +43,16 @@ def paired_effect_size(
 
 def _noncentral_interval(d_z: float, n: int, confidence: float) -> tuple[float, float] | None:
     from scipy.optimize import brentq
-    from scipy.stats import nct
+    from scipy.special import nctdtr
 
     t = d_z * math.sqrt(n)
     df = n - 1
     tail = (1.0 - confidence) / 2.0
 
     def bound(target: float) -> float:
-        # nct.cdf(t, df, ncp) falls as ncp grows: bracket the root around t.
+        # The noncentral t cdf at t falls as ncp grows: bracket the root around t.
         def gap(ncp: float) -> float:
-            return float(nct.cdf(t, df, ncp)) - target
+            return float(nctdtr(df, ncp, t)) - target
 
         width = 10.0 + abs(t)
         low, high = t - width, t + width
