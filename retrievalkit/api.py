@@ -444,6 +444,8 @@ def compare(
     saved_to: Sequence[str | None] | None = None,
     cluster_by: str | None = None,
     questions: Sequence[GoldenQuestion] | None = None,
+    all_pairs: bool = False,
+    control: str | None = None,
 ) -> Comparison:
     """Compare every run after the first with the first (the baseline), paired question
     by question: differences with paired intervals and p-values, win/tie/loss counts
@@ -458,6 +460,10 @@ def compare(
     `cluster_by` (`cluster`, `hard_class`, `expected`, `meta.NAME`) makes every paired
     test treat clusters of questions as the unit; labels come from `questions`, else
     from the runs' sets, else from what the records keep (`meta.NAME` needs a set).
+
+    `all_pairs` compares every pair of runs, `control` (a label, run id or retriever
+    name) every run with that one; both need the same questions in every run and
+    Holm-adjust each ``p_adjusted`` over the whole family of pairs and metrics.
     """
     check_arguments("compare", locals())
     from retrievalkit.pipeline.engine import arguments
@@ -510,6 +516,8 @@ def compare(
         question_texts=texts,
         cluster_by=_checked_cluster_field(cluster_by),
         questions=held,
+        pairing=_pairing(all_pairs, control),
+        control=control,
     )
     # What the identity rule changed in a side's ids is said here too, never silently.
     noted = [
@@ -520,6 +528,18 @@ def compare(
     if not noted:
         return comparison
     return attrs.evolve(comparison, warnings=(*comparison.warnings, *noted))
+
+
+def _pairing(all_pairs: bool, control: str | None) -> str:
+    if all_pairs and control is not None:
+        raise InputError(
+            "all_pairs and control are two ways of pairing the systems",
+            field="--all-pairs/--control",
+            hint="give one of them",
+        )
+    if all_pairs:
+        return "all-pairs"
+    return "baseline" if control is None else "control"
 
 
 def power(

@@ -186,6 +186,8 @@ RULES: Mapping[str, Mapping[str, Rule]] = {
         "saved_to": _optional((_places, "a list of store URLs (or None), one a run")),
         "cluster_by": _optional(TEXT),
         "questions": _optional((_questions, "a list of GoldenQuestion")),
+        "all_pairs": FLAG,
+        "control": _optional(TEXT),
     },
     "power": {
         "set": SET,

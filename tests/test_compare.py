@@ -400,3 +400,30 @@ def test_the_columns_give_each_first_relevant_rank_without_decoding_ids(tmp_path
         ranks = [columns.first_relevant_rank(i) for i in range(len(columns))]
         assert ranks == [first_relevant_rank(outcome) for outcome in outcomes]
         assert ranks[1] == 3
+
+
+def test_all_pairs_and_control_on_the_command_line(cli: RunCli, systems: Path) -> None:
+    fresh = compare_json(
+        cli,
+        "--set", "demo", "--retriever", "bm25-demo", "--retriever", "titles-only",
+        "--retriever", "loose-bm25",
+    )  # fmt: skip
+    ids = [system["run_id"] for system in fresh["systems"]]
+    every = compare_json(cli, "--all-pairs", "--run", ids[0], "--run", ids[1], "--run", ids[2])
+    assert len(every["pairs"]) == 3 and every["family"] == "pairs and metrics"
+    hit1 = by_metric(every["pairs"][2])["hit@1"]
+    assert hit1["p_adjusted"] is None or hit1["p_adjusted"] >= hit1["p_value"]
+    control = compare_json(
+        cli, "--control", "titles-only", *[part for i in ids for part in ("--run", i)]
+    )
+    assert [pair["baseline"] for pair in control["pairs"]] == ["titles-only", "titles-only"]
+    lines = (REPO / "retrievalkit" / "demo" / "golden.jsonl").read_text().splitlines()
+    (systems / "part.jsonl").write_text("\n".join(lines[5:25]) + "\n", encoding="utf-8")
+    part = cli("eval", "--set", "part.jsonl", "--retriever", "bm25-demo", "--format", "json")
+    part_id = json.loads(part.stdout)["run_id"]
+    refused = cli(
+        "compare", "--all-pairs", "--allow-different-sets", "--run", ids[0], "--run", part_id
+    )
+    assert refused.returncode == 2 and f"run {part_id}" in refused.stderr
+    both = cli("compare", "--all-pairs", "--control", "x", "--run", ids[0], "--run", ids[1])
+    assert both.returncode == 2

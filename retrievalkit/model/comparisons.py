@@ -99,6 +99,13 @@ class MetricDelta(MetricDifference):
     p_holm: float | None = attrs.field(default=None, kw_only=True)
     """The Holm-adjusted p-value (and ``p_floor`` adjusted too); None with a single
     candidate."""
+    p_adjusted: float | None = attrs.field(default=None, kw_only=True)
+    """The p-value adjusted for multiple comparisons by ``ComparedRuns.correction`` over
+    its ``family``; None when nothing is adjusted."""
+    effect_size: dict[str, object] | None = attrs.field(default=None, kw_only=True)
+    """``{"value", "ci", "kind"}``: the paired standardised mean difference d_z of the
+    per-question differences with its exact noncentral-t interval
+    (`retrievalkit.stats.effect_size`); None when undefined (the differences all equal)."""
     wins: int = attrs.field(kw_only=True)
     ties: int = attrs.field(kw_only=True)
     losses: int = attrs.field(kw_only=True)
@@ -146,3 +153,8 @@ class ComparedRuns:
     warnings: tuple[str, ...]
     cluster_by: str | None = None
     """The field whose clusters the paired tests treated as the unit; None: questions."""
+    pairing: str = "baseline"
+    """``baseline`` (each against the first), ``all-pairs`` or ``control``."""
+    family: str | None = None
+    """What ``correction`` adjusts over: ``candidates`` (each metric over the candidates)
+    or ``pairs and metrics`` (every pair and metric at once); None without correction."""

@@ -40,16 +40,34 @@ def header_line(comparison: Comparison) -> str:
             f"{'/'.join(map(str, counts)) or NONE} clusters (by {comparison.cluster_by}) "
             f"compared pairwise · {percent(comparison.confidence)} cluster bootstrap "
             f"intervals ({comparison.resamples} resamples) · sign-flip p-values on cluster "
-            "sums (exact while enumerable)"
-            + (" · Holm-corrected over the candidates" if comparison.correction == "holm" else "")
+            "sums (exact while enumerable)" + _correction_text(comparison)
         )
     return (
         f"set {comparison.set_name} · {comparison.shared_questions} questions compared "
         f"pairwise · {percent(comparison.confidence)} paired intervals (BCa bootstrap, "
         f"{comparison.resamples} resamples; adjusted-t where fewer than 30 questions differ) · "
-        "sign-flip permutation p-values (exact while enumerable)"
-        + (" · Holm-corrected over the candidates" if comparison.correction == "holm" else "")
+        "sign-flip permutation p-values (exact while enumerable)" + _correction_text(comparison)
     )
+
+
+def _correction_text(comparison: Comparison) -> str:
+    if comparison.correction != "holm":
+        return ""
+    if comparison.family == "pairs and metrics":
+        return " · Holm-corrected over every pair and metric"
+    return " · Holm-corrected over the candidates"
+
+
+def effect_text(delta: MetricDelta) -> str:
+    """d_z and its interval, e.g. ``0.42 [0.10, 0.73]``."""
+    effect = delta.effect_size
+    if not effect:
+        return NONE
+    value, ci = effect["value"], effect.get("ci")
+    assert isinstance(value, float)
+    if not isinstance(ci, list | tuple):
+        return f"{value:+.2f}"
+    return f"{value:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
 def _significance_note(comparison: Comparison) -> str:
@@ -100,6 +118,8 @@ def metric_columns(
     columns.append("W/T/L")
     if _has_judged(pair):
         columns.append("judged")
+    if not compact:
+        columns.append("d_z [CI]")
     return columns
 
 
@@ -167,6 +187,8 @@ def metric_rows(
         row.append(f"{delta.wins}/{delta.ties}/{delta.losses}")
         if _has_judged(pair):
             row.append(judged_cell(delta))
+        if not compact:
+            row.append(effect_text(delta))
         rows.append(row)
     return rows
 

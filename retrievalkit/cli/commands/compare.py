@@ -91,6 +91,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also show each system's judged share and metrics with these labels merged in "
         "(e.g. from retrievalkit judge; repeatable)",
     )
+    pairing = parser.add_mutually_exclusive_group()
+    pairing.add_argument(
+        "--all-pairs",
+        action="store_true",
+        help="compare every pair of systems, Holm-adjusting the p-values over all pairs and "
+        "metrics (the runs must share their questions)",
+    )
+    pairing.add_argument(
+        "--control",
+        metavar="NAME",
+        help="compare every system with this one (a label, run id or retriever name), "
+        "Holm-adjusting over all pairs and metrics",
+    )
     add_cluster_by(parser)
     add_metric(parser)
     add_common(parser)
@@ -187,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
         saved_to=[None if kind == "run" or args.no_save else store.url for kind, _ in systems],
         cluster_by=settings.get("cluster_by"),
         questions=None if golden is None else golden.questions,
+        all_pairs=args.all_pairs,
+        control=args.control,
     )
     if not args.no_save:
         from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_saved

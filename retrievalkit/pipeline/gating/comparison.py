@@ -35,6 +35,7 @@ from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
 from retrievalkit.pipeline.gating.differences import paired_fields
 from retrievalkit.pipeline.gating.unjudged import disagreement_warning, judged_context
 from retrievalkit.stats.clusters import paired_test_by
+from retrievalkit.stats.effect_size import paired_effect_size
 from retrievalkit.stats.paired import TIE, verdict
 from retrievalkit.stats.paired import holm as holm
 
@@ -99,8 +100,14 @@ def compare_records(
     question_texts: Mapping[str, str] | None = None,
     cluster_by: str | None = None,
     questions: Sequence[GoldenQuestion] = (),
+    pairing: str = "baseline",
+    control: str | None = None,
 ) -> Comparison:
     """Compare every side after the first with the first, paired question by question.
+
+    ``pairing`` ``all-pairs`` compares every pair of sides, ``control`` every side with
+    the one labelled ``control``; both need the same questions in every run and Holm-adjust
+    the p-values over the whole family of pairs and metrics (``p_adjusted``).
 
     With ``cluster_by`` the paired tests treat clusters of questions as the unit; the
     labels come from ``questions`` (the set), else from the records
@@ -112,6 +119,11 @@ def compare_records(
             field="--retriever/--run",
             hint="give two or more --retriever NAME (with --set) or --run RUN_ID",
         )
+    if pairing not in PAIRINGS:
+        raise InputError(
+            f"unknown pairing {pairing!r}", field="pairing", hint=f"one of {', '.join(PAIRINGS)}"
+        )
+    order = _pair_order(sides, pairing, control)
     hashes = {side.record.manifest.set_hash for side in sides}
     same_set = len(hashes) == 1
     columns = [as_columns(side.record.outcomes) for side in sides]
@@ -144,6 +156,8 @@ def compare_records(
             field="--run",
             hint="compare runs of the same set",
         )
+    if pairing != "baseline":
+        _check_same_questions(sides, id_lists)
     metrics = sorted(
         (
             name
@@ -167,7 +181,7 @@ def compare_records(
             warnings.append(pooling)
 
     base = sides[0].record
-    raw_pairs = []
+    raw_pairs: list[tuple[tuple[int, int], list[MetricDelta]]] = []
     side_positions = [positions_of(column, shared) for column in columns[1:]]
     codes = None
     if cluster_by is not None:
@@ -190,11 +204,12 @@ def compare_records(
         partial = missing_field_warning(cluster_by, without, len(shared))
         if partial is not None:
             warnings.append(partial)
-    for side, column, positions in zip(sides[1:], columns[1:], side_positions, strict=True):
+    all_positions = [base_positions, *side_positions]
+    for left, right in order:
         deltas = [
             metric_delta(
-                metric_column(base_columns, metric)[base_positions],
-                metric_column(column, metric)[positions],
+                metric_column(columns[left], metric)[all_positions[left]],
+                metric_column(columns[right], metric)[all_positions[right]],
                 metric,
                 resamples,
                 confidence,
@@ -203,23 +218,31 @@ def compare_records(
             )
             for metric in metrics
         ]
-        raw_pairs.append((side, deltas))
-    correction = "holm" if len(raw_pairs) > 1 else None
+        raw_pairs.append(((left, right), deltas))
+    family = pairing != "baseline"
+    correction = "holm" if family or len(raw_pairs) > 1 else None
     alpha = 1.0 - confidence
     adjusted: dict[tuple[int, str], float | None] = {}
     floors: dict[tuple[int, str], float | None] = {}
-    if correction:
+    if family:
+        keys = [
+            (index, delta.metric) for index, (_, deltas) in enumerate(raw_pairs) for delta in deltas
+        ]
+        raw = [delta.p_value for _, deltas in raw_pairs for delta in deltas]
+        lowest = [delta.p_floor for _, deltas in raw_pairs for delta in deltas]
+        adjusted = dict(zip(keys, holm(raw), strict=True))
+        floors = dict(zip(keys, holm(lowest), strict=True))
+    elif correction:
         for metric_index, metric in enumerate(metrics):
-            family = [deltas[metric_index].p_value for _, deltas in raw_pairs]
-            for pair_index, value in enumerate(holm(family)):
+            group = [deltas[metric_index].p_value for _, deltas in raw_pairs]
+            for pair_index, value in enumerate(holm(group)):
                 adjusted[(pair_index, metric)] = value
             lowest = [deltas[metric_index].p_floor for _, deltas in raw_pairs]
             for pair_index, value in enumerate(holm(lowest)):
                 floors[(pair_index, metric)] = value
     texts = question_texts or {}
     pairs = []
-    for pair_index, (side, deltas) in enumerate(raw_pairs):
-        column, positions = columns[pair_index + 1], side_positions[pair_index]
+    for pair_index, ((left, right), deltas) in enumerate(raw_pairs):
         finished = []
         for delta in deltas:
             p_holm = adjusted.get((pair_index, delta.metric))
@@ -228,8 +251,8 @@ def compare_records(
             said = verdict(decisive, floor, alpha)
             significant = None if said is None else said == "significant"
             context = judged_context(
-                (base_columns, base_positions),
-                (column, positions),
+                (columns[left], all_positions[left]),
+                (columns[right], all_positions[right]),
                 delta.metric,
                 difference=delta.difference,
                 significant=significant,
@@ -239,13 +262,17 @@ def compare_records(
                 clusters=codes,
             )
             if context is not None:
-                line = disagreement_warning(side.label, delta.metric, context)
+                named = sides[right].label
+                if left != 0:
+                    named = f"{named} against {sides[left].label}"
+                line = disagreement_warning(named, delta.metric, context)
                 if line is not None:
                     warnings.append(line)
             finished.append(
                 attrs.evolve(
                     delta,
                     p_holm=p_holm,
+                    p_adjusted=p_holm,
                     p_floor=floor,
                     verdict=said,
                     significant=significant,
@@ -254,13 +281,13 @@ def compare_records(
             )
         pairs.append(
             PairComparison(
-                baseline=sides[0].label,
-                candidate=side.label,
+                baseline=sides[left].label,
+                candidate=sides[right].label,
                 metrics=tuple(finished),
                 changed_by=changed_by,
                 changed=_changed(
-                    (base_columns, base_positions),
-                    (column, positions),
+                    (columns[left], all_positions[left]),
+                    (columns[right], all_positions[right]),
                     shared,
                     changed_by,
                     changed_limit,
@@ -279,7 +306,60 @@ def compare_records(
         correction=correction,
         warnings=tuple(warnings),
         cluster_by=cluster_by,
+        pairing=pairing,
+        family="pairs and metrics" if family else ("candidates" if correction else None),
     )
+
+
+#: How the sides are paired: each with the first, every pair, each with a control.
+PAIRINGS = ("baseline", "all-pairs", "control")
+
+
+def _pair_order(sides: Sequence[Side], pairing: str, control: str | None) -> list[tuple[int, int]]:
+    """The (baseline, candidate) indices of the sides compared, in display order."""
+    count = len(sides)
+    if pairing == "all-pairs":
+        return [(left, right) for left in range(count) for right in range(left + 1, count)]
+    if pairing == "control":
+        labels = [side.label for side in sides]
+        matches = [
+            index
+            for index, side in enumerate(sides)
+            if control in (side.label, side.record.run_id, side.record.model)
+        ]
+        if control is None or not matches:
+            raise InputError(
+                f"no system {control!r} to compare the others with (systems: {', '.join(labels)})",
+                field="--control",
+                hint="name one of the compared runs by its label, run id or retriever",
+            )
+        if len(matches) > 1:
+            raise InputError(
+                f"{control!r} names {len(matches)} of the systems "
+                f"({', '.join(labels[index] for index in matches)})",
+                field="--control",
+                hint="name the control by its run id",
+            )
+        chosen = matches[0]
+        return [(chosen, index) for index in range(count) if index != chosen]
+    return [(0, index) for index in range(1, count)]
+
+
+def _check_same_questions(sides: Sequence[Side], id_lists: Sequence[Sequence[str]]) -> None:
+    """Many systems are compared as one family only on the very same questions."""
+    first = set(id_lists[0])
+    for side, ids in zip(sides[1:], id_lists[1:], strict=True):
+        mine = set(ids)
+        if mine != first:
+            missing, extra = len(first - mine), len(mine - first)
+            raise InputError(
+                f"run {side.record.run_id} ({side.label}) was not scored on the same "
+                f"questions as run {sides[0].record.run_id} ({sides[0].label}): "
+                f"{missing} of its questions missing, {extra} others",
+                field="--run",
+                hint="--all-pairs and --control compare runs scored on the same questions; "
+                "rerun the system on the set",
+            )
 
 
 def _system(side: Side, shared: Sequence[str]) -> System:
@@ -329,8 +409,16 @@ def metric_delta(
     )
     both = ~np.isnan(left) & ~np.isnan(right)
     moves = right[both] - left[both]
+    effect = paired_effect_size(moves, confidence)
     return MetricDelta(
         **paired_fields(metric, paired),
+        effect_size=None
+        if effect is None
+        else {
+            "value": effect.value,
+            "ci": None if effect.ci is None else list(effect.ci),
+            "kind": effect.kind,
+        },
         wins=int((moves > _TIE).sum()),
         ties=int((np.abs(moves) <= _TIE).sum()),
         losses=int((moves < -_TIE).sum()),
