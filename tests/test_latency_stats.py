@@ -22,7 +22,7 @@ def test_ranks_match_scipy_binomial(n: int, q: float) -> None:
         assert binomial_cdf(k, n, q) == pytest.approx(stats.binom.cdf(k, n, q), abs=1e-9)
     lower, upper = order_statistic_ranks(n, q, 0.95)
     coverage = stats.binom.cdf(upper - 1, n, q) - stats.binom.cdf(lower - 1, n, q)
-    if 1 < lower and upper < n:
+    if lower > 1 and upper < n:
         assert coverage >= 0.95
         # each tail misses at most 2.5 %, and moving either rank inward would break that
         assert stats.binom.cdf(lower - 1, n, q) <= 0.025 < stats.binom.cdf(lower, n, q)

@@ -89,7 +89,7 @@ def latency_summary(
         "ci": [float(np.quantile(means, tail)), float(np.quantile(means, 1.0 - tail))],
         "method": MEAN_METHOD,
     }
-    summary["questions"] = int(len(values))
+    summary["questions"] = len(values)
     summary["level"] = level
     return summary
 
@@ -131,4 +131,4 @@ def paired_ratio(
         if len(ratios)
         else [math.nan, math.nan]
     )
-    return {"ratio": ratio, "ci": ci, "method": RATIO_METHOD, "questions": int(len(base))}
+    return {"ratio": ratio, "ci": ci, "method": RATIO_METHOD, "questions": len(base)}
