@@ -14,7 +14,7 @@ non-equivalent mutants killed.
     python scripts/mutants.py --report-only   # read the last run's results again
     python scripts/mutants.py --recheck stores  # the last run's survivors against new tests
 
-Exit status: 0 when every module reached the goal (90 % of non-equivalent mutants
+Exit status: 0 when every module reached the goal (95 % of non-equivalent mutants
 killed) and no triage entry is stale, 1 otherwise.
 """
 
@@ -37,7 +37,7 @@ else:  # pragma: no cover - Python 3.10
 REPO = Path(__file__).resolve().parents[1]
 SCRATCH = REPO / ".mutants"
 TRIAGE = REPO / "tests" / "mutants-triage.toml"
-GOAL = 0.90
+GOAL = 0.95
 #: mutmut runs under nice, so that a run at the desk leaves the machine usable.
 NICENESS = 10
 
@@ -139,6 +139,96 @@ TARGETS: dict[str, Target] = {
             "tests/test_store_columns.py",
             "tests/test_columns_comparison.py",
         ),
+    ),
+    # --- where a verdict or a user's safety is decided --------------------------------
+    "deadlines": Target(
+        ("retrievalkit/retrievers/deadlines.py",),
+        ("tests/test_retriever_faults.py", "tests/test_http_retriever.py"),
+    ),
+    # A ranking that repeats a chunk id: its document counted once, at its first rank.
+    "chunks": Target(
+        ("retrievalkit/pipeline/engine/chunks.py",),
+        ("tests/test_chunk_metrics.py", "tests/test_returned_id_edges.py"),
+    ),
+    "stages": Target(
+        ("retrievalkit/pipeline/engine/stages.py",),
+        ("tests/test_stages.py", "tests/test_stage_comparison.py"),
+    ),
+    "gate": Target(
+        ("retrievalkit/pipeline/gating/gate.py",),
+        (
+            "tests/test_regression_gate.py",
+            "tests/test_gate_calibration.py",
+            "tests/test_sequential.py",
+            "tests/test_clusters.py",
+            "tests/test_columns_comparison.py",
+            "tests/test_baselines.py",
+        ),
+    ),
+    "clusters": Target(
+        ("retrievalkit/stats/clusters.py",),
+        (
+            "tests/test_clusters.py",
+            "tests/test_oracles_holm_and_clusters.py",
+            "tests/test_partial_clusters.py",
+            "tests/test_related_questions.py",
+        ),
+    ),
+    "paired": Target(
+        ("retrievalkit/stats/paired.py",),
+        (
+            "tests/test_paired.py",
+            "tests/test_oracles_holm_and_clusters.py",
+            "tests/test_oracles_paired_and_power.py",
+            "tests/test_statistics_power.py",
+        ),
+    ),
+    "power": Target(
+        ("retrievalkit/stats/power.py",),
+        (
+            "tests/test_power.py",
+            "tests/test_oracles_paired_and_power.py",
+            "tests/test_clustered_power_and_sequential.py",
+        ),
+    ),
+    "ppi": Target(
+        ("retrievalkit/stats/ppi.py",), ("tests/test_ppi.py", "tests/test_oracles_ppi.py")
+    ),
+    "sequential": Target(
+        ("retrievalkit/stats/sequential.py",),
+        (
+            "tests/test_sequential.py",
+            "tests/test_oracles_sequential.py",
+            "tests/test_clustered_power_and_sequential.py",
+        ),
+    ),
+    # Small-sample widening and the large-sample paths.
+    "large-samples": Target(
+        ("retrievalkit/stats/large_samples.py",),
+        ("tests/test_large_samples.py", "tests/test_oracles_intervals.py"),
+    ),
+    "command": Target(
+        ("retrievalkit/retrievers/command.py",),
+        ("tests/test_command_retriever.py", "tests/test_child_processes.py"),
+    ),
+    "http-service": Target(
+        ("retrievalkit/retrievers/http_service.py",),
+        ("tests/test_http_retriever.py", "tests/test_retriever_faults.py"),
+    ),
+    "sweep": Target(
+        ("retrievalkit/pipeline/sweeps/sweep.py",),
+        ("tests/test_sweep.py", "tests/test_sweep_checks.py"),
+    ),
+    # Escaping of what a page shows, the origin and token rules.
+    "serve": Target(
+        (
+            "retrievalkit/serve/app.py",
+            "retrievalkit/serve/charts.py",
+            "retrievalkit/serve/judging_queue.py",
+            "retrievalkit/serve/templates.py",
+            "retrievalkit/serve/views.py",
+        ),
+        ("tests/test_serve_in_process.py", "tests/test_serve_origin.py", "tests/test_serve.py"),
     ),
 }
 
