@@ -114,13 +114,19 @@ PG_PASSWORD = os.environ.get("RETRIEVALKIT_PG_PASSWORD", "retrievalkit")
 def tests(session: nox.Session) -> None:
     """Unit tests of the core, on every supported Python this machine has.
 
-    The whole suite runs on the main Python (3.11); the others run PORTABILITY_TESTS,
-    the tests of what differs between Python versions, so that CI stays within its time.
+    The whole suite runs on the main Python (3.11), in one venv that holds every plugin of
+    plugins/ with its framework too; the others run PORTABILITY_TESTS, the tests of what
+    differs between Python versions, on the core alone, so that CI stays within its time.
     Chromium for the browser tests (the HTML report's, and `retrievalkit serve` driven
     over the DevTools protocol in tests/test_serve_browser.py) is installed by `.ci/run`.
     """
     if session.python == PYTHON:
-        session.install("-e", ".[test,dense]")  # [dense]: the offline embedder's model
+        # [dense]: the offline embedder's model. Every plugin of plugins/ beside the core,
+        # with its framework: each test must pass whatever else is installed (a plugin's
+        # scheme, entry points or imports must not change what the core's tests see).
+        plugins = sorted(str(path) for path in (ROOT / "plugins").iterdir() if path.is_dir())
+        editable = [arg for path in plugins for arg in ("-e", path)]
+        session.install("-e", ".[test,dense]", *editable)
         # tests/models needs torch and a model wheel: `nox -s models` runs it; tests/ray
         # needs Ray: `nox -s ray`.
         if session.posargs:
