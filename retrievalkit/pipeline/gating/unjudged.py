@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from retrievalkit.formats.numbers import number, signed
 from retrievalkit.metrics.definitions import CONDENSED, parse_metric
 from retrievalkit.metrics.scoring import condensed_column, metric_column
 from retrievalkit.model.comparisons import JudgedContext
@@ -112,13 +113,13 @@ def disagreement_warning(label: str, metric: str, context: JudgedContext) -> str
     return (
         f"{label}: {metric} and {context.condensed_metric} disagree "
         f"({context.measure} {_share(context.baseline)} against {_share(context.candidate)}; "
-        f"condensed difference {context.condensed_difference:+.3f}, "
+        f"condensed difference {signed(context.condensed_difference)}, "
         f"{context.condensed_verdict or 'no test'}): {LABELLING_NOTE}"
     )
 
 
 def _share(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
+    return number(value, digits=2)
 
 
 def _mean(values: npt.NDArray[np.float64]) -> float | None:
