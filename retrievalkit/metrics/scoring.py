@@ -297,6 +297,7 @@ class RunScorer:
             errors=self.errors,
             forms=[question.form for question in questions],
             hard_classes=[question.hard_class for question in questions],
+            question_texts=[question.question for question in questions],
             documents=tuple(self.documents),
             rankings=(_offsets(self.ranking_lengths), joined(self._ranking_codes)),
             judgments=(

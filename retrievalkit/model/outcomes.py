@@ -7,7 +7,8 @@ working. Code that reads many questions reads the columns instead:
 - `Outcomes.question_ids`, `Outcomes.metric_names`;
 - `Outcomes.values` (one metric, float64, NaN where undefined), `Outcomes.latency_ms`;
 - `Outcomes.errors` (question index -> message) and `Outcomes.errored`;
-- `Outcomes.forms`, `Outcomes.hard_classes`;
+- `Outcomes.forms`, `Outcomes.hard_classes`, `Outcomes.question_texts` (what was asked, so
+  a stored run shows its questions where its set cannot be found);
 - `Outcomes.documents` with `Outcomes.rankings` and `Outcomes.judgments`, ragged
   lists in CSR form (offsets into one array of document codes).
 
@@ -37,6 +38,7 @@ LATENCY = "latency_ms"
 ERRORS = "errors"
 FORMS = "forms"
 HARD_CLASSES = "hard_classes"
+QUESTION_TEXTS = "question_texts"
 DOCUMENTS = "documents"
 RANKINGS = "rankings"
 JUDGMENTS = "judgments"
@@ -206,6 +208,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
             ERRORS: errors,
             FORMS: tuple(i.form for i in items),
             HARD_CLASSES: tuple(i.hard_class for i in items),
+            QUESTION_TEXTS: (None,) * count,
             DOCUMENTS: tuple(vocabulary),
             RANKINGS: Rankings(read_only(ranking_offsets), _int_array(ranked, "ranking")),
             JUDGMENTS: Judgments(
@@ -227,6 +230,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
         errors: Mapping[int, str] | None = None,
         forms: Sequence[QuestionForm | str | None] | None = None,
         hard_classes: Sequence[str | None] | None = None,
+        question_texts: Sequence[str | None] | None = None,
         documents: Sequence[str] = (),
         rankings: Rankings | tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
         judgments: Judgments | tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike] | None = None,
@@ -239,6 +243,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
         - ``latency_ms``: one float per question (0 when omitted);
         - ``errors``: question index -> error message, only for questions that errored;
         - ``forms`` and ``hard_classes``: one label or None a question (None when omitted);
+        - ``question_texts``: what each question asked, or None (None when omitted);
         - ``documents``: the document ids that ``rankings`` and ``judgments`` index (it
           may hold more than they use, say the whole corpus: only the used ones are
           stored, each once, sorted);
@@ -278,9 +283,16 @@ class Outcomes(Sequence["QuestionOutcome"]):
         except (KeyError, TypeError):
             raise ValueError("forms must be MATCH, GAP or None") from None
         hard_column = tuple(hard_classes) if hard_classes is not None else (None,) * count
-        for name, size in (("forms", len(form_column)), ("hard_classes", len(hard_column))):
+        text_column = tuple(question_texts) if question_texts is not None else (None,) * count
+        for name, size in (
+            ("forms", len(form_column)),
+            ("hard_classes", len(hard_column)),
+            ("question_texts", len(text_column)),
+        ):
             if size != count:
                 raise ValueError(f"{name} must hold {count} labels, not {size}")
+        if any(text is not None and not isinstance(text, str) for text in text_column):
+            raise ValueError("question_texts must be strings or None")
         vocabulary = documents if isinstance(documents, tuple) else tuple(documents)
         empty = np.zeros(0, dtype=np.int64)
         if rankings is None:
@@ -313,6 +325,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
             ERRORS: error_map,
             FORMS: form_column,
             HARD_CLASSES: hard_column,
+            QUESTION_TEXTS: text_column,
             DOCUMENTS: vocabulary,
             RANKINGS: ranked,
             JUDGMENTS: labels,
@@ -405,6 +418,21 @@ class Outcomes(Sequence["QuestionOutcome"]):
     def hard_classes(self) -> tuple[str | None, ...]:
         found: tuple[str | None, ...] = self._column(HARD_CLASSES)
         return found
+
+    @property
+    def question_texts(self) -> tuple[str | None, ...]:
+        """What each question asked, as the run saw it; None where it is not known (outcomes
+        built from `QuestionOutcome` values, or a run stored before texts were kept)."""
+        found: tuple[str | None, ...] = self._column(QUESTION_TEXTS)
+        return found
+
+    def known_texts(self) -> dict[str, str]:
+        """Question id -> text, for the questions whose text the outcomes know."""
+        return {
+            question_id: text
+            for question_id, text in zip(self.question_ids, self.question_texts, strict=True)
+            if text is not None
+        }
 
     @property
     def documents(self) -> tuple[str, ...]:
@@ -592,6 +620,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
             ERRORS: new_errors,
             FORMS: tuple(forms[i] for i in picked.tolist()),
             HARD_CLASSES: tuple(hard[i] for i in picked.tolist()),
+            QUESTION_TEXTS: tuple(self.question_texts[i] for i in picked.tolist()),
             DOCUMENTS: self.documents,
             RANKINGS: Rankings(read_only(r_offsets), read_only(r_codes)),
             JUDGMENTS: Judgments(read_only(j_offsets), read_only(j_codes), read_only(j_grades)),
@@ -638,6 +667,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
             return False
         if self.forms != other.forms or self.hard_classes != other.hard_classes:
             return False
+        # Question texts describe the questions; like a `QuestionOutcome`, equality leaves them out.
         return self._same_documents(other)
 
     def _same_documents(self, other: Outcomes) -> bool:
@@ -666,7 +696,10 @@ class Outcomes(Sequence["QuestionOutcome"]):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled (for example, to another process) with every column read.
-        names = [QUESTION_IDS, LATENCY, ERRORS, FORMS, HARD_CLASSES, DOCUMENTS, RANKINGS, JUDGMENTS]
+        names = [
+            QUESTION_IDS, LATENCY, ERRORS, FORMS, HARD_CLASSES, QUESTION_TEXTS, DOCUMENTS,
+            RANKINGS, JUDGMENTS,
+        ]  # fmt: skip
         columns = {name: self._column(name) for name in names}
         columns.update({column_name(m): self._metric(m) for m in self._metrics})
         return (Outcomes, (self._count, self._errored, list(self._metrics), columns))

@@ -169,7 +169,8 @@ def build_run_report(
     comparison uses the record's own confidence level, resample count and seed, so its
     intervals are those ``retrievalkit compare --run BASELINE --run RUN`` prints.
     """
-    texts = dict(question_texts or {})
+    texts = record.outcomes.known_texts()  # what the run stored; the set's texts over them
+    texts.update(question_texts or {})
     label = record.model
     warnings: list[str] = []
     comparison = None

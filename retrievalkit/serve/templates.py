@@ -236,7 +236,7 @@ QUESTION = """{% extends "base" %}
 {% block title %}question {{ question_id }}{% endblock %}
 {% block body %}
 <h1>Question <code>{{ question_id }}</code></h1>
-<blockquote id="question-text">{{ question.question if question else "(the question's text: its set was not found here)" }}</blockquote>
+<blockquote id="question-text">{{ question_text if question_text is not none else "(the question's text: its set was not found here)" }}</blockquote>
 <dl class="facts">
 <dt>form</dt><dd>{{ outcome.form.value if outcome.form else dash }}</dd>
 <dt>hard class</dt><dd>{{ outcome.hard_class or dash }}</dd>
@@ -292,7 +292,7 @@ JUDGE = """{% extends "base" %}
 {% else %}
 <section class="judging" id="item">
 <p class="muted">question <a href="{{ url('/question', run=record.run_id, id=item.question_id) }}"><code id="item-question">{{ item.question_id }}</code></a>, document <code id="item-document">{{ item.document_id }}</code> at rank {{ item.rank }}{% if item.set_grade is not none %} (sampled from the set's judged documents){% endif %}</p>
-<blockquote>{{ question.question if question else "(the question's text: its set was not found here)" }}</blockquote>
+<blockquote>{{ question_text if question_text is not none else "(the question's text: its set was not found here)" }}</blockquote>
 <article class="document">
 {% if document %}<h2>{{ document.title }}</h2><div class="document-text">{{ document.text }}</div>
 {% else %}<p class="muted">{{ "This document is not in the corpus." if has_corpus else "No corpus is known for this retriever: start serve with --corpus." }}</p>{% endif %}

@@ -505,7 +505,8 @@ def compare_view(site: Site, run_id: str, other: str | None) -> dict[str, Any]:
         raise NotFound(f"run {run_id} has no baseline to compare with; choose another run")
     labels = [f"{baseline.model} {baseline.run_id}", f"{candidate.model} {candidate.run_id}"]
     questions = site.questions(candidate)
-    texts = {qid: question.question for qid, question in questions.items()}
+    texts = candidate.outcomes.known_texts()
+    texts.update({qid: question.question for qid, question in questions.items()})
 
     def paired() -> Comparison:
         try:
@@ -654,11 +655,27 @@ def question_view(
         "record": record,
         "question_id": question_id,
         "question": question,
+        "question_text": question_text(question, record, question_id),
         "outcome": outcome,
         "rankings": rankings,
         "labels": sorted(outcome.judgments.items()),
         "has_corpus": site.corpus_path(record) is not None,
     }
+
+
+def question_text(
+    question: GoldenQuestion | None, record: ResultRecord, question_id: str
+) -> str | None:
+    """What the question asks: from its set when the set is found here, else as the run
+    stored it, else None."""
+    if question is not None:
+        return question.question
+    outcomes = record.outcomes
+    try:
+        position = outcomes.index_of(question_id)
+    except ValueError:
+        return None
+    return outcomes.question_texts[position]
 
 
 def _snippet(text: str) -> str:
@@ -718,6 +735,9 @@ def judge_view(
         "grader": grader,
         "item": item,
         "question": question,
+        "question_text": (
+            None if item is None else question_text(question, record, item.question_id)
+        ),
         "document": document,
         "outcome": outcome,
         "progress": progress,

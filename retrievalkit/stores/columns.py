@@ -25,6 +25,9 @@ second bytes, ...), compressed together with zlib. Every column round-trips exac
 - strings (question ids, document ids, error messages, hard classes) are UTF-8 text
   joined by NUL, or with explicit lengths when one holds a NUL;
 - forms and hard classes are dictionary-encoded; errors are sparse (index, message);
+- question texts (what each question asked, so that a store copied elsewhere shows its
+  questions without their set) are dictionary-encoded like labels, in a column that exists
+  only when some text is known: a run stored before it reads every text as None;
 - rankings and judgments share one vocabulary of document ids (only the ids a run
   uses, each once, sorted and front-coded: each id as the length of the prefix it
   shares with the one before and the rest, every 32nd id whole, so that one id is
@@ -55,6 +58,7 @@ from retrievalkit.model.outcomes import (
     LATENCY,
     METRIC_PREFIX,
     QUESTION_IDS,
+    QUESTION_TEXTS,
     RANKINGS,
     FloatArray,
     IntArray,
@@ -511,18 +515,28 @@ def _dictionary(labels: Sequence[Any]) -> tuple[list[Any], IntArray]:
 
 
 def column_names(outcomes: Outcomes) -> list[str]:
-    """The names of the stored columns, in a fixed order."""
+    """The names of the stored columns, in a fixed order (question texts only when known)."""
     return [
         QUESTION_IDS,
         LATENCY,
         ERRORS,
         FORMS,
         HARD_CLASSES,
+        *((QUESTION_TEXTS,) if _has_texts(outcomes) else ()),
         DOCUMENTS,
         RANKINGS,
         JUDGMENTS,
         *(column_name(name) for name in outcomes.metric_names),
     ]
+
+
+def _has_texts(outcomes: Outcomes) -> bool:
+    """Whether ``outcomes`` know some question's text; for stored outcomes, whether their
+    stored form has the column (read from the header, no column decoded)."""
+    source = outcomes.source
+    if isinstance(source, StoredColumns) and source.names is not None:
+        return QUESTION_TEXTS in source.names
+    return any(text is not None for text in outcomes.question_texts)
 
 
 def columns_header(outcomes: Outcomes) -> dict[str, Any]:
@@ -555,7 +569,13 @@ def encode_columns(outcomes: Outcomes) -> dict[str, bytes]:
             **_pack_strings("message.", list(errors.values())),
         }
     )
-    for name, labels in ((FORMS, outcomes.forms), (HARD_CLASSES, outcomes.hard_classes)):
+    labelled: list[tuple[str, Sequence[Any]]] = [
+        (FORMS, outcomes.forms),
+        (HARD_CLASSES, outcomes.hard_classes),
+    ]
+    if _has_texts(outcomes):
+        labelled.append((QUESTION_TEXTS, outcomes.question_texts))
+    for name, labels in labelled:
         vocabulary, codes = _dictionary(labels)
         # A form is stored as its value (a form is a str enum: its value is itself).
         texts = [getattr(label, "value", label) for label in vocabulary]
@@ -634,17 +654,24 @@ def decode_columns(
         raise StoreError(f"{where}: the outcomes header has no valid counts")
     if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
         raise StoreError(f"{where}: the outcomes header has no valid metric names")
-    return Outcomes.lazy(count, errored, metrics, StoredColumns(load, where))
+    names = header.get("columns")
+    if names is not None and (
+        not isinstance(names, list) or not all(isinstance(name, str) for name in names)
+    ):
+        raise StoreError(f"{where}: the outcomes header has no valid column names")
+    return Outcomes.lazy(count, errored, metrics, StoredColumns(load, where, names))
 
 
 class StoredColumns:
     """The stored columns of one run's outcomes, decoded one at a time when first read."""
 
-    __slots__ = ("_vocabulary", "load", "where")
+    __slots__ = ("_vocabulary", "load", "names", "where")
 
-    def __init__(self, load: Loader, where: str) -> None:
+    def __init__(self, load: Loader, where: str, names: Sequence[str] | None = None) -> None:
         self.load = load
         self.where = where
+        #: The stored columns' names (from the header), or None when not known.
+        self.names = None if names is None else frozenset(names)
         self._vocabulary: _Vocabulary | None = None
 
     def _documents(self) -> _Vocabulary:
@@ -659,6 +686,8 @@ class StoredColumns:
         with self._reading(name):
             if name == DOCUMENTS:
                 return tuple(self._documents().names())
+            if name == QUESTION_TEXTS and (self.names is None or name not in self.names):
+                return (None,) * len(outcomes)  # stored before question texts were kept
             return self._decode(name, self.load(name), outcomes)
 
     def document_count(self) -> int:
@@ -709,7 +738,7 @@ class StoredColumns:
             index = arrays["index"].astype(np.int64).tolist()
             messages = _unpack_strings("message.", arrays, len(index))
             return dict(zip(index, messages, strict=True))
-        if name in (FORMS, HARD_CLASSES):
+        if name in (FORMS, HARD_CLASSES, QUESTION_TEXTS):
             vocabulary: list[Any] = _unpack_strings("label.", arrays, meta["labels"])
             if name == FORMS:
                 vocabulary = [QuestionForm(label) for label in vocabulary]

@@ -111,9 +111,12 @@ def _question_texts(
     from retrievalkit.plugins.resolution import resolve_set
 
     name = args.set or record.manifest.set_name
+    stored = record.outcomes.known_texts()
     try:
         golden: GoldenQuestionSet = resolve_set(name, config)
     except InputError as error:
+        if not args.set and len(stored) == len(record.outcomes):
+            return stored  # the run's own texts, kept with it
         raise InputError(
             f"cannot find the run's questions: {error}",
             field="--set",

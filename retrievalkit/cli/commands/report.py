@@ -88,6 +88,9 @@ def _question_texts(
     except RetrievalkitError:
         found = None
     if found is None or found.content_hash != record.manifest.set_hash:
+        stored = record.outcomes.known_texts()
+        if stored:  # the texts the run was asked, kept with it
+            return stored, None
         why = "was not found" if found is None else "has changed since the run"
         return {}, (
             f"No question texts: the run keeps only question ids, and its set '{record.set}' "

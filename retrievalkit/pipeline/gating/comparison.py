@@ -240,7 +240,13 @@ def compare_records(
             lowest = [deltas[metric_index].p_floor for _, deltas in raw_pairs]
             for pair_index, value in enumerate(holm(lowest)):
                 floors[(pair_index, metric)] = value
-    texts = question_texts or {}
+    # What the runs stored, then what the caller gives (the set as it is now) over it.
+    texts = {
+        question_id: text
+        for side in sides
+        for question_id, text in side.record.outcomes.known_texts().items()
+    }
+    texts.update(question_texts or {})
     pairs = []
     for pair_index, ((left, right), deltas) in enumerate(raw_pairs):
         finished = []

@@ -148,7 +148,8 @@ def compare_stages(
     )
     before_labels = {} if before is None else before.questions
     after_labels = {} if after is None else after.questions
-    texts = question_texts or {}
+    texts = {**baseline.outcomes.known_texts(), **candidate.outcomes.known_texts()}
+    texts.update(question_texts or {})
     questions = [
         QuestionStages(
             question_id,
