@@ -11,13 +11,14 @@ import math
 import operator
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
 from retrievalkit.errors import InputError
 from retrievalkit.formats.limits import MAX_GRADE, MAX_LINE_BYTES, check_path, line_too_long
+from retrievalkit.formats.qrels import qrels_rows
 from retrievalkit.formats.text_files import (
     iter_lines,
     lines_of,
@@ -854,9 +855,7 @@ def load_beir(
             )
     judgments: dict[str, dict[str, int]] = {}
     first_lines: dict[str, int] = {}
-    row_lines: dict[tuple[str, str], int] = {}
-    for number, row in _qrels_rows(qrels):
-        query_id, doc_id, score = row
+    for number, query_id, doc_id, grade in qrels_rows(qrels):
         for column, value in (("query-id", query_id), ("corpus-id", doc_id)):
             if not _is_clean_id(value):
                 raise InputError(
@@ -866,31 +865,13 @@ def load_beir(
                     field=column,
                 )
         first_lines.setdefault(query_id, number)
-        try:
-            grade = int(score) if score.strip().lstrip("+-").isascii() else int("x")
-        except ValueError:
-            raise InputError(
-                f"score {score!r} is not an integer", source=str(qrels), line=number, field="score"
-            ) from None
         if grade > MAX_GRADE:
             raise InputError(
-                f"score {score} is above the largest grade, {MAX_GRADE}",
+                f"score {grade} is above the largest grade, {MAX_GRADE}",
                 source=str(qrels),
                 line=number,
                 field="score",
             )
-        if (query_id, doc_id) in row_lines:
-            # trec_eval refuses a qrels file that judges a document twice for one query;
-            # silently keeping the last row would hide a merge mistake.
-            raise InputError(
-                f"query '{query_id}' judges document '{doc_id}' again; first on line "
-                f"{row_lines[query_id, doc_id]}",
-                source=str(qrels),
-                line=number,
-                field="corpus-id",
-                hint="keep one row per query and document",
-            )
-        row_lines[query_id, doc_id] = number
         judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
     texts: dict[str, str] = {}
     clusters: dict[str, str] = {}
@@ -1001,27 +982,6 @@ def _beir_cluster(record: Mapping[str, Any], source: str, line: int) -> str | No
         return InputError(message, source=source, line=line, field=field, hint=hint)
 
     return _parse_cluster(cluster, fail)
-
-
-def _qrels_rows(path: Path) -> Iterator[tuple[int, tuple[str, str, str]]]:
-    # Split here, not with csv: a row's number is always its line number, and no field
-    # is refused for passing csv's 128 KiB limit with a message naming neither.
-    for number, line in enumerate(read_text(path).split("\n"), start=1):
-        line = line.rstrip("\r")
-        if len(line) > MAX_LINE_BYTES:
-            raise line_too_long(len(line), source=str(path), line=number)
-        row = line.split("\t") if line else []
-        if not row or (number == 1 and row[0] == "query-id"):
-            continue
-        if len(row) == 4:  # TREC qrels: qid iteration docid grade
-            row = [row[0], row[2], row[3]]
-        if len(row) != 3:
-            raise InputError(
-                f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(row)}",
-                source=str(path),
-                line=number,
-            )
-        yield number, (row[0], row[1], row[2])
 
 
 def _natural_key(value: str) -> tuple[int, int | str]:

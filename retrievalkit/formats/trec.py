@@ -20,6 +20,7 @@ from pathlib import Path
 import attrs
 
 from retrievalkit.errors import InputError
+from retrievalkit.formats.qrels import qrels_rows
 from retrievalkit.formats.text_files import text_lines
 
 _WHITESPACE = re.compile(r"\s")
@@ -103,27 +104,16 @@ def rankings_from_run(rows: Iterable[RunLine]) -> dict[str, list[str]]:
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """query id -> document id -> grade, from ``qid iteration docid grade`` lines.
+    """query id -> document id -> grade, from ``qid iteration docid grade`` lines
+    (tab-separated BEIR rows too; `retrievalkit.formats.qrels` reads both).
 
     A negative grade (Cranfield's -1) is kept as it is: trec_eval treats every grade
-    below its relevance level as not relevant.
+    below its relevance level as not relevant. A document judged twice for one query
+    is refused with its line, as trec_eval refuses it.
     """
     judgments: dict[str, dict[str, int]] = {}
-    for number, fields in _lines(path):
-        if len(fields) != 4:
-            raise InputError(
-                f"expected 4 columns (qid iteration docid grade), got {len(fields)}",
-                source=str(path),
-                line=number,
-            )
-        query_id, _, doc_id, grade_text = fields
-        try:
-            grade = int(grade_text)
-        except ValueError:
-            raise InputError(
-                f"grade {grade_text!r} is not a whole number", source=str(path), line=number
-            ) from None
-        judgments.setdefault(query_id, {})[doc_id] = grade
+    for row in qrels_rows(path):
+        judgments.setdefault(row.query_id, {})[row.doc_id] = row.grade
     return judgments
 
 
