@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
     from retrievalkit.formats.sweep_table import SweepConfig
     from retrievalkit.model.values import GoldenQuestion
+    from retrievalkit.pipeline.drift.engine import DriftResult
     from retrievalkit.pipeline.gating.comparison import Comparison
     from retrievalkit.pipeline.gating.fidelity import FidelityReport
     from retrievalkit.pipeline.gating.gate import Verdict
@@ -703,6 +704,149 @@ def fidelity(
         k=k,
         p=persistence,
     )
+
+
+def drift(
+    log: Any,
+    retriever: Any,
+    against: Any,
+    *,
+    k: int | None = None,
+    depth: int | None = None,
+    rbo_p: float | None = None,
+    sample: int | None = None,
+    seed: int | None = None,
+    resamples: int | None = None,
+    confidence: float | None = None,
+    concurrency: int | None = None,
+    timeout: float | None = None,
+    min_rbo: float | None = None,
+    max_zero_result_increase: float | None = None,
+    save: bool = True,
+    store: str | None = None,
+    config: Config | str | os.PathLike[str] | None = None,
+    now: dt.datetime | None = None,
+) -> DriftResult:
+    """How far `retriever` (the candidate) moved from `against` (the baseline) on the
+    queries of `log`, without labels: rank-biased overlap, overlap@k and Jaccard@k,
+    zero-result rates, latency and score-based predictors, each weighted by how often a
+    query was asked and with a bootstrap interval over queries.
+
+    - `log`: a query log path (JSON Lines with `query` and optional `count`, or CSV/TSV
+      with a `query` column), a loaded `QueryLog`, or a golden set (its questions).
+    - `retriever`, `against`: as in [`evaluate`][retrievalkit.api.evaluate].
+    - `sample`, `seed`: a reproducible weighted sample of `sample` queries of the log.
+    - `min_rbo`, `max_zero_result_increase` (else `[drift]`): the limits; the result's
+      `failures` names each one crossed (`retrievalkit drift --fail-on-drift` exits 1).
+    - `save`: keep the result as a drift record in the store (`store`, else `[store] url`).
+    """
+    check_arguments("drift", locals())
+    import numpy as np
+
+    from retrievalkit.formats.query_log import QueryLog, read_log, sample_log
+    from retrievalkit.pipeline.drift.engine import (
+        DriftLimits,
+        DriftResult,
+        ask_all,
+        check_limits,
+        drift_id,
+        measure,
+        now_text,
+    )
+    from retrievalkit.pipeline.engine.settings import DriftSettings
+
+    settings = as_config(config)
+    resolved = DriftSettings.resolve(
+        settings,
+        k=k,
+        depth=depth,
+        rbo_p=rbo_p,
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+        concurrency=concurrency,
+        timeout=timeout,
+        min_rbo=min_rbo,
+        max_zero_result_increase=max_zero_result_increase,
+    )
+    if isinstance(log, QueryLog):
+        queries = log
+    elif isinstance(log, GoldenQuestionSet):
+        texts = tuple(dict.fromkeys(question.question.strip() for question in log.questions))
+        queries = QueryLog(texts, np.ones(len(texts)), log.name, len(log.questions))
+    else:
+        queries = read_log(os.fspath(log))
+    if sample is not None:
+        queries = sample_log(queries, sample, resolved.seed)
+    target = open_store(store, config=settings) if save else None
+    if target is not None and not callable(getattr(target, "save_drift", None)):
+        raise InputError(
+            f"the store {getattr(target, 'url', store)!r} cannot keep drift records",
+            field="--store",
+            hint="use a sqlite:/// or jsonl:/// store, or --no-save",
+        )
+    sides = [resolve_retriever(named, None, None, settings) for named in (against, retriever)]
+    answers = [
+        ask_all(
+            side.retriever,
+            queries.queries,
+            depth=resolved.depth,
+            concurrency=resolved.concurrency,
+            timeout=resolved.timeout,
+            secrets=side.secrets,
+        )
+        for side in sides
+    ]
+    measures, moved = measure(
+        queries,
+        answers[0],
+        answers[1],
+        k=resolved.k,
+        rbo_p=resolved.rbo_p,
+        resamples=resolved.resamples,
+        seed=resolved.seed,
+        confidence=resolved.confidence,
+    )
+    limits = DriftLimits(resolved.min_rbo, resolved.max_zero_result_increase)
+    created = now_text(now)
+    result = DriftResult(
+        drift_id=drift_id(queries, sides[0].name, sides[1].name, created),
+        created_at=created,
+        log=queries.source,
+        queries=len(queries),
+        logged=queries.lines,
+        baseline=sides[0].name,
+        candidate=sides[1].name,
+        settings={
+            "k": resolved.k,
+            "depth": resolved.depth,
+            "rbo_p": resolved.rbo_p,
+            "sample": sample,
+            "seed": resolved.seed,
+            "resamples": resolved.resamples,
+            "confidence": resolved.confidence,
+            "min_rbo": resolved.min_rbo,
+            "max_zero_result_increase": resolved.max_zero_result_increase,
+        },
+        measures=measures,
+        moved=moved,
+        failures=check_limits(measures, limits),
+        gated=limits != DriftLimits(),
+    )
+    if target is not None:
+        target.save_drift(result.to_dict())  # type: ignore[attr-defined]
+    return result
+
+
+def drift_records(
+    store: str | None = None, *, config: Config | str | os.PathLike[str] | None = None
+) -> list[DriftResult]:
+    """The drift records a store keeps, newest first (none in a store without any)."""
+    from retrievalkit.pipeline.drift.engine import DriftResult as Result
+
+    target = open_store(store, config=config)
+    reader = getattr(target, "drifts", None)
+    return [Result.from_dict(data) for data in reader()] if callable(reader) else []
 
 
 def sweep(

@@ -48,9 +48,7 @@ def brute_extrapolated(first: list[str], second: list[str], p: float) -> float:
 
 def brute_rbo(first: list[str], second: list[str], p: float) -> float:
     """The definition on two (long) explicit rankings."""
-    return sum(
-        (1 - p) * p ** (d - 1) * _overlap(first, second, d) / d for d in range(1, DEPTH)
-    )
+    return sum((1 - p) * p ** (d - 1) * _overlap(first, second, d) / d for d in range(1, DEPTH))
 
 
 def fresh(prefix: str, count: int) -> list[str]:
@@ -109,13 +107,20 @@ def test_the_upper_bound_is_reached_and_never_passed(seed: int) -> None:
 
 def _orders(ranking: list[str], scores: list[float]) -> list[list[str]]:
     """Every order of ``ranking`` that permutes only documents of equal score."""
-    groups = [list(group) for _, group in itertools.groupby(zip(ranking, scores, strict=True), key=lambda pair: pair[1])]
+    groups = [
+        list(group)
+        for _, group in itertools.groupby(
+            zip(ranking, scores, strict=True), key=lambda pair: pair[1]
+        )
+    ]
     options = [list(itertools.permutations([doc for doc, _ in group])) for group in groups]
     return [[doc for part in choice for doc in part] for choice in itertools.product(*options)]
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_ties_are_the_mean_over_the_orders_they_allow(seed: int) -> None:
+def test_every_order_the_ties_allow_gives_one_value(seed: int) -> None:
+    """The brute force: each order of the tied documents, on either side, scores what
+    the rankings with ties put in document-id order score."""
     rng = random.Random(seed)
     first, second = random_pair(rng)
     first, second = first[:7], second[:6]
@@ -124,22 +129,46 @@ def test_ties_are_the_mean_over_the_orders_they_allow(seed: int) -> None:
     p = 0.8
     found = rbo(first, second, p, first_scores=first_scores, second_scores=second_scores)
     assert found is not None
-    pairs = list(
-        itertools.product(_orders(first, first_scores), _orders(second, second_scores))
-    )
-    values = [rbo(left, right, p) for left, right in pairs]
-    assert found.value == pytest.approx(sum(v.value for v in values) / len(values), abs=1e-9)  # type: ignore[union-attr]
-    assert found.lower == pytest.approx(sum(v.lower for v in values) / len(values), abs=1e-9)  # type: ignore[union-attr]
-    assert found.upper >= sum(v.upper for v in values) / len(values) - 1e-12  # type: ignore[union-attr]
+    for left, right in itertools.product(
+        _orders(first, first_scores), _orders(second, second_scores)
+    ):
+        again = rbo(left, right, p, first_scores=first_scores, second_scores=second_scores)
+        assert again == found
+    canonical = rbo(_canonical(first, first_scores), _canonical(second, second_scores), p)
+    assert canonical is not None
+    assert found.value == pytest.approx(canonical.value, abs=1e-12)
+
+
+def _canonical(ranking: list[str], scores: list[float]) -> list[str]:
+    return [
+        doc
+        for doc, _ in sorted(
+            zip(ranking, scores, strict=True), key=lambda pair: (-pair[1], pair[0])
+        )
+    ]
+
+
+def test_a_ranking_with_ties_against_itself_scores_one() -> None:
+    scores = [2.0, 2.0, 2.0, 1.0, 1.0]
+    same = rbo(list("abcde"), list("abcde"), 0.9, first_scores=scores, second_scores=scores)
+    assert same is not None and same.value == pytest.approx(1.0)
 
 
 def test_a_tie_makes_a_swap_inside_it_no_change() -> None:
     scores = [3.0, 2.0, 2.0, 1.0]
-    swapped = rbo(["a", "b", "c", "d"], ["a", "c", "b", "d"], 0.9, first_scores=scores, second_scores=scores)
+    swapped = rbo(
+        ["a", "b", "c", "d"], ["a", "c", "b", "d"], 0.9, first_scores=scores, second_scores=scores
+    )
     untied = rbo(["a", "b", "c", "d"], ["a", "c", "b", "d"], 0.9)
     assert swapped is not None and untied is not None
     assert swapped.value == pytest.approx(
-        rbo(["a", "b", "c", "d"], ["a", "b", "c", "d"], 0.9, first_scores=scores, second_scores=scores).value  # type: ignore[union-attr]
+        rbo(
+            ["a", "b", "c", "d"],
+            ["a", "b", "c", "d"],
+            0.9,
+            first_scores=scores,
+            second_scores=scores,
+        ).value  # type: ignore[union-attr]
     )
     assert untied.value < 1.0
 

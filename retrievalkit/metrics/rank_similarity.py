@@ -18,14 +18,12 @@ finite, so three numbers are reported, each read off that definition:
   its end.
 
 Ties. A retriever that gives two documents the same score has not ordered them; the
-order it listed them in is arbitrary. Tied documents (consecutive equal scores) form a
-group, and every value here is the expectation over all the orders the ties allow,
-each equally likely and drawn independently for the two rankings: a document of a group
-spanning ranks a..b is inside the top d (a <= d <= b) with probability (d - a + 1) /
-(b - a + 1), and X_d is the sum over shared documents of the product of those
-probabilities. ``rbo`` and ``rbo_min`` are linear in the X_d, so they are exactly the
-mean over the tie orders; the upper bound is concave in them, so it remains an upper
-bound of that mean.
+order it listed them in is arbitrary. Tied documents (consecutive equal scores) are put
+in one canonical order (by document id) in both rankings before comparing, so the order
+a retriever happened to list tied documents in never counts as a difference: a ranking
+compared with itself scores 1, and swapping two tied documents changes nothing. (Taking
+the mean over independent tie orders instead would score a ranking with ties against
+itself below 1.)
 
 Where this differs from the ``rbo`` package on PyPI (version 0.1.3): its
 ``RankingSimilarity.rbo(p, ext=True)`` and ``rbo(p)`` cut both lists to the shorter one's
@@ -111,6 +109,17 @@ def expected_overlaps(
     return (left * right).sum(axis=0)  # type: ignore[no-any-return]
 
 
+def untied(ranking: Sequence[str], scores: Sequence[float] | None) -> list[str]:
+    """``ranking`` with each run of equal scores put in document-id order."""
+    if scores is None:
+        return list(ranking)
+    spans = _groups(ranking, scores)
+    return [
+        doc_id
+        for _, doc_id in sorted(((spans[index][0], doc_id) for index, doc_id in enumerate(ranking)))
+    ]
+
+
 def rbo(
     first: Sequence[str],
     second: Sequence[str],
@@ -126,16 +135,17 @@ def rbo(
     """
     if not 0.0 < p < 1.0:
         raise ValueError(f"the RBO persistence p must be between 0 and 1 (not {p})")
+    first, second = untied(first, first_scores), untied(second, second_scores)
     if not first and not second:
         return None
     if not first or not second:
         return RBO(0.0, 0.0, 0.0)
     if len(first) <= len(second):
-        short, long_, short_scores, long_scores = first, second, first_scores, second_scores
+        short, long_ = first, second
     else:
-        short, long_, short_scores, long_scores = second, first, second_scores, first_scores
+        short, long_ = second, first
     s, l = len(short), len(long_)  # noqa: E741 (the paper's names)
-    overlaps = expected_overlaps(short, long_, l, short_scores, long_scores)
+    overlaps = expected_overlaps(short, long_, l)
     depths = np.arange(1, l + 1, dtype=np.float64)
     weights = (1.0 - p) * p ** (depths - 1.0)
     x_s, x_l = float(overlaps[s - 1]), float(overlaps[l - 1])

@@ -1,0 +1,121 @@
+"""Bootstrap intervals over weighted queries: a log's distinct queries with their counts.
+
+A log of N queries is the population; its distinct queries carry their counts as
+weights. A resample draws N queries with replacement, each distinct query with the
+chance count / N, so a resample is a multinomial vector of counts; a statistic's
+resampled value is computed with those counts as weights. The interval is the
+percentile interval of those values. Undefined values (NaN) are left out of a mean:
+a weighted mean is sum(count x value) / sum(count) over the defined values. The same
+weights and seed give the same intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+RESAMPLES = 1000
+#: Resamples drawn at once: a (block x queries) count matrix.
+_BLOCK = 50
+
+
+def resampled_counts(
+    weights: FloatArray, resamples: int = RESAMPLES, seed: int = 0
+) -> Iterator[FloatArray]:
+    """(block x queries) count matrices of ``resamples`` multinomial resamples in all."""
+    total = round(float(weights.sum()))
+    chances = weights / weights.sum()
+    generator = np.random.default_rng(seed)
+    left = resamples
+    while left > 0:
+        size = min(_BLOCK, left)
+        yield generator.multinomial(total, chances, size=size).astype(np.float64)
+        left -= size
+
+
+def weighted_mean(values: FloatArray, weights: FloatArray) -> float | None:
+    """sum(weight x value) / sum(weight) over the defined values; None if none is."""
+    defined = ~np.isnan(values)
+    mass = float(weights[defined].sum())
+    if mass == 0.0:
+        return None
+    return float(np.dot(weights[defined], values[defined])) / mass
+
+
+def mean_intervals(
+    columns: dict[str, FloatArray],
+    weights: FloatArray,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, tuple[float | None, tuple[float, float] | None]]:
+    """Each column's weighted mean and percentile bootstrap interval, from one shared set
+    of resamples (so the intervals of paired columns come from the same draws)."""
+    names = list(columns)
+    if not names or weights.size == 0:
+        return {name: (None, None) for name in names}
+    values = np.vstack([columns[name] for name in names])
+    defined = (~np.isnan(values)).astype(np.float64)
+    filled = np.nan_to_num(values, nan=0.0)
+    found: list[FloatArray] = []
+    for counts in resampled_counts(weights, resamples, seed):
+        sums = counts @ filled.T
+        masses = counts @ defined.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            found.append(sums / masses)
+    means = np.vstack(found)
+    tail = (1.0 - confidence) / 2.0
+    out: dict[str, tuple[float | None, tuple[float, float] | None]] = {}
+    for index, name in enumerate(names):
+        point = weighted_mean(values[index], weights)
+        column = means[:, index]
+        column = column[~np.isnan(column)]
+        if point is None or column.size == 0:
+            out[name] = (point, None)
+            continue
+        low, high = np.quantile(column, [tail, 1.0 - tail])
+        out[name] = (point, (float(low), float(high)))
+    return out
+
+
+def weighted_quantile(values: FloatArray, weights: FloatArray, q: float) -> float | None:
+    """The smallest value whose cumulative weight reaches share ``q`` of the total."""
+    defined = ~np.isnan(values)
+    if not defined.any():
+        return None
+    order = np.argsort(values[defined], kind="stable")
+    sorted_values = values[defined][order]
+    cumulative = np.cumsum(weights[defined][order])
+    index = int(np.searchsorted(cumulative, q * cumulative[-1], side="left"))
+    return float(sorted_values[min(index, sorted_values.size - 1)])
+
+
+def quantile_difference_interval(
+    baseline: FloatArray,
+    candidate: FloatArray,
+    weights: FloatArray,
+    q: float,
+    *,
+    resamples: int = 200,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float, float] | None:
+    """A percentile bootstrap interval of quantile ``q`` of candidate less that of baseline,
+    both from the same resamples of queries."""
+    differences = []
+    for counts in resampled_counts(weights, resamples, seed):
+        for row in counts:
+            left = weighted_quantile(baseline, row, q)
+            right = weighted_quantile(candidate, row, q)
+            if left is not None and right is not None:
+                differences.append(right - left)
+    if not differences:
+        return None
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(np.asarray(differences), [tail, 1.0 - tail])
+    return float(low), float(high)
