@@ -1,9 +1,11 @@
 """Bootstrap intervals over weighted queries: a log's distinct queries with their counts.
 
-A log of N queries is the population; its distinct queries carry their counts as
-weights. A resample draws N queries with replacement, each distinct query with the
-chance count / N, so a resample is a multinomial vector of counts; a statistic's
-resampled value is computed with those counts as weights. The interval is the
+The distinct queries are the units resampled (a cluster bootstrap, each query a cluster
+of its occurrences): a resample draws n of the n distinct queries with replacement, and
+each drawn query brings its count, so a statistic's resampled value is computed with
+(times drawn x count) as weights. Resampling single occurrences instead would treat the
+1,000 occurrences of a head query as 1,000 independent draws and give intervals too
+narrow whenever the counts are not independent (bursts, retries, bots). The interval is the
 percentile interval of those values. Undefined values (NaN) are left out of a mean:
 a weighted mean is sum(count x value) / sum(count) over the defined values. The same
 weights and seed give the same intervals.
@@ -26,14 +28,15 @@ _BLOCK = 50
 def resampled_counts(
     weights: FloatArray, resamples: int = RESAMPLES, seed: int = 0
 ) -> Iterator[FloatArray]:
-    """(block x queries) count matrices of ``resamples`` multinomial resamples in all."""
-    total = round(float(weights.sum()))
-    chances = weights / weights.sum()
+    """(block x queries) weight matrices of ``resamples`` resamples in all: the times each
+    distinct query was drawn, times its weight."""
+    count = weights.size
+    chances = np.full(count, 1.0 / count)
     generator = np.random.default_rng(seed)
     left = resamples
     while left > 0:
         size = min(_BLOCK, left)
-        yield generator.multinomial(total, chances, size=size).astype(np.float64)
+        yield generator.multinomial(count, chances, size=size) * weights[None, :]
         left -= size
 
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -350,9 +351,12 @@ def check_limits(measures: dict[str, Any], limits: DriftLimits) -> list[str]:
 
 
 def drift_id(log: QueryLog, baseline: str, candidate: str, created_at: str) -> str:
-    """A stable id from what was compared and when."""
+    """A new id: a digest of what was compared and when, with a random part, so two drifts
+    saved in the same second never share one."""
     digest = hashlib.sha256(
-        json.dumps([log.source, len(log), baseline, candidate, created_at]).encode()
+        json.dumps(
+            [log.source, len(log), baseline, candidate, created_at, uuid.uuid4().hex]
+        ).encode()
     ).hexdigest()
     return "drift-" + digest[:12]
 
