@@ -49,7 +49,11 @@ def _count(value: object, source: str, line: int) -> float:
     if value is None or value == "":
         return 1.0
     try:
-        number = float(value) if not isinstance(value, bool) else math.nan
+        number = (
+            float(value)
+            if isinstance(value, (int, float, str)) and not isinstance(value, bool)
+            else math.nan
+        )
     except (TypeError, ValueError):
         number = math.nan
     if not math.isfinite(number) or number <= 0 or number != int(number):

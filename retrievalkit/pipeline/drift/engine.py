@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from retrievalkit.formats.query_log import QueryLog
 from retrievalkit.metrics.qpp import nqc_at, wig_at
@@ -144,7 +145,7 @@ def ask_all(
                 pairs = list(pairs)
                 ids = [pair[0] for pair in pairs]
                 ranking = distinct_ranking(ids, depth, depth)
-                first = {}
+                first: dict[str, float] = {}
                 for doc_id, score in pairs:
                     first.setdefault(doc_id, float(score))
                 scores: tuple[float, ...] | None = tuple(first[doc] for doc in ranking)
@@ -190,7 +191,7 @@ def _paired(
     }
 
 
-def _column(values: Sequence[float | None]) -> np.ndarray:
+def _column(values: Sequence[float | None]) -> npt.NDArray[np.float64]:
     return np.array([math.nan if value is None else value for value in values], dtype=np.float64)
 
 
@@ -218,7 +219,7 @@ def measure(
         )
         for index in range(count)
     ]
-    columns: dict[str, np.ndarray] = {
+    columns: dict[str, npt.NDArray[np.float64]] = {
         "rbo": _column([None if found is None else found.value for found in rbos]),
         "rbo_lower": _column([None if found is None else found.lower for found in rbos]),
         "rbo_upper": _column([None if found is None else found.upper for found in rbos]),
@@ -248,10 +249,11 @@ def measure(
         s is not None for s in candidate.scores
     )
     if has_scores:
-        for name, predictor in (
+        predictors: tuple[tuple[str, Callable[[Sequence[float], str], float | None]], ...] = (
             ("nqc", lambda scores, query: nqc_at(scores, k)),
             ("wig", lambda scores, query: wig_at(scores, k, query)),
-        ):
+        )
+        for name, predictor in predictors:
             for side, answers in (("baseline", baseline), ("candidate", candidate)):
                 columns[f"{name}/{side}"] = _column(
                     [
