@@ -7,19 +7,13 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from retrievalkit.formats.numbers import NONE, bounds, number, signed
 from retrievalkit.pipeline.drift.engine import DriftResult
 
 
-def _number(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def _interval(ci: list[float] | None, digits: int = 3) -> str:
-    return "" if ci is None else f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-
-
 def measure_rows(result: DriftResult) -> list[tuple[str, str, str, str, str]]:
-    """(measure, baseline, candidate, value or difference, interval) for each measure."""
+    """(measure, baseline, candidate, value or difference, interval) for each measure,
+    written through `retrievalkit.formats.numbers` (the no-value glyph where undefined)."""
     rows = []
     measures = result.measures
     k = result.settings.get("k")
@@ -27,40 +21,46 @@ def measure_rows(result: DriftResult) -> list[tuple[str, str, str, str, str]]:
     rows.append(
         (
             f"rbo (p={found['p']:g})",
-            "",
-            "",
-            _number(found["value"]),
-            _interval(found["ci"]).strip()
-            + f" bounds {_number(found.get('lower'))}..{_number(found.get('upper'))}",
+            NONE,
+            NONE,
+            number(found["value"]),
+            bounds(found["ci"])
+            + " bounds "
+            + bounds(_pair(found.get("lower"), found.get("upper"))),
         )
     )
     for name in (f"overlap@{k}", f"jaccard@{k}"):
-        rows.append(
-            (
-                name,
-                "",
-                "",
-                _number(measures[name]["value"]),
-                _interval(measures[name]["ci"]).strip(),
-            )
-        )
+        entry = measures[name]
+        rows.append((name, NONE, NONE, number(entry["value"]), bounds(entry["ci"])))
     paired: list[tuple[str, dict[str, Any], int]] = [
         ("zero_result_rate", measures["zero_result_rate"], 3)
     ]
-    paired += [(f"latency {q} (ms)", measures["latency"][q], 2) for q in ("p50", "p95")]
+    paired += [
+        (f"latency {q} (ms)", measures["latency"][q], 2)
+        for q in LATENCY_ROWS
+        if q in measures["latency"]
+    ]
     for name, value in (measures.get("qpp") or {}).items():
         paired.append((name, value, 3))
     for name, value, digits in paired:
         rows.append(
             (
                 name,
-                _number(value["baseline"], digits),
-                _number(value["candidate"], digits),
-                _number(value["difference"], digits),
-                _interval(value["ci"], digits).strip(),
+                number(value["baseline"], digits),
+                number(value["candidate"], digits),
+                signed(value["difference"], digits),
+                bounds(value["ci"], sign=True, digits=digits),
             )
         )
     return rows
+
+
+#: The latency statistics a drift's table shows.
+LATENCY_ROWS = ("p50", "p95")
+
+
+def _pair(low: float | None, high: float | None) -> tuple[float, float] | None:
+    return None if low is None or high is None else (low, high)
 
 
 def drift_lines(result: DriftResult) -> list[str]:
@@ -70,7 +70,7 @@ def drift_lines(result: DriftResult) -> list[str]:
         f"distinct queries ({result.logged} logged), k={result.settings.get('k')}",
     ]
     for name, left, right, value, ci in measure_rows(result):
-        sides = f"  {left} -> {right}," if left or right else ""
+        sides = f"  {left} -> {right}," if (left, right) != (NONE, NONE) else ""
         lines.append(f"  {name}:{sides} {value} {ci}".rstrip())
     errors = result.measures.get("errors", {})
     if errors.get("baseline") or errors.get("candidate"):
@@ -82,7 +82,7 @@ def drift_lines(result: DriftResult) -> list[str]:
         lines.append(
             "  moved most: "
             + "; ".join(
-                f"{json.dumps(row['query'], ensure_ascii=False)} (rbo {row['rbo']:.2f})"
+                f"{json.dumps(row['query'], ensure_ascii=False)} (rbo {number(row['rbo'], 2)})"
                 for row in result.moved[:5]
             )
         )
@@ -126,8 +126,8 @@ def drift_markdown(result: DriftResult) -> str:
             "|---|---|---|---|",
         ]
         out += [
-            f"| {_cell(row['query'])} | {row['weight']:g} | {row['rbo']:.3f} | "
-            f"{_number(row.get(f'overlap@{k}'))} |"
+            f"| {_cell(row['query'])} | {row['weight']:g} | {number(row['rbo'])} | "
+            f"{number(row.get(f'overlap@{k}'))} |"
             for row in result.moved
         ]
     return "\n".join(out) + "\n"
