@@ -32,11 +32,8 @@ from retrievalkit.pipeline.engine.evaluator import (
     distinct_ranking,
 )
 from retrievalkit.redaction import scrub
-from retrievalkit.stats.weighted import (
-    mean_intervals,
-    quantile_difference_interval,
-    weighted_quantile,
-)
+from retrievalkit.stats.latency import QUANTILES, paired_difference, paired_ratio
+from retrievalkit.stats.weighted import mean_intervals
 
 DEFAULT_K = 10
 DEFAULT_DEPTH = 50
@@ -278,7 +275,7 @@ def measure(
         "zero_result_rate": {
             **_paired(intervals, "zero"),
         },
-        "latency": _latency(baseline, candidate, log, seed, confidence),
+        "latency": _latency(baseline, candidate, resamples, seed, confidence),
         "qpp": (
             {f"nqc@{k}": _paired(intervals, "nqc"), f"wig@{k}": _paired(intervals, "wig")}
             if has_scores
@@ -307,29 +304,41 @@ def measure(
 
 
 def _latency(
-    baseline: Answers, candidate: Answers, log: QueryLog, seed: int, confidence: float
+    baseline: Answers, candidate: Answers, resamples: int, seed: int, confidence: float
 ) -> dict[str, Any]:
+    """Each of p50, p95, p99 and the mean of the two sides' latencies (ms) over the
+    distinct queries (each asked once: a latency belongs to the answer, not to how often
+    the query was logged), with the paired bootstrap interval of the difference and the
+    ratio candidate / baseline with its own, from `retrievalkit.stats.latency`."""
     left = np.asarray(baseline.latency_ms, dtype=np.float64)
     right = np.asarray(candidate.latency_ms, dtype=np.float64)
     found: dict[str, Any] = {}
-    for name, q in (("p50", 0.5), ("p95", 0.95)):
-        low = weighted_quantile(left, log.weights, q)
-        high = weighted_quantile(right, log.weights, q)
+    if not len(left) or not (np.isfinite(left) & np.isfinite(right)).any():
+        return found
+    for name in (*QUANTILES, "mean"):
+        paired = paired_difference(left, right, name, confidence, resamples, seed)
+        ratio = paired_ratio(left, right, name, confidence, resamples, seed)
         found[name] = {
-            "baseline": low,
-            "candidate": high,
-            "difference": None if low is None or high is None else high - low,
-            "ci": _listed(
-                quantile_difference_interval(
-                    left, right, log.weights, q, seed=seed, confidence=confidence
-                )
-            ),
+            "baseline": paired["baseline"],
+            "candidate": paired["candidate"],
+            "difference": paired["difference"],
+            "ci": paired["ci"],
+            "ratio": _finite(ratio["ratio"]),
+            "ratio_ci": _finite_pair(ratio["ci"]),
+            "method": paired["method"],
         }
     return found
 
 
-def _listed(pair: tuple[float, float] | None) -> list[float] | None:
-    return None if pair is None else list(pair)
+def _finite(value: object) -> float | None:
+    """A float for JSON; None for an undefined (infinite or NaN) one."""
+    number = float(value)  # type: ignore[arg-type]
+    return number if math.isfinite(number) else None
+
+
+def _finite_pair(pair: object) -> list[float] | None:
+    ends = [_finite(end) for end in pair]  # type: ignore[attr-defined]
+    return None if None in ends else ends  # type: ignore[return-value]
 
 
 def check_limits(measures: dict[str, Any], limits: DriftLimits) -> list[str]:
