@@ -283,3 +283,73 @@ def test_the_command_exits_1_past_a_limit_and_2_on_a_bad_log(tmp_path: Path, cli
     found = cli("drift", "--log", str(bad), "--retriever", "bm25-demo", "--against", "bm25-demo")
     assert found.returncode == 2
     assert "bad.jsonl, line 2, field 'query'" in found.stderr
+
+
+# --- a stored run as the baseline ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "jsonl"])
+def test_against_run_replays_the_stored_rankings(tmp_path: Path, scheme: str) -> None:
+    """BM25 is deterministic, so a stored run of bm25-demo and bm25-demo asked again give
+    the same top 10: overlap@10 and jaccard@10 against the replay equal those against the
+    live retriever. The run stores no retrieval scores, so there are no predictors; a log
+    query that is not a question of the run is left out and counted."""
+    url = f"{scheme}:///" + str(tmp_path / f"store.{'sqlite3' if scheme == 'sqlite' else 'jsonl'}")
+    run = rk.evaluate("demo", "bm25-demo", resamples=50, git_commit=None)
+    rk.open_store(url).save(run.record)
+    golden = rk.load_set("demo")
+    texts = [question.question for question in golden.questions[:12]]
+    log = tmp_path / "log.jsonl"
+    log.write_text(
+        "".join(
+            json.dumps({"query": text, "count": 1 + i % 4}) + "\n" for i, text in enumerate(texts)
+        )
+        + json.dumps({"query": "not a question of the demo set", "count": 50})
+        + "\n",
+        encoding="utf-8",
+    )
+    options = {"resamples": 100, "save": False, "store": url}
+    replay = rk.drift(log, "bm25-demo", against_run=run.run_id, **options)
+    live = rk.drift(log, "bm25-demo", "bm25-demo", **options)
+    assert replay.baseline == f"run {run.run_id} (bm25-demo)"
+    assert replay.queries == 12 and replay.settings["left_out"] == 1
+    assert live.queries == 13
+    assert replay.logged == sum(1 + i % 4 for i in range(12))
+    assert replay.measures["overlap@10"]["value"] == pytest.approx(1.0)
+    assert replay.measures["jaccard@10"]["value"] == pytest.approx(1.0)
+    assert replay.measures["qpp"] is None
+    # against another candidate, the replay and the live baseline agree on the top 10
+    config = tmp_path / "retrievalkit.toml"
+    config.write_text(
+        '[retrievers.tuned]\nplugin = "bm25"\n'
+        f"corpus = {json.dumps(str(Path(rk.__file__).parent / 'demo' / 'corpus.jsonl'))}\n"
+        "k1 = 1.6\nb = 0.9\n",
+        encoding="utf-8",
+    )
+    moved_replay = rk.drift(log, "tuned", against_run=run.run_id, config=config, **options)
+    inside = tmp_path / "inside.jsonl"
+    inside.write_text("".join(log.read_text(encoding="utf-8").splitlines(True)[:12]), "utf-8")
+    moved_live = rk.drift(inside, "tuned", "bm25-demo", config=config, **options)
+    for name in ("overlap@10", "jaccard@10"):
+        assert moved_replay.measures[name]["value"] < 1.0
+        found, expected = moved_replay.measures[name], moved_live.measures[name]
+        assert found["value"] == pytest.approx(expected["value"])
+        assert found["ci"] == pytest.approx(expected["ci"])
+
+
+def test_against_run_refuses_what_it_cannot_replay(tmp_path: Path) -> None:
+    url = "sqlite:///" + str(tmp_path / "store.sqlite3")
+    run = rk.evaluate("demo", "bm25-demo", resamples=50, git_commit=None)
+    rk.open_store(url).save(run.record)
+    log = _log(tmp_path)
+    with pytest.raises(InputError, match="no run nope") as missing:
+        rk.drift(log, "bm25-demo", against_run="nope", store=url, save=False)
+    assert missing.value.field == "--against-run"
+    with pytest.raises(InputError, match="exactly one"):
+        rk.drift(log, "bm25-demo", "bm25-demo", against_run=run.run_id, store=url, save=False)
+    with pytest.raises(InputError, match="exactly one"):
+        rk.drift(log, "bm25-demo", store=url, save=False)
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"query": "nothing the demo set asks"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="is a question of run"):
+        rk.drift(other, "bm25-demo", against_run=run.run_id, store=url, save=False)

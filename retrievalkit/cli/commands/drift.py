@@ -25,7 +25,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--set", metavar="NAME_OR_FILE", help="a golden set's questions as the log (labels unused)"
     )
     parser.add_argument("--retriever", required=True, metavar="CANDIDATE", help="the candidate")
-    parser.add_argument("--against", required=True, metavar="BASELINE", help="the baseline")
+    baseline = parser.add_mutually_exclusive_group(required=True)
+    baseline.add_argument("--against", metavar="BASELINE", help="the baseline retriever")
+    baseline.add_argument(
+        "--against-run",
+        metavar="RUN_ID",
+        help="a stored run as the baseline: its rankings and latencies are replayed, "
+        "nothing is asked again (the log's queries that are not its questions are left out)",
+    )
     parser.add_argument(
         "--k", type=int, default=None, help="overlap@k, Jaccard@k, QPP depth (default 10)"
     )
@@ -73,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         log,
         args.retriever,
         args.against,
+        against_run=args.against_run,
         k=args.k,
         depth=args.depth,
         rbo_p=args.rbo_p,

@@ -15,7 +15,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -170,6 +170,22 @@ def ask_all(
         [result[2] for result in results],
         {index: result[3] for index, result in enumerate(results) if result[3] is not None},
     )
+
+
+def replayed(
+    queries: Sequence[str], answered: Mapping[str, tuple[Sequence[str], float, str | None]]
+) -> Answers:
+    """The answers a stored run gave: ``answered`` maps a query's text to the run's
+    ranking, latency (ms) and error of that question (scores are not stored, so a
+    replayed side has none and the predictors are left out)."""
+    rankings, latencies, errors = [], [], {}
+    for index, text in enumerate(queries):
+        ranking, latency, error = answered[text]
+        rankings.append(tuple(ranking))
+        latencies.append(float(latency))
+        if error is not None:
+            errors[index] = error
+    return Answers(rankings, [None] * len(queries), latencies, errors)
 
 
 def _value(pair: tuple[float | None, tuple[float, float] | None]) -> dict[str, Any]:
