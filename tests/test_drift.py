@@ -353,3 +353,25 @@ def test_against_run_refuses_what_it_cannot_replay(tmp_path: Path) -> None:
     other.write_text('{"query": "nothing the demo set asks"}\n', encoding="utf-8")
     with pytest.raises(InputError, match="is a question of run"):
         rk.drift(other, "bm25-demo", against_run=run.run_id, store=url, save=False)
+
+
+def test_the_command_replays_a_stored_run_and_refuses_two_baselines(tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    evaluated = cli("eval", "--set", "demo", "--retriever", "bm25-demo", "--format", "json")
+    assert evaluated.returncode == 0, evaluated.stderr
+    run_id = json.loads(evaluated.stdout)["run_id"]
+    found = cli(
+        "drift", "--set", "demo", "--retriever", "bm25-demo", "--against-run", run_id,
+        "--format", "json", "--resamples", "50", "--no-save",
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    data = json.loads(found.stdout)
+    assert data["baseline"] == f"run {run_id} (bm25-demo)"
+    assert data["settings"]["against_run"] == run_id and data["settings"]["left_out"] == 0
+    assert data["overlap@10"]["value"] == pytest.approx(1.0)
+    missing = cli("drift", "--set", "demo", "--retriever", "bm25-demo", "--against-run", "nope")
+    assert missing.returncode == 2 and "--against-run" in missing.stderr
+    both = cli(
+        "drift", "--set", "demo", "--retriever", "bm25-demo", "--against", "bm25-demo",
+        "--against-run", run_id,
+    )  # fmt: skip
+    assert both.returncode == 2 and "not allowed with" in both.stderr
