@@ -7,6 +7,7 @@ The Python API (the command line is a shell over it):
 - `gate(run, store, thresholds) -> Verdict`: compare with the baseline and decide;
 - `compare(runs) -> Comparison`: paired comparison of two or more runs;
 - `fidelity(set, candidate, reference)`: label-free overlap with a reference retriever;
+- `drift(log, retriever, against) -> DriftResult`: label-free comparison on a query log;
 - `sweep(set, NAME) -> SweepResult`: tune a retriever over a grid, confirm the winner held out;
 - the value types `GoldenQuestion`, `GoldenQuestionSet`, `ResultRecord`, `MetricValue`.
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
         Run,
         Thresholds,
         compare,
+        drift,
+        drift_records,
         evaluate,
         fidelity,
         gate,
@@ -54,6 +57,8 @@ _EXPORTS = {
     "RunFailed": "retrievalkit.errors",
     "Thresholds": "retrievalkit.pipeline.gating.thresholds",
     "compare": "retrievalkit.api",
+    "drift": "retrievalkit.api",
+    "drift_records": "retrievalkit.api",
     "evaluate": "retrievalkit.api",
     "fidelity": "retrievalkit.api",
     "gate": "retrievalkit.api",
@@ -93,6 +98,8 @@ __all__ = [
     "Verdict",
     "__version__",
     "compare",
+    "drift",
+    "drift_records",
     "evaluate",
     "fidelity",
     "gate",

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
     from retrievalkit.formats.sweep_table import SweepConfig
     from retrievalkit.model.values import GoldenQuestion
+    from retrievalkit.pipeline.drift.engine import DriftResult
     from retrievalkit.pipeline.gating.comparison import Comparison
     from retrievalkit.pipeline.gating.fidelity import FidelityReport
     from retrievalkit.pipeline.gating.gate import Verdict
@@ -703,6 +704,226 @@ def fidelity(
         k=k,
         p=persistence,
     )
+
+
+def drift(
+    log: Any,
+    retriever: Any,
+    against: Any = None,
+    *,
+    against_run: str | None = None,
+    k: int | None = None,
+    depth: int | None = None,
+    rbo_p: float | None = None,
+    sample: int | None = None,
+    seed: int | None = None,
+    resamples: int | None = None,
+    confidence: float | None = None,
+    concurrency: int | None = None,
+    timeout: float | None = None,
+    min_rbo: float | None = None,
+    max_zero_result_increase: float | None = None,
+    save: bool = True,
+    store: str | None = None,
+    config: Config | str | os.PathLike[str] | None = None,
+    now: dt.datetime | None = None,
+) -> DriftResult:
+    """How far `retriever` (the candidate) moved from `against` (the baseline) on the
+    queries of `log`, without labels: rank-biased overlap, overlap@k and Jaccard@k,
+    zero-result rates, latency and score-based predictors, each weighted by how often a
+    query was asked and with a bootstrap interval over queries.
+
+    - `log`: a query log path (JSON Lines with `query` and optional `count`, or CSV/TSV
+      with a `query` column), a loaded `QueryLog`, or a golden set (its questions).
+    - `retriever`, `against`: as in [`evaluate`][retrievalkit.api.evaluate].
+    - `against_run`: instead of `against`, the id of a run in the store whose stored
+      rankings and latencies are the baseline (a replay: nothing is asked again). The
+      log's queries that are not questions of that run are left out
+      (`settings["left_out"]`); the run's rankings carry no retrieval scores, so `qpp`
+      is None.
+    - `sample`, `seed`: a reproducible weighted sample of `sample` queries of the log.
+    - `min_rbo`, `max_zero_result_increase` (else `[drift]`): the limits; the result's
+      `failures` names each one crossed (`retrievalkit drift --fail-on-drift` exits 1).
+    - `save`: keep the result as a drift record in the store (`store`, else `[store] url`).
+    """
+    check_arguments("drift", locals())
+    import numpy as np
+
+    from retrievalkit.formats.query_log import QueryLog, read_log, sample_log
+    from retrievalkit.pipeline.drift.engine import (
+        DriftLimits,
+        DriftResult,
+        ask_all,
+        check_limits,
+        drift_id,
+        measure,
+        now_text,
+        replayed,
+    )
+    from retrievalkit.pipeline.engine.settings import DriftSettings
+
+    settings = as_config(config)
+    resolved = DriftSettings.resolve(
+        settings,
+        k=k,
+        depth=depth,
+        rbo_p=rbo_p,
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+        concurrency=concurrency,
+        timeout=timeout,
+        min_rbo=min_rbo,
+        max_zero_result_increase=max_zero_result_increase,
+    )
+    if isinstance(log, QueryLog):
+        queries = log
+    elif isinstance(log, GoldenQuestionSet):
+        texts = tuple(dict.fromkeys(question.question.strip() for question in log.questions))
+        queries = QueryLog(texts, np.ones(len(texts)), log.name, len(log.questions))
+    else:
+        queries = read_log(os.fspath(log))
+    if sample is not None:
+        queries = sample_log(queries, sample, resolved.seed)
+    target = open_store(store, config=settings) if save else None
+    if target is not None and not callable(getattr(target, "save_drift", None)):
+        raise InputError(
+            f"the store {getattr(target, 'url', store)!r} cannot keep drift records",
+            field="--store",
+            hint="use a sqlite:/// or jsonl:/// store, or --no-save",
+        )
+    if (against is None) == (against_run is None):
+        raise InputError(
+            "give the baseline as exactly one of a retriever and a stored run",
+            field="--against",
+            hint="--against NAME asks a retriever; --against-run RUN_ID replays a stored run",
+        )
+    left_out = 0
+    if against_run is not None:
+        baseline_name, answered = _stored_answers(against_run, store, settings)
+        kept = [index for index, text in enumerate(queries.queries) if text in answered]
+        if not kept:
+            raise InputError(
+                f"none of the {len(queries)} queries of {queries.source} is a question of "
+                f"run {against_run}",
+                field="--against-run",
+                hint="replay a run of the set whose questions the log holds (--set NAME)",
+            )
+        left_out = len(queries) - len(kept)
+        weights = queries.weights[kept]
+        queries = QueryLog(
+            tuple(queries.queries[index] for index in kept),
+            weights,
+            queries.source,
+            round(float(weights.sum())),
+        )
+    candidate_side = resolve_retriever(retriever, None, None, settings)
+    candidate_answers = ask_all(
+        candidate_side.retriever,
+        queries.queries,
+        depth=resolved.depth,
+        concurrency=resolved.concurrency,
+        timeout=resolved.timeout,
+        secrets=candidate_side.secrets,
+    )
+    if against_run is not None:
+        names = [baseline_name, candidate_side.name]
+        answers = [replayed(queries.queries, answered), candidate_answers]
+    else:
+        baseline_side = resolve_retriever(against, None, None, settings)
+        names = [baseline_side.name, candidate_side.name]
+        answers = [
+            ask_all(
+                baseline_side.retriever,
+                queries.queries,
+                depth=resolved.depth,
+                concurrency=resolved.concurrency,
+                timeout=resolved.timeout,
+                secrets=baseline_side.secrets,
+            ),
+            candidate_answers,
+        ]
+    measures, moved = measure(
+        queries,
+        answers[0],
+        answers[1],
+        k=resolved.k,
+        rbo_p=resolved.rbo_p,
+        resamples=resolved.resamples,
+        seed=resolved.seed,
+        confidence=resolved.confidence,
+    )
+    limits = DriftLimits(resolved.min_rbo, resolved.max_zero_result_increase)
+    created = now_text(now)
+    result = DriftResult(
+        drift_id=drift_id(queries, names[0], names[1], created),
+        created_at=created,
+        log=queries.source,
+        queries=len(queries),
+        logged=queries.lines,
+        baseline=names[0],
+        candidate=names[1],
+        settings={
+            "k": resolved.k,
+            "depth": resolved.depth,
+            "rbo_p": resolved.rbo_p,
+            "sample": sample,
+            "seed": resolved.seed,
+            "resamples": resolved.resamples,
+            "confidence": resolved.confidence,
+            "min_rbo": resolved.min_rbo,
+            "max_zero_result_increase": resolved.max_zero_result_increase,
+            **({"against_run": against_run, "left_out": left_out} if against_run else {}),
+        },
+        measures=measures,
+        moved=moved,
+        failures=check_limits(measures, limits),
+        gated=limits != DriftLimits(),
+    )
+    if target is not None:
+        target.save_drift(result.to_dict())  # type: ignore[attr-defined]
+    return result
+
+
+def _stored_answers(
+    run_id: str, store: str | None, config: Config
+) -> tuple[str, dict[str, tuple[tuple[str, ...], float, str | None]]]:
+    """The baseline's name and, by question text, the ranking, latency and error a
+    stored run recorded for each question (the texts from the run's set)."""
+    source = open_store(store, config=config)
+    record = source.get(run_id)
+    if record is None:
+        raise InputError(
+            f"no run {run_id} in {getattr(source, 'url', store)}",
+            field="--against-run",
+            hint="retrievalkit history lists the stored runs and their ids",
+        )
+    try:
+        golden = load_set(record.set, config=config)
+    except InputError as error:
+        raise InputError(
+            f"the questions of run {run_id} (set {record.set}) cannot be read: {error}",
+            field="--against-run",
+            hint="run from the directory (or with the --config) the run was made with",
+        ) from None
+    texts = {question.id: question.question.strip() for question in golden.questions}
+    answered: dict[str, tuple[tuple[str, ...], float, str | None]] = {}
+    for outcome in record.outcomes:
+        text = texts.get(outcome.question_id)
+        if text is not None:
+            answered.setdefault(text, (outcome.ranking, outcome.latency_ms, outcome.error))
+    return f"run {run_id} ({record.model})", answered
+
+
+def drift_records(
+    store: str | None = None, *, config: Config | str | os.PathLike[str] | None = None
+) -> list[DriftResult]:
+    """The drift records a store keeps, newest first (none in a store without any)."""
+    from retrievalkit.pipeline.drift.engine import DriftResult as Result
+
+    target = open_store(store, config=config)
+    reader = getattr(target, "drifts", None)
+    return [Result.from_dict(data) for data in reader()] if callable(reader) else []
 
 
 def sweep(

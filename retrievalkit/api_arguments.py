@@ -207,6 +207,20 @@ RULES: Mapping[str, Mapping[str, Rule]] = {
         "persistence": PASSED,
         "config": CONFIG,
     },
+    "drift": {
+        "log": (
+            lambda value: _path(value) or _golden_set(value) or type(value).__name__ == "QueryLog",
+            "the path of a query log (JSON Lines, CSV or TSV), a QueryLog or a GoldenQuestionSet",
+        ),
+        "retriever": RETRIEVER,
+        "against": _optional(RETRIEVER),
+        "against_run": _optional(TEXT),
+        "sample": _optional(WHOLE),
+        "seed": _optional(WHOLE),
+        "save": FLAG,
+        "store": _optional(TEXT),
+        "config": CONFIG,
+    },
     "sweep": {
         "set": SET,
         "sweep": (_sweep, "a [sweeps.NAME] name or a SweepConfig"),

@@ -118,6 +118,20 @@ class World:
     hostile: tuple[HostileKey, ...]
     outside: Path
     """A file beside the store whose content no page may ever show."""
+    drift: str = ""
+    """A drift record of the hostile keys' texts as a query log, in every store."""
+    drift_moved: tuple[str, ...] = ()
+    """The queries its drift page lists as moved."""
+
+
+class TwoIds:
+    """A retriever answering every query with ``first`` then ``d9``: two of them drift."""
+
+    def __init__(self, first: str) -> None:
+        self.first = first
+
+    def retrieve(self, question: str, limit: int) -> list[str]:
+        return [self.first, "d9"][:limit]
 
 
 SECRET = "file-outside-the-store-7f3a9c"
@@ -243,6 +257,19 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         store = open_store(url)
         for record in records:
             store.save(record)
+    drift_log = folder / "drift-log.jsonl"
+    drift_log.write_text(
+        "".join(
+            json.dumps({"query": text}) + "\n"
+            for key in hostile
+            for text in key.texts
+            if text.strip()
+        ),
+        encoding="utf-8",
+    )
+    drift = rk.drift(drift_log, TwoIds("d2"), TwoIds("d1"), save=False, resamples=50, min_rbo=0.5)
+    for url in stores.values():
+        open_store(url).save_drift(drift.to_dict())  # type: ignore[attr-defined]
     return World(
         folder=folder,
         stores=stores,
@@ -251,6 +278,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         demo_older=demo_older,
         hostile=tuple(hostile),
         outside=outside,
+        drift=drift.drift_id,
+        drift_moved=tuple(row["query"] for row in drift.moved),
     )
 
 
@@ -337,6 +366,7 @@ def route_cases(world: World, client: TestClient) -> dict[str, list[Case]]:
             Case("GET", "/history", {"set": "demo", "retriever": "bm25-demo", "limit": "5"})
         ],
         "/compare": [Case("GET", "/compare", {"run": world.demo, "other": world.demo_older})],
+        "/drift": [Case("GET", "/drift"), Case("GET", "/drift", {"id": world.drift})],
         "/question": [
             Case("GET", "/question", {"run": world.demo, "id": question, "other": world.demo_older})
         ],
@@ -903,7 +933,17 @@ def _template_tags() -> set[str]:
 
     sources = [
         getattr(templates, name)
-        for name in ("BASE", "KEYS", "HISTORY", "COMPARE", "QUESTION", "JUDGE", "LOGIN", "ERROR")
+        for name in (
+            "BASE",
+            "KEYS",
+            "HISTORY",
+            "COMPARE",
+            "QUESTION",
+            "JUDGE",
+            "LOGIN",
+            "ERROR",
+            "DRIFT",
+        )
     ]
     return {tag.lower() for text in sources for tag in re.findall(r"<([A-Za-z][A-Za-z0-9]*)", text)}
 
@@ -944,6 +984,8 @@ def hostile_pages(
     """(where, answer, hostile texts it must show) for every page of one hostile key."""
     runs = {"run": key.new, "other": key.old}
     yield "keys", client.get("/"), [key.set_name, key.retriever]
+    moved = [text for text in key.texts if text.strip() in world.drift_moved]
+    yield "drift", client.get("/drift", params={"id": world.drift}), moved
     history = {"set": key.set_name, "retriever": key.retriever}
     # The run note, a retriever option, is shown as what changed between the two runs.
     changed = f"note: {key.notes[0]} -> {key.notes[1]}"
@@ -1028,8 +1070,38 @@ def test_hostile_text_is_inert_on_every_page(world: World, labels: Path, store: 
                 answer = send(client, case)
                 if answer.headers.get("content-type", "").startswith("text/html"):
                     assert_inert(answer.text, [], case.path)
-    assert {"keys", "history", "compare", "question", "judge", "error"} <= seen
+    assert {"keys", "history", "compare", "question", "judge", "error", "drift"} <= seen
     assert pages >= HOSTILE_KEYS * 30
+
+
+@pytest.mark.parametrize("store", ["jsonl", "sqlite"])
+def test_the_drift_page_shows_the_record_and_answers_get_only(
+    world: World, labels: Path, store: str
+) -> None:
+    """The record's measures and moved queries are on the page as the store keeps them;
+    a write to /drift is refused, and an id the store does not hold is a 404."""
+    from retrievalkit.api import drift_records
+    from retrievalkit.formats.numbers import number
+
+    (record,) = drift_records(store=world.stores[store])
+    app = make_app(world, labels, store=store)
+    with client_of(app) as client:
+        page = client.get("/drift", params={"id": world.drift})
+        assert page.status_code == 200
+        assert 'id="drift-measures"' in page.text
+        assert f"{record.candidate} against {record.baseline}" in page.text
+        assert number(record.measures["rbo"]["value"]) in page.text
+        assert page.text.count("<tr>") >= 1 + len(record.moved)
+        assert record.gated
+        verdict = "passed" if record.passed else "failed"
+        assert f'<b id="drift-gate">{verdict}</b>' in page.text
+        newest = client.get("/drift")
+        assert newest.status_code == 200
+        assert f'<h2 id="drift-title">{record.candidate} against' in newest.text
+        assert client.post("/drift", data={"id": world.drift}).status_code == 405
+        missing = client.get("/drift", params={"id": "drift-000000000000"})
+        assert missing.status_code == 404
+        assert "drift-000000000000" in missing.text
 
 
 # ---------------------------------------------------------------- oversized bodies

@@ -77,6 +77,16 @@ class EvalConfig:
 
 
 @attrs.frozen
+class DriftConfig:
+    """``[drift]``: the limits of ``retrievalkit drift --fail-on-drift`` and its defaults."""
+
+    min_rbo: float | None = None
+    max_zero_result_increase: float | None = None
+    rbo_p: float | None = None
+    k: int | None = None
+
+
+@attrs.frozen
 class PluginInstance:
     """A named, configured instance of a question generator or judge (``[generators.NAME]``)."""
 
@@ -96,6 +106,7 @@ class Config:
     generators: dict[str, PluginInstance] = attrs.field(factory=dict)
     judges: dict[str, PluginInstance] = attrs.field(factory=dict)
     sweeps: dict[str, SweepConfig] = attrs.field(factory=dict)
+    drift: DriftConfig = attrs.field(factory=DriftConfig)
 
 
 def find_config(explicit: str | None, directory: Path | None = None) -> Config:
@@ -230,7 +241,10 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
         line = key_line(path, prefix + key)
         return InputError(message, source=source, line=line, field=prefix + key, hint=hint)
 
-    known = {"sets", "retrievers", "store", "regression", "eval", "generators", "judges", "sweeps"}
+    known = {
+        *("sets", "retrievers", "store", "regression", "eval", "generators", "judges"),
+        *("sweeps", "drift"),
+    }
     for key in table:
         if key not in known:
             raise fail(key, "unknown section", hint="known: " + ", ".join(sorted(known)))
@@ -281,7 +295,32 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
         generators=_plugin_instances(table, "generators", fail),
         judges=_plugin_instances(table, "judges", fail),
         sweeps=parse_sweeps(_table(table, "sweeps", fail), fail),
+        drift=_parse_drift(_table(table, "drift", fail), fail),
     )
+
+
+def _parse_drift(section: Mapping[str, Any], fail: Any) -> DriftConfig:
+    """``[drift]``: min_rbo and max_zero_result_increase (0 to 1), rbo_p (above 0, below
+    1) and k (a whole number above 0)."""
+    found: dict[str, Any] = {}
+    for key, value in section.items():
+        if key in ("min_rbo", "max_zero_result_increase"):
+            found[key] = _fraction(value, f"drift.{key}", fail)
+        elif key == "rbo_p":
+            found[key] = _fraction(value, "drift.rbo_p", fail)
+            if not 0 < found[key] < 1:
+                raise fail("drift.rbo_p", f"must be above 0 and below 1, got {value!r}")
+        elif key == "k":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise fail("drift.k", f"must be a whole number above 0, got {value!r}")
+            found[key] = value
+        else:
+            raise fail(
+                f"drift.{key}",
+                "unknown key",
+                hint="known: min_rbo, max_zero_result_increase, rbo_p, k",
+            )
+    return DriftConfig(**found)
 
 
 def _plugin_instances(

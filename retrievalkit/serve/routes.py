@@ -34,7 +34,7 @@ from retrievalkit.serve.templates import CSS, SCRIPT, environment, url
 log = logging.getLogger("retrievalkit.serve")
 
 #: The templates, in the order the warm-up compiles them.
-TEMPLATES = ("keys", "history", "compare", "question", "judge", "login", "error")
+TEMPLATES = ("keys", "history", "compare", "question", "judge", "drift", "login", "error")
 
 #: Paths that answer before sign-in: the sign-in form and what it is drawn with.
 OPEN_PATHS = frozenset({"/login", "/static/serve.css", "/static/serve.js", "/favicon.ico"})
@@ -63,6 +63,7 @@ class Pages:
             Route("/", self.keys),
             Route("/history", self.history),
             Route("/compare", self.compare),
+            Route("/drift", self.drift),
             Route("/question", self.question),
             Route("/judge", self.judge),
             Route("/judge/grade", self.grade, methods=["POST"]),
@@ -144,6 +145,10 @@ class Pages:
             self.site, query.get("run", ""), query.get("id", ""), query.getlist("other")
         )
         return self.page(request, "question", **view)
+
+    def drift(self, request: Request) -> Response:
+        view = views.drift_view(self.site, request.query_params.get("id", ""))
+        return self.page(request, "drift", **view)
 
     def judge(self, request: Request) -> Response:
         query = request.query_params

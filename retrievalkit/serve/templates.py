@@ -35,6 +35,7 @@ BASE = """<!DOCTYPE html>
 <body data-page="{{ page }}">
 <header>
 <a class="home" href="/">retrievalkit</a>
+<a class="home" href="/drift">drift</a>
 <span class="store">store <code>{{ store_url }}</code></span>
 {% if read_only %}<span class="badge read-only" id="read-only">read-only: {{ read_only }}</span>{% endif %}
 </header>
@@ -340,6 +341,44 @@ LOGIN = """{% extends "base" %}
 {% endblock %}
 """
 
+DRIFT = """{% extends "base" %}
+{% block title %}drift{% endblock %}
+{% block body %}
+<h1>Drift on query logs</h1>
+{% if not drifts %}<p id="empty">No drift records in this store yet: <code>retrievalkit drift</code> saves one.</p>{% endif %}
+{% if chosen %}
+<h2 id="drift-title">{{ chosen.candidate }} against {{ chosen.baseline }}</h2>
+<p class="muted">{{ chosen.queries }} distinct queries ({{ chosen.logged }} logged) from <code>{{ chosen.log }}</code>, {{ chosen.created_at }}{% if chosen.gated %}: drift gate <b id="drift-gate">{{ "passed" if chosen.passed else "failed" }}</b>{% endif %}</p>
+{% if chosen.failures %}<ul id="drift-failures">{% for failure in chosen.failures %}<li>{{ failure }}</li>{% endfor %}</ul>{% endif %}
+<table id="drift-measures">
+<thead><tr><th>measure</th><th>baseline</th><th>candidate</th><th>value / difference</th><th>interval</th></tr></thead>
+<tbody>
+{% for row in rows %}<tr><td>{{ row[0] }}</td>{% for cell in row[1:] %}<td class="number">{{ cell }}</td>{% endfor %}</tr>
+{% endfor %}
+</tbody>
+</table>
+<h2>The queries that moved most</h2>
+{% if not chosen.moved %}<p class="muted" id="drift-none-moved">No query has a defined rank-biased overlap.</p>{% endif %}
+<table id="drift-moved">
+<thead><tr><th>query</th><th>weight</th><th>rbo</th><th>overlap@{{ k }}</th><th>baseline top</th><th>candidate top</th></tr></thead>
+<tbody>
+{% for row in chosen.moved %}<tr>
+<td>{{ row.query }}</td><td class="number">{{ "%g" | format(row.weight) }}</td><td class="number">{{ number(row.rbo) }}</td>
+<td class="number">{{ number(row.get("overlap@" ~ k)) }}</td>
+<td><code>{{ row.baseline[:3] | join(", ") or dash }}</code></td><td><code>{{ row.candidate[:3] | join(", ") or dash }}</code></td>
+</tr>{% endfor %}
+</tbody>
+</table>
+{% endif %}
+{% if drifts | length > 1 %}
+<h2>Every drift record</h2>
+<ul id="drift-records">
+{% for record in drifts %}<li><a href="{{ url('/drift', id=record.drift_id) }}">{{ record.candidate }} against {{ record.baseline }}</a> <span class="muted">{{ record.created_at }}</span></li>{% endfor %}
+</ul>
+{% endif %}
+{% endblock %}
+"""
+
 ERROR = """{% extends "base" %}
 {% block title %}{{ status }}{% endblock %}
 {% block body %}
@@ -442,6 +481,7 @@ def environment() -> jinja2.Environment:
             "judge": JUDGE,
             "login": LOGIN,
             "error": ERROR,
+            "drift": DRIFT,
         }
     )
     env = jinja2.Environment(

@@ -300,6 +300,29 @@ def keys_view(site: Site) -> dict[str, Any]:
     return {"keys": [key for key in store_keys(site.store) if key.grader == GRADER]}
 
 
+def drift_view(site: Site, drift_id: str) -> dict[str, Any]:
+    """The store's drift records (``retrievalkit drift``), newest first, and the one
+    ``drift_id`` names (the newest without one) with its measures and moved queries."""
+    from retrievalkit.pipeline.drift.engine import DriftResult
+    from retrievalkit.render.drift import measure_rows
+
+    reader = getattr(site.store, "drifts", None)
+    records = [DriftResult.from_dict(data) for data in reader()] if callable(reader) else []
+    chosen = None
+    if records:
+        chosen = (
+            next((r for r in records if r.drift_id == drift_id), None) if drift_id else records[0]
+        )
+    if drift_id and chosen is None:
+        raise NotFound(f"no drift record {drift_id} in {site.store.url}")
+    return {
+        "drifts": records,
+        "chosen": chosen,
+        "rows": measure_rows(chosen) if chosen is not None else [],
+        "k": chosen.settings.get("k") if chosen is not None else None,
+    }
+
+
 # ---------------------------------------------------------------- history
 
 

@@ -67,6 +67,7 @@ from retrievalkit.stores.serialization import (
 log = logging.getLogger(__name__)
 
 PINS_SUFFIX = ".pins.json"
+DRIFT_SUFFIX = ".drift.jsonl"
 COLUMNS_SUFFIX = ".columns"
 #: A column file: this magic, a big-endian length and that many bytes of JSON index
 #: (run id, summary digest, each column's offset and length after the index), the columns.
@@ -423,6 +424,44 @@ class JSONLStore:
         return False
 
     # --- pinned baselines (the sidecar file) and deletion ------------------------------------
+
+    @property
+    def drift_path(self) -> Path:
+        """The file of drift records (``retrievalkit drift``) beside the runs file: readers
+        of the runs file never see them."""
+        return self.path.with_name(self.path.name + DRIFT_SUFFIX)
+
+    def save_drift(self, record: dict[str, Any]) -> None:
+        """Append a drift record as one line, under the writers' lock."""
+        line = json.dumps(record, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+        with self._exclusive("save to"):
+            try:
+                with open(self.drift_path, "ab") as handle:
+                    handle.write(line.encode("utf-8"))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except OSError as error:
+                raise StoreError(f"cannot save to {self.drift_path}: {error.strerror}") from None
+
+    def drifts(self) -> list[dict[str, Any]]:
+        """The drift records, newest first; a torn line is skipped with a warning."""
+        try:
+            text = self.drift_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            raise StoreError(f"cannot read {self.drift_path}: {error.strerror}") from None
+        found = []
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                found.append(json.loads(line))
+            except json.JSONDecodeError:
+                log.warning(
+                    "%s, line %d: not a whole drift record; skipped", self.drift_path, number
+                )
+        return found[::-1]
 
     @property
     def pins_path(self) -> Path:

@@ -34,9 +34,10 @@ import logging
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from retrievalkit.errors import StoreBusyError, StoreError
 from retrievalkit.formats.text_files import not_a_regular_file
@@ -95,6 +96,16 @@ CREATE TABLE IF NOT EXISTS pins (
     run_id TEXT NOT NULL,
     PRIMARY KEY (set_name, model, grader)
 );
+"""
+
+
+_DRIFT_TABLE = """
+CREATE TABLE IF NOT EXISTS drift_records (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    drift_id TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    record TEXT NOT NULL
+)
 """
 
 
@@ -498,6 +509,30 @@ class SQLiteStore:
 
     def all_runs(self) -> list[ResultRecord]:
         return self._select()
+
+    def save_drift(self, record: Mapping[str, Any]) -> None:
+        """Keep a drift record (``retrievalkit drift``) in its own table, created with the
+        first one: the runs' tables and readers that know nothing of drift are untouched."""
+        self._refuse_if_read_only("save to")
+        text = json.dumps(record, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        with self._transaction("save to") as connection:
+            connection.execute(_DRIFT_TABLE)
+            connection.execute(
+                "INSERT INTO drift_records (drift_id, created_at, record) VALUES (?, ?, ?)",
+                (record["drift_id"], record["created_at"], text),
+            )
+
+    def drifts(self) -> list[dict[str, Any]]:
+        """The drift records, newest first (none in a store that never kept one)."""
+        try:
+            rows = self._connection.execute(
+                "SELECT record FROM drift_records ORDER BY seq DESC"
+            ).fetchall()
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):
+                return []
+            raise StoreError(f"cannot read {self.url}: {error}") from None
+        return [json.loads(row[0]) for row in rows]
 
     def keys(self) -> list[StoredKey]:
         """Every (set, model, grader) with its run count and newest run, from the index."""

@@ -68,6 +68,12 @@ SUMMARIES: dict[str, tuple[str, str]] = {
         "Measure, without labels, how much of a reference retriever's top k a candidate returns "
         "(overlap@k and rank-biased overlap, with intervals).",
     ),
+    "drift": (
+        "drift",
+        "Compare a candidate retriever with a baseline on a real query log, without labels: "
+        "rank-biased overlap, overlap@k, zero-result rate, latency and score predictors with "
+        "intervals; --fail-on-drift exits 1 when a limit is crossed.",
+    ),
     "export": (
         "export",
         "Export a stored run's rankings as a TREC run file, its judgments as TREC qrels, or both "

@@ -173,3 +173,82 @@ def _first(*values: Any) -> Any:
         if value is not None:
             return value
     return values[-1]
+
+
+@attrs.frozen
+class DriftSettings:
+    """The settings of `retrievalkit drift` and `retrievalkit.drift`: each given value,
+    else the configuration's `[drift]` (or `[eval]` for resamples, confidence,
+    concurrency, timeout), else the default (k 10, depth 50, rbo_p 0.9, resamples 1,000)."""
+
+    k: int
+    depth: int
+    rbo_p: float
+    resamples: int
+    confidence: float
+    seed: int
+    concurrency: int
+    timeout: float | None
+    min_rbo: float | None
+    max_zero_result_increase: float | None
+
+    @classmethod
+    def resolve(
+        cls,
+        config: Config,
+        *,
+        k: int | None = None,
+        depth: int | None = None,
+        rbo_p: float | None = None,
+        resamples: int | None = None,
+        confidence: float | None = None,
+        seed: int | None = None,
+        concurrency: int | None = None,
+        timeout: float | None = None,
+        min_rbo: float | None = None,
+        max_zero_result_increase: float | None = None,
+    ) -> DriftSettings:
+        from retrievalkit.errors import InputError
+        from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE
+
+        table, limits = config.eval, config.drift
+        cut = arguments.check_ks([_first(k, limits.k, 10)])[0]
+        deep = _first(depth, max(50, cut))
+        if isinstance(deep, bool) or not isinstance(deep, int) or deep < cut:
+            raise InputError(
+                f"--depth must be a whole number of at least k ({cut}), not {deep!r}",
+                field="--depth",
+            )
+        persistence = _first(rbo_p, limits.rbo_p, 0.9)
+        if (
+            isinstance(persistence, bool)
+            or not isinstance(persistence, (int, float))
+            or not 0 < persistence < 1
+        ):
+            raise InputError(f"must be above 0 and below 1, not {persistence!r}", field="--rbo-p")
+        for name, value in (
+            ("--min-rbo", min_rbo),
+            ("--max-zero-result-increase", max_zero_result_increase),
+        ):
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 <= value <= 1
+            ):
+                raise InputError(f"must be a number from 0 to 1, not {value!r}", field=name)
+        return cls(
+            k=cut,
+            depth=deep,
+            rbo_p=float(persistence),
+            resamples=arguments.check_resamples(_first(resamples, table.resamples, 1000)),
+            confidence=arguments.check_confidence(
+                _first(confidence, table.confidence, DEFAULT_CONFIDENCE)
+            ),
+            seed=arguments.check_seed(_first(seed, 0)),
+            concurrency=arguments.check_concurrency(_first(concurrency, table.concurrency, 1)),
+            timeout=arguments.check_timeout(_first(timeout, table.timeout)),
+            min_rbo=_first(min_rbo, limits.min_rbo, None),
+            max_zero_result_increase=_first(
+                max_zero_result_increase, limits.max_zero_result_increase, None
+            ),
+        )

@@ -1,0 +1,1 @@
+"""Label-free comparison of two retrievers on a query log."""
