@@ -1,8 +1,12 @@
 """The clicks log of an interleaving experiment: JSON Lines, one line per impression.
 
 ```json
-{"impression": "i-1", "query": "renew passport", "teams": ["bm25", "dense"], "shown": [{"id": "doc-4", "team": "dense"}, {"id": "doc-9", "team": "bm25"}], "clicked": ["doc-9"]}
+{"impression": "i-1", "query": "renew passport", "teams": ["bm25", "dense"],
+ "shown": [{"id": "doc-4", "team": "dense"}, {"id": "doc-9", "team": "bm25"}],
+ "clicked": ["doc-9"]}
 ```
+
+(one line in the file; wrapped here).
 
 The ``interleave`` retriever writes every line but ``clicked`` (as ``[]``); the serving
 system adds the documents clicked in that impression, joined on ``impression``. Every

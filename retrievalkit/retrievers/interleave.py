@@ -74,10 +74,8 @@ def team_draft(
                 cursors[side] += 1
         if any(cursors[side] >= len(rankings[side]) for side in (0, 1)):
             break
-        if picks[0] < picks[1] or (picks[0] == picks[1] and coins.random() < 0.5):
-            side = 0
-        else:
-            side = 1
+        behind = picks[0] < picks[1] or (picks[0] == picks[1] and coins.random() < 0.5)
+        side = 0 if behind else 1
         key, doc = rankings[side][cursors[side]]
         shown.append(ShownDocument(doc, teams[side]))
         placed.add(key)

@@ -115,9 +115,7 @@ def credit(
         significant=None if p_value is None else p_value < alpha,
         confidence=confidence,
         needed=needed,
-        by_query=tuple(
-            QueryCredit(query, *tally) for query, tally in sorted(by_query.items())
-        ),
+        by_query=tuple(QueryCredit(query, *tally) for query, tally in sorted(by_query.items())),
     )
 
 
