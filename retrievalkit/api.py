@@ -53,6 +53,7 @@ from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
     from retrievalkit.formats.sweep_table import SweepConfig
+    from retrievalkit.model.interleaving import InterleaveCredit
     from retrievalkit.model.values import GoldenQuestion
     from retrievalkit.pipeline.drift.engine import DriftResult
     from retrievalkit.pipeline.gating.comparison import Comparison
@@ -924,6 +925,50 @@ def drift_records(
     target = open_store(store, config=config)
     reader = getattr(target, "drifts", None)
     return [Result.from_dict(data) for data in reader()] if callable(reader) else []
+def interleave_credit(
+    log: str | os.PathLike[str],
+    *,
+    effect: float | None = None,
+    confidence: float | None = None,
+    config: Config | str | os.PathLike[str] | None = None,
+) -> InterleaveCredit:
+    """Credit the clicks of an interleaving log (JSON Lines, one impression a line, as
+    the `interleave` retriever writes it with `clicked` added) to its two teams.
+
+    Returns an [`InterleaveCredit`][retrievalkit.model.interleaving.InterleaveCredit]:
+    wins, ties and losses of the first team over the impressions with clicks, the
+    preference (wins - losses) / impressions with clicks and wins / (wins + losses),
+    each with its interval, the exact two-sided sign test of wins against losses, and
+    the impressions the sign test needs to find a preference of `effect` (default: the
+    one seen) with 80 % power. `confidence` (default `[eval] confidence`, else 0.95)
+    sets alpha = 1 - confidence. A malformed line is an `InputError` naming the file,
+    the line and the field.
+    """
+    check_arguments("interleave_credit", locals())
+    from pathlib import Path
+
+    from retrievalkit.formats.clicks import read_clicks
+    from retrievalkit.pipeline.engine import arguments
+    from retrievalkit.pipeline.gating.interleaving import credit
+
+    settings = as_config(config)
+    if confidence is None:
+        confidence = settings.eval.confidence or DEFAULT_CONFIDENCE
+    confidence = arguments.check_confidence(confidence)
+    if effect is not None and (
+        isinstance(effect, bool) or not isinstance(effect, (int, float)) or not 0.0 < effect <= 1.0
+    ):
+        raise InputError(
+            "must be above 0 and at most 1, e.g. 0.05 (a preference of 5 points)",
+            field="--effect",
+        )
+    path = Path(log)
+    return credit(
+        read_clicks(path),
+        log=os.fspath(log),
+        confidence=confidence,
+        effect=None if effect is None else float(effect),
+    )
 
 
 def sweep(

@@ -199,6 +199,12 @@ RULES: Mapping[str, Mapping[str, Rule]] = {
         "config": CONFIG,
         "cluster_by": _optional(TEXT),
     },
+    "interleave_credit": {
+        "log": (_path, "the path of a clicks log"),
+        "effect": PASSED,
+        "confidence": PASSED,
+        "config": CONFIG,
+    },
     "fidelity": {
         "set": SET,
         "candidate": RETRIEVER,

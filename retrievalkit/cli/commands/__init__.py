@@ -39,6 +39,12 @@ SUMMARIES: dict[str, tuple[str, str]] = {
         "What a golden set can detect: the smallest drop of each gated metric found at a power "
         "of 0.8, and the questions a given drop needs.",
     ),
+    "interleave": (
+        "interleave",
+        "Online tests by team-draft interleaving: credit a clicks log's clicks to the two "
+        "retrievers interleaved (wins, ties, losses, the preference with its interval, the "
+        "sign test and the impressions a preference needs).",
+    ),
     "baseline": (
         "baseline",
         "Pin a stored run as the baseline that eval compares its set and retriever with (pin "
