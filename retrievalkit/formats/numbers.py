@@ -66,3 +66,28 @@ def p_text(value: float | None) -> str:
 def percent(confidence: float) -> str:
     """A confidence level as a label: 0.95 -> '95%', 0.8 -> '80%', 0.975 -> '97.5%'."""
     return f"{confidence * 100:.6g}%"
+
+
+def milliseconds(value: float | None, digits: int = 1) -> str:
+    """A latency: ``12.3 ms``; :data:`NONE` when undefined."""
+    return NONE if value is None else f"{value:.{digits}f} ms"
+
+
+def milliseconds_interval(ci: Sequence[float] | None, digits: int = 1) -> str:
+    """``[10.2, 14.9] ms``; :data:`NONE` without an interval."""
+    return NONE if ci is None else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}] ms"
+
+
+def ratio(value: float | None) -> str:
+    """A ratio candidate / baseline: ``1.234x``; :data:`NONE` when undefined."""
+    return NONE if value is None else f"{value:.3f}x"
+
+
+def ratio_interval(ci: Sequence[float] | None) -> str:
+    """``[1.102, 1.377]``; :data:`NONE` without an interval."""
+    return bounds(ci)
+
+
+def increase(value: float | None) -> str:
+    """A relative increase as a percentage: 0.2 -> ``+20%``, 0.125 -> ``+12.5%``."""
+    return NONE if value is None else f"{value * 100:+.6g}%"
