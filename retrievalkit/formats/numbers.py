@@ -68,14 +68,27 @@ def percent(confidence: float) -> str:
     return f"{confidence * 100:.6g}%"
 
 
-def milliseconds(value: float | None, digits: int = 1) -> str:
-    """A latency: ``12.3 ms``; :data:`NONE` when undefined."""
-    return NONE if value is None else f"{value:.{digits}f} ms"
+def _ms_digits(value: float) -> int:
+    """Sub-10 ms latencies (an in-process index) keep three decimals, the rest one."""
+    return 3 if abs(value) < 10 else 1
 
 
-def milliseconds_interval(ci: Sequence[float] | None, digits: int = 1) -> str:
-    """``[10.2, 14.9] ms``; :data:`NONE` without an interval."""
-    return NONE if ci is None else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}] ms"
+def milliseconds(value: float | None, digits: int | None = None) -> str:
+    """A latency: ``45.2 ms``, ``0.052 ms`` (three decimals below 10 ms unless ``digits``
+    says otherwise); :data:`NONE` when undefined."""
+    if value is None:
+        return NONE
+    places = _ms_digits(value) if digits is None else digits
+    return f"{value:.{places}f} ms"
+
+
+def milliseconds_interval(ci: Sequence[float] | None, digits: int | None = None) -> str:
+    """``[40.1, 49.9] ms`` (both ends with the decimals of the larger one); :data:`NONE`
+    without an interval."""
+    if ci is None:
+        return NONE
+    places = _ms_digits(max(abs(ci[0]), abs(ci[1]))) if digits is None else digits
+    return f"[{ci[0]:.{places}f}, {ci[1]:.{places}f}] ms"
 
 
 def ratio(value: float | None) -> str:
