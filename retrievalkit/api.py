@@ -415,6 +415,7 @@ def gate(
         baseline_kind=choice.kind,
         cluster_by=_checked_cluster_field(cluster_by or record.cluster_by),
         candidate_record=record,
+        latency_thresholds=thresholds.latency,
     )
     return attrs.evolve(verdict, retriever_changes=retriever_changes(choice.record, record))
 

@@ -46,7 +46,8 @@ def strip_volatile(summary: dict[str, Any]) -> dict[str, Any]:
     stable = {
         key: value
         for key, value in summary.items()
-        if key not in ("run_id", "latency_ms", "regression", "saved_to", "not_saved_reason")
+        if key
+        not in ("run_id", "latency_ms", "latency", "regression", "saved_to", "not_saved_reason")
     }
     stable["manifest"] = {k: v for k, v in summary["manifest"].items() if k != "created_at"}
     return stable

@@ -69,6 +69,20 @@ def test_p_values_are_floored(value: float | None, written: str) -> None:
     assert p_text(value) == written
 
 
+def test_latencies_ratios_and_increases() -> None:
+    assert numbers.milliseconds(45.234) == "45.2 ms"
+    assert numbers.milliseconds(0.0524) == "0.052 ms"
+    assert numbers.milliseconds(45.234, 2) == "45.23 ms"
+    assert numbers.milliseconds(None) == NONE
+    assert numbers.milliseconds_interval((8.5, 12.25)) == "[8.5, 12.2] ms"
+    assert numbers.milliseconds_interval((0.01, 0.2)) == "[0.010, 0.200] ms"
+    assert numbers.milliseconds_interval(None) == NONE
+    assert numbers.ratio(1.2849) == "1.285x" and numbers.ratio(None) == NONE
+    assert numbers.ratio_interval((1.1, 1.377)) == "[1.100, 1.377]"
+    assert numbers.increase(0.2) == "+20%" and numbers.increase(0.125) == "+12.5%"
+    assert numbers.increase(None) == NONE
+
+
 def test_confidence_levels() -> None:
     assert [percent(level) for level in (0.95, 0.8, 0.975)] == ["95%", "80%", "97.5%"]
 

@@ -17,8 +17,10 @@ import attrs
 
 from retrievalkit.errors import InputError
 from retrievalkit.formats.limits import (
+    LATENCY_STATISTICS,
     MAX_CONCURRENCY,
     MAX_K,
+    MAX_LATENCY_INCREASE,
     MAX_OVERFETCH,
     MAX_RESAMPLES,
     MAX_TIMEOUT,
@@ -56,6 +58,8 @@ class RegressionConfig:
     max_error_rate: float | None = None
     require_significant: bool = False
     slices: dict[str, dict[str, float]] = attrs.field(factory=dict)
+    latency: dict[str, float] = attrs.field(factory=dict)
+    """``[regression.latency]``: ``p50``/``p95``/``p99`` -> largest allowed relative increase."""
 
 
 @attrs.frozen
@@ -361,6 +365,7 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
     max_error_rate = None
     require_significant = False
     slices: dict[str, dict[str, float]] = {}
+    latency: dict[str, float] = {}
     for key, value in section.items():
         if key in ("max_top1_drop", "max_top3_drop"):
             name = _metric_name(
@@ -390,14 +395,45 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
             require_significant = value
         elif key == "slices":
             slices = _parse_slices(value, fail)
+        elif key == "latency":
+            latency = _parse_latency(value, fail)
         else:
             raise fail(
                 f"regression.{key}",
                 "unknown key",
                 hint="known: max_top1_drop, max_top3_drop, max_error_rate, require_significant, "
-                "[regression.metrics], [regression.slices]",
+                "[regression.metrics], [regression.slices], [regression.latency]",
             )
-    return RegressionConfig(thresholds, max_error_rate, require_significant, slices)
+    return RegressionConfig(thresholds, max_error_rate, require_significant, slices, latency)
+
+
+def _parse_latency(value: Any, fail: Any) -> dict[str, float]:
+    """``[regression.latency]``: ``p95 = 0.2`` (the candidate's p95 at most 20 % above the
+    baseline's)."""
+    if not isinstance(value, Mapping):
+        raise fail(
+            "regression.latency",
+            "must be a table of statistic = largest relative increase, e.g. p95 = 0.2",
+        )
+    found: dict[str, float] = {}
+    for name, increase in value.items():
+        key = f"regression.latency.{name}"
+        if name not in LATENCY_STATISTICS:
+            raise fail(
+                key, "unknown latency statistic", hint="one of " + ", ".join(LATENCY_STATISTICS)
+            )
+        if (
+            isinstance(increase, bool)
+            or not isinstance(increase, (int, float))
+            or not 0 <= increase <= MAX_LATENCY_INCREASE
+        ):
+            raise fail(
+                key,
+                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.2: at most "
+                f"20 % above the baseline), got {increase!r}",
+            )
+        found[name] = float(increase)
+    return found
 
 
 def _parse_slices(value: Any, fail: Any) -> dict[str, dict[str, float]]:

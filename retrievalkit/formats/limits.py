@@ -19,6 +19,10 @@ MAX_RESAMPLES = 1_000_000
 MAX_CONCURRENCY = 1_024
 #: Seconds: a week. Python's thread waits overflow beyond about 292 years.
 MAX_TIMEOUT = 7 * 24 * 3600.0
+#: The latency statistics a threshold can name (`retrievalkit.stats.latency.QUANTILES`).
+LATENCY_STATISTICS = ("p50", "p95", "p99")
+#: A latency threshold is a relative increase: 100 lets the candidate be 101 times slower.
+MAX_LATENCY_INCREASE = 100.0
 #: Relevance grades: TREC uses 0-4; a million still sums exactly in a float.
 MAX_GRADE = 1_000_000
 #: Bytes in one line of a JSON Lines file (a question, a query, a judgment): a question

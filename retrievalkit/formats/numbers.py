@@ -66,3 +66,41 @@ def p_text(value: float | None) -> str:
 def percent(confidence: float) -> str:
     """A confidence level as a label: 0.95 -> '95%', 0.8 -> '80%', 0.975 -> '97.5%'."""
     return f"{confidence * 100:.6g}%"
+
+
+def _ms_digits(value: float) -> int:
+    """Sub-10 ms latencies (an in-process index) keep three decimals, the rest one."""
+    return 3 if abs(value) < 10 else 1
+
+
+def milliseconds(value: float | None, digits: int | None = None) -> str:
+    """A latency: ``45.2 ms``, ``0.052 ms`` (three decimals below 10 ms unless ``digits``
+    says otherwise); :data:`NONE` when undefined."""
+    if value is None:
+        return NONE
+    places = _ms_digits(value) if digits is None else digits
+    return f"{value:.{places}f} ms"
+
+
+def milliseconds_interval(ci: Sequence[float] | None, digits: int | None = None) -> str:
+    """``[40.1, 49.9] ms`` (both ends with the decimals of the larger one); :data:`NONE`
+    without an interval."""
+    if ci is None:
+        return NONE
+    places = _ms_digits(max(abs(ci[0]), abs(ci[1]))) if digits is None else digits
+    return f"[{ci[0]:.{places}f}, {ci[1]:.{places}f}] ms"
+
+
+def ratio(value: float | None) -> str:
+    """A ratio candidate / baseline: ``1.234x``; :data:`NONE` when undefined."""
+    return NONE if value is None else f"{value:.3f}x"
+
+
+def ratio_interval(ci: Sequence[float] | None) -> str:
+    """``[1.102, 1.377]``; :data:`NONE` without an interval."""
+    return bounds(ci)
+
+
+def increase(value: float | None) -> str:
+    """A relative increase as a percentage: 0.2 -> ``+20%``, 0.125 -> ``+12.5%``."""
+    return NONE if value is None else f"{value * 100:+.6g}%"

@@ -75,6 +75,25 @@ class MetricDifference:
 
 
 @attrs.frozen
+class LatencyChange:
+    """The paired change of one latency statistic between two runs of the same questions:
+    the ratio candidate / baseline with its paired bootstrap interval
+    (`retrievalkit.stats.latency.paired_ratios`), over the questions both runs answered."""
+
+    statistic: str
+    """``p50``, ``p95`` or ``p99``."""
+    baseline: float | None
+    """The baseline's statistic in milliseconds (None without a question to compare)."""
+    candidate: float | None
+    ratio: float | None
+    """candidate / baseline; None when the baseline's statistic is 0 (no latency recorded)."""
+    ci: tuple[float, float] | None
+    method: str
+    n: int
+    """Questions compared: answered (no error) in both runs."""
+
+
+@attrs.frozen
 class System:
     """One side of a comparison: a fresh or stored run, and its share of judged documents."""
 
@@ -135,6 +154,8 @@ class PairComparison:
     changed_by: str
     changed: tuple[QuestionChange, ...]
     """The questions whose ``changed_by`` value moved most, largest move first."""
+    latency: tuple[LatencyChange, ...] = ()
+    """The paired change of p50, p95 and p99 latency, candidate / baseline."""
 
 
 @attrs.frozen

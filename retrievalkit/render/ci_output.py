@@ -1,7 +1,8 @@
 """CI-native outputs of an evaluation: JUnit XML, the GitHub job summary and annotations.
 
 JUnit XML is what GitLab, Jenkins, Azure and GitHub test reporters read: each gated
-metric (and each gated slice) becomes one test case, a regression a failed one whose
+metric (and each gated slice, and each latency check such as ``latency.p95``) becomes
+one test case, a regression a failed one whose
 failure carries the verdict's text, a threshold that could not be checked a skipped one.
 On GitHub Actions the Markdown report is appended to ``$GITHUB_STEP_SUMMARY`` and each
 regression becomes an ``::error`` workflow command, which GitHub shows as an annotation.
@@ -40,7 +41,7 @@ def junit_xml(report: EvalReport, *, failed: str | None = None) -> str:
     ``failed`` is the reason an evaluation could not be carried out (too many errors):
     it becomes one errored test case, so the CI shows the run as broken, not as passed.
     """
-    from retrievalkit.render.text import comparison_line, verdict_lines
+    from retrievalkit.render.text import comparison_line, latency_line, verdict_lines
 
     record = report.record
     verdict = report.verdict
@@ -76,6 +77,16 @@ def junit_xml(report: EvalReport, *, failed: str | None = None) -> str:
             else:
                 out = ElementTree.SubElement(element, "system-out")
                 out.text = _xml_text(comparison_line(item, record.manifest.confidence))
+        for check in verdict.latency:
+            element = case(check.check)
+            line = latency_line(check, record.manifest.confidence)
+            if check.regressed:
+                failure = ElementTree.SubElement(element, "failure", type="regression")
+                failure.set("message", _xml_text(line))
+                failure.text = _xml_text(verdict_text)
+            else:
+                out = ElementTree.SubElement(element, "system-out")
+                out.text = _xml_text(line)
         for reason in verdict.unchecked:
             # A threshold the gate could not check fails it (see Verdict.note).
             name, _, _ = reason.partition(": ")
@@ -144,24 +155,36 @@ def _escape_property(text: str) -> str:
 
 
 def workflow_annotations(report: EvalReport) -> list[str]:
-    """One ``::error`` workflow command per regressed metric or slice."""
-    from retrievalkit.render.text import comparison_line
+    """One ``::error`` workflow command per regressed metric, slice or latency check."""
+    from retrievalkit.render.text import comparison_line, latency_line
 
     if report.verdict is None or not report.verdict.regressed:
         return []
     record = report.record
     title = _escape_property(f"retrievalkit regression: {record.set} × {record.model}")
-    return [
-        f"::error title={title}::"
-        + _escape_data(
-            f"{comparison_line(item, record.manifest.confidence)} "
-            f"against {report.verdict.baseline_run_id}"
-        )
-        for item in report.verdict.failures
-    ] + [
-        f"::error title={title}::" + _escape_data(f"not checked, which fails the gate: {reason}")
-        for reason in report.verdict.unchecked
-    ]
+    return (
+        [
+            f"::error title={title}::"
+            + _escape_data(
+                f"{comparison_line(item, record.manifest.confidence)} "
+                f"against {report.verdict.baseline_run_id}"
+            )
+            for item in report.verdict.failures
+        ]
+        + [
+            f"::error title={title}::"
+            + _escape_data(
+                f"{latency_line(item, record.manifest.confidence)} "
+                f"against {report.verdict.baseline_run_id}"
+            )
+            for item in report.verdict.latency_failures
+        ]
+        + [
+            f"::error title={title}::"
+            + _escape_data(f"not checked, which fails the gate: {reason}")
+            for reason in report.verdict.unchecked
+        ]
+    )
 
 
 def on_github_actions(environ: Mapping[str, str]) -> bool:

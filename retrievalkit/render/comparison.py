@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.formats.convert import unstructure
-from retrievalkit.formats.numbers import bounds
+from retrievalkit.formats.numbers import bounds, milliseconds, ratio, ratio_interval
 from retrievalkit.formats.numbers import signed as signed
 from retrievalkit.metrics.definitions import metric_order, parse_metric
 from retrievalkit.render.summary import without_unset_clusters
@@ -222,6 +222,33 @@ def change_row(change: QuestionChange) -> list[str]:
     ]
 
 
+def latency_columns(comparison: Comparison) -> list[str]:
+    return ["latency", "baseline", "candidate", "ratio", f"{percent(comparison.confidence)} CI"]
+
+
+def latency_rows(pair: PairComparison) -> list[list[str]]:
+    """One row a quantile: both runs' latency, the ratio candidate / baseline, its paired
+    bootstrap interval; none when no question was answered in both runs."""
+    return [
+        [
+            change.statistic,
+            milliseconds(change.baseline),
+            milliseconds(change.candidate),
+            ratio(change.ratio),
+            ratio_interval(change.ci),
+        ]
+        for change in pair.latency
+    ]
+
+
+def latency_note(pair: PairComparison) -> str:
+    questions = pair.latency[0].n if pair.latency else 0
+    return (
+        f"Latency: ratio candidate / baseline over the {questions} questions both answered, "
+        "paired bootstrap interval."
+    )
+
+
 def _escape(text: str) -> str:
     return printable(text.replace("\n", " ")).replace("|", "\\|")
 
@@ -251,6 +278,10 @@ def render_comparison_markdown(comparison: Comparison) -> str:
         if condensed:
             lines += ["", "Condensed rankings (unjudged documents removed):", ""]
             lines += [f"- {_escape(line)}" for line in condensed]
+        if pair.latency:
+            lines += ["", "### Latency", ""]
+            lines += _markdown_table(latency_columns(comparison), latency_rows(pair))
+            lines += ["", latency_note(pair)]
         lines += ["", f"### Questions that changed most ({_escape(pair.changed_by)})", ""]
         if pair.changed:
             rows = [change_row(change) for change in pair.changed]
@@ -314,6 +345,17 @@ def comparison_renderable(comparison: Comparison) -> Group:
         )
         parts += [deltas, plain(_significance_note(comparison))]
         parts += [plain(f"condensed: {line}") for line in condensed_lines(pair)]
+        if pair.latency:
+            parts.append(
+                table(
+                    "Latency",
+                    latency_columns(comparison),
+                    latency_rows(pair),
+                    numeric_from=1,
+                    drop=[4, 1, 2],
+                )
+            )
+            parts.append(plain(latency_note(pair)))
         if not pair.changed:
             parts.append(plain(f"No question changed its {pair.changed_by}."))
             continue

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from retrievalkit.render.stages import stages_markdown
-from retrievalkit.render.summary import EvalReport, errored_questions, header_line, storage_line
+from retrievalkit.render.summary import (
+    EvalReport,
+    errored_questions,
+    header_line,
+    run_latency,
+    storage_line,
+)
 from retrievalkit.render.terminal import printable
 from retrievalkit.render.text import (
     breakdown_columns,
     breakdown_rows,
     hits_cell,
     interval,
+    latency_rows,
     mean_and_interval,
     method_text,
     number,
@@ -40,6 +47,11 @@ def render_markdown(report: EvalReport, *, question_limit: int | None = None) ->
             f"| {name} | {number(value.mean)} | {interval(value)} | {method_text(value)} "
             f"| {value.n} |"
         )
+    latency = latency_rows(run_latency(record))
+    if latency:
+        lines += ["", "## Latency", "", f"| statistic | value | {level} CI | method |"]
+        lines.append("|---|---:|---|---|")
+        lines += [f"| {name} | {value} | {ci} | {method} |" for name, value, ci, method in latency]
     lines += stages_markdown(record)
     if report.extra_labels is not None:
         effect = report.extra_labels

@@ -142,6 +142,32 @@ def latency_summary(
     }
 
 
+def run_latency(record: ResultRecord) -> dict[str, Any]:
+    """``{"p50": {"value", "ci", "method"}, "p95", "p99", "mean", "questions", "level"}``:
+    the latency (ms) of the questions answered without an error, each quantile with its
+    distribution-free order-statistic interval, the mean with a percentile bootstrap one,
+    at the run's confidence, resamples and seed; ``{}`` when no question was answered."""
+    import numpy as np
+
+    from retrievalkit.metrics.scoring import as_columns
+    from retrievalkit.stats.latency import latency_summary as summarise
+
+    columns = as_columns(record.outcomes)
+    latencies = columns.latency_ms
+    errored = columns.errors
+    if errored:
+        keep = np.ones(len(latencies), dtype=bool)
+        keep[np.fromiter(errored, np.intp, len(errored))] = False
+        latencies = latencies[keep]
+    manifest = record.manifest
+    return summarise(
+        latencies,
+        level=manifest.confidence,
+        resamples=manifest.resamples,
+        seed=manifest.seed,
+    )
+
+
 def summary(report: EvalReport) -> dict[str, Any]:
     from retrievalkit.render.stages import stages_document
 
@@ -173,6 +199,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
             for question_id, error in errored_questions(record)
         ],
         "latency_ms": latency_summary(record_latencies(record)),
+        "latency": run_latency(record),
         "saved_to": report.saved_to,
         "not_saved_reason": report.not_saved_reason,
         "manifest": unstructure(record.manifest),

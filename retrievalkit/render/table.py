@@ -9,13 +9,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from retrievalkit.render.summary import EvalReport, errored_questions, header_line, storage_line
+from retrievalkit.render.summary import (
+    EvalReport,
+    errored_questions,
+    header_line,
+    run_latency,
+    storage_line,
+)
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import (
     breakdown_columns,
     breakdown_rows,
     hits_cell,
     interval,
+    latency_rows,
     mean_and_interval,
     method_text,
     number,
@@ -154,6 +161,21 @@ def eval_renderable(
             plain(value.n),
         )
     parts.append(fit(metrics, drop=("method", "n", "CI")))
+    latency = latency_rows(run_latency(record))
+    if latency:
+        timing = Table(
+            title=_title(f"Latency (ms, {level} CI, interval method)"), title_justify="left"
+        )
+        for column, justify in (
+            ("statistic", "left"),
+            ("value", "right"),
+            ("CI", "left"),
+            ("method", "left"),
+        ):
+            timing.add_column(column, justify=justify)  # type: ignore[arg-type]
+        for row in latency:
+            timing.add_row(*(plain(cell) for cell in row))
+        parts.append(fit(timing, drop=("method", "CI")))
     from retrievalkit.render.stages import stages_renderable
 
     parts += stages_renderable(record)

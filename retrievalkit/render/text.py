@@ -5,17 +5,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from retrievalkit.formats.numbers import NONE as NONE
-from retrievalkit.formats.numbers import bounds, signed_bounds
+from retrievalkit.formats.numbers import (
+    bounds,
+    increase,
+    milliseconds,
+    milliseconds_interval,
+    ratio,
+    ratio_interval,
+    signed_bounds,
+)
 from retrievalkit.formats.numbers import mean_and_interval as mean_and_interval
 from retrievalkit.formats.numbers import number as number
 from retrievalkit.formats.numbers import p_text as p_text
 from retrievalkit.formats.numbers import percent as percent
 from retrievalkit.formats.numbers import signed as signed
 from retrievalkit.metrics.definitions import headline
-from retrievalkit.model.comparisons import MetricDifference
+from retrievalkit.model.comparisons import LatencyChange, MetricDifference
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue
 from retrievalkit.pipeline.gating.gate import MetricComparison, Verdict
+from retrievalkit.pipeline.gating.latency import LatencyCheck
 
 
 def interval(value: MetricValue) -> str:
@@ -102,15 +111,19 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
             f"clustered by {verdict.cluster_by}: cluster bootstrap intervals, sign-flip "
             "test on cluster sums"
         )
-    if verdict.regressed and not verdict.failures and verdict.note:
+    failed = verdict.failures or verdict.latency_failures
+    if verdict.regressed and not failed and verdict.note:
         lines.append(f"GATE FAILED against {baseline}: {verdict.note}")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.checked)
+        lines.extend("  " + latency_line(item, confidence) for item in verdict.latency)
     elif verdict.regressed:
         lines.append(f"REGRESSION against {baseline}:")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.failures)
+        lines.extend("  " + latency_line(item, confidence) for item in verdict.latency_failures)
     else:
         lines.append(f"no regression against {baseline}")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.checked)
+        lines.extend("  " + latency_line(item, confidence) for item in verdict.latency)
     excused = [
         item
         for item in verdict.checked
@@ -122,6 +135,10 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
     if excused and verdict.regressed:
         lines.append("dropped past the threshold, but not significantly (p not below alpha):")
         lines.extend("  " + comparison_line(item, confidence) for item in excused)
+    slower = [item for item in verdict.latency if not item.regressed and _above(item)]
+    if slower and verdict.regressed:
+        lines.append("slower past the threshold, but the interval reaches below it:")
+        lines.extend("  " + latency_line(item, confidence) for item in slower)
     if verdict.unchecked:
         lines.append("NOT checked (each fails the gate):")
         lines.extend(f"  {item}" for item in verdict.unchecked)
@@ -159,6 +176,30 @@ def comparison_line(item: MetricComparison, confidence: float) -> str:
     )
 
 
+def _above(item: LatencyCheck) -> bool:
+    return item.ratio is not None and item.ratio > 1.0 + item.threshold
+
+
+def latency_line(item: LatencyCheck, confidence: float) -> str:
+    """``latency.p95: 45.2 ms -> 58.1 ms (ratio 1.285x, 95% CI [1.201, 1.377], paired
+    bootstrap over 300 questions, allowed increase +20%)``."""
+    note = ", not significant" if _above(item) and not item.regressed else ""
+    return (
+        f"{item.check}: {milliseconds(item.baseline)} -> {milliseconds(item.candidate)} "
+        f"(ratio {ratio(item.ratio)}, {percent(confidence)} CI {ratio_interval(item.ci)}, "
+        f"{item.method} over {item.n} questions, allowed increase {increase(item.threshold)}"
+        f"{note})"
+    )
+
+
+def latency_change_line(item: LatencyChange, confidence: float) -> str:
+    """``p95: 45.2 ms -> 58.1 ms, ratio 1.285x [1.201, 1.377]`` for a comparison."""
+    return (
+        f"{item.statistic}: {milliseconds(item.baseline)} -> {milliseconds(item.candidate)}, "
+        f"ratio {ratio(item.ratio)} ({percent(confidence)} CI {ratio_interval(item.ci)})"
+    )
+
+
 def judged_text(item: MetricDifference) -> str:
     """The unjudged-aware part of a difference's line: both sides' judged@k, the condensed
     difference when they are far apart, and a plain word when the two disagree."""
@@ -176,6 +217,25 @@ def judged_text(item: MetricDifference) -> str:
     if context.disagree:
         text += ": the two disagree, the difference may come from which documents were labelled"
     return text
+
+
+def latency_rows(latency: Mapping[str, object]) -> list[tuple[str, str, str, str]]:
+    """(statistic, value, interval, method) of a run's latency (`render.summary.run_latency`),
+    p50, p95, p99 and the mean; none when no question was answered."""
+    rows = []
+    for name in ("p50", "p95", "p99", "mean"):
+        entry = latency.get(name)
+        if not isinstance(entry, Mapping):
+            continue
+        rows.append(
+            (
+                name,
+                milliseconds(entry["value"]),
+                milliseconds_interval(entry["ci"]),
+                str(entry["method"]),
+            )
+        )
+    return rows
 
 
 def hits_cell(scores: Mapping[str, float | None], name: str) -> str:

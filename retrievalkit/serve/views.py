@@ -362,12 +362,18 @@ def _verdict(
             seed=manifest.seed,
             require_significant=thresholds.require_significant,
             baseline_kind=kind,
+            latency_thresholds=thresholds.latency,
         )
         if verdict.regressed:
+            from retrievalkit.formats.numbers import ratio
+
             dropped = ", ".join(
-                f"{item.metric} {item.difference:+.3f}"
-                for item in verdict.failures
-                if item.difference is not None
+                [
+                    f"{item.metric} {item.difference:+.3f}"
+                    for item in verdict.failures
+                    if item.difference is not None
+                ]
+                + [f"{item.check} {ratio(item.ratio)}" for item in verdict.latency_failures]
             )
             return VerdictCell(f"regressed: {dropped}", True, baseline.run_id)
         return VerdictCell(f"passed against the {kind}", False, baseline.run_id)

@@ -11,11 +11,9 @@ over the same questions, with a paired bootstrap interval (questions resampled t
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
 import numpy as np
 import numpy.typing as npt
+from scipy import special
 
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 QUANTILE_METHOD = "order-statistic (binomial)"
@@ -24,36 +22,55 @@ RATIO_METHOD = "paired bootstrap"
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
-    """P(Binomial(n, p) <= k), summed from log-probabilities."""
+    """P(Binomial(n, p) <= k), from the regularised incomplete beta (scipy.special.bdtr)."""
     if k < 0:
         return 0.0
     if k >= n:
         return 1.0
-    logs = [
-        math.lgamma(n + 1)
-        - math.lgamma(i + 1)
-        - math.lgamma(n - i + 1)
-        + (i * math.log(p) if i else 0.0)
-        + ((n - i) * math.log1p(-p) if n - i else 0.0)
-        for i in range(k + 1)
-    ]
-    top = max(logs)
-    return min(1.0, math.exp(top) * sum(math.exp(value - top) for value in logs))
+    return float(special.bdtr(k, n, p))
 
 
 def order_statistic_ranks(n: int, q: float, level: float = 0.95) -> tuple[int, int]:
     """1-based ranks (l, u) of the order statistics bounding the q-quantile; clipped to
-    1..n when the sample is too small for the level (the coverage is then below it)."""
+    1..n when the sample is too small for the level (the coverage is then below it).
+
+    B(k) is monotone in k, so each rank is a binary search over the distribution
+    function: O(log n) evaluations of it, whatever n."""
     if n < 1:
         raise ValueError("an order-statistic interval needs at least one value")
     if not 0.0 < q < 1.0 or not 0.0 < level < 1.0:
         raise ValueError("q and level must lie strictly between 0 and 1")
     tail = (1.0 - level) / 2.0
-    cdf = [binomial_cdf(k, n, q) for k in range(n + 1)]
-    # largest l with B(l - 1) <= tail; smallest u with B(u - 1) >= 1 - tail
-    lower = max([k + 1 for k in range(n + 1) if cdf[k] <= tail], default=1)
-    upper = min([k + 1 for k in range(n + 1) if cdf[k] >= 1.0 - tail], default=n)
+    # largest l with B(l - 1) <= tail: l - 1 = (the number of k in 0..n with B(k) <= tail) - 1
+    below = _count_at_most(n, q, tail)
+    lower = below if below else 1
+    # smallest u with B(u - 1) >= 1 - tail: u - 1 = the number of k with B(k) < 1 - tail
+    upper = _count_below(n, q, 1.0 - tail) + 1
     return max(1, min(lower, n)), max(1, min(upper, n))
+
+
+def _count_at_most(n: int, q: float, bound: float) -> int:
+    """How many k in 0..n have B(k) <= bound (B increasing: a prefix of them)."""
+    low, high = 0, n + 1  # the answer lies in [low, high]
+    while low < high:
+        middle = (low + high) // 2
+        if binomial_cdf(middle, n, q) <= bound:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _count_below(n: int, q: float, bound: float) -> int:
+    """How many k in 0..n have B(k) < bound."""
+    low, high = 0, n + 1
+    while low < high:
+        middle = (low + high) // 2
+        if binomial_cdf(middle, n, q) < bound:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 def quantile(values: npt.ArrayLike, q: float) -> float:
@@ -67,26 +84,53 @@ def quantile_interval(values: npt.ArrayLike, q: float, level: float = 0.95) -> t
     return float(ordered[lower - 1]), float(ordered[upper - 1])
 
 
+#: Resampled latencies drawn at once: bootstraps of 10^5 questions run in blocks this size.
+_BLOCK = 4_000_000
+
+
+def _resampled_blocks(
+    count: int, resamples: int, rng: np.random.Generator
+) -> list[npt.NDArray[np.intp]]:
+    """Bootstrap draws of ``count`` indices, ``resamples`` rows in all, in blocks of rows
+    that hold at most `_BLOCK` indices (memory stays flat for large runs)."""
+    rows = max(1, _BLOCK // max(count, 1))
+    blocks = []
+    for start in range(0, resamples, rows):
+        size = min(rows, resamples - start)
+        blocks.append(rng.integers(0, count, size=(size, count)))
+    return blocks
+
+
+def _percentile_interval(draws: npt.NDArray[np.float64], level: float) -> list[float]:
+    tail = (1.0 - level) / 2.0
+    return [float(np.quantile(draws, tail)), float(np.quantile(draws, 1.0 - tail))]
+
+
 def latency_summary(
     latency_ms: npt.ArrayLike, level: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> dict[str, object]:
-    """``{"p50": {"value", "ci", "method"}, "p95": ..., "p99": ..., "mean": ...}`` of
-    the defined (finite) latencies; ``{}`` when there are none."""
+    """``{"p50": {"value", "ci", "method"}, "p95": ..., "p99": ..., "mean": ...,
+    "questions", "level"}`` of the defined (finite) latencies; ``{}`` when there are none."""
     values = np.asarray(latency_ms, dtype=np.float64)
     values = values[np.isfinite(values)]
     if not len(values):
         return {}
     summary: dict[str, object] = {}
+    ordered = np.sort(values)
     for name, q in QUANTILES.items():
-        low, high = quantile_interval(values, q, level)
-        summary[name] = {"value": quantile(values, q), "ci": [low, high], "method": QUANTILE_METHOD}
+        lower, upper = order_statistic_ranks(len(ordered), q, level)
+        summary[name] = {
+            "value": quantile(ordered, q),
+            "ci": [float(ordered[lower - 1]), float(ordered[upper - 1])],
+            "method": QUANTILE_METHOD,
+        }
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(values), size=(resamples, len(values)))
-    means = values[picks].mean(axis=1)
-    tail = (1.0 - level) / 2.0
+    means = np.concatenate(
+        [values[picks].mean(axis=1) for picks in _resampled_blocks(len(values), resamples, rng)]
+    )
     summary["mean"] = {
         "value": float(values.mean()),
-        "ci": [float(np.quantile(means, tail)), float(np.quantile(means, 1.0 - tail))],
+        "ci": _percentile_interval(means, level),
         "method": MEAN_METHOD,
     }
     summary["questions"] = len(values)
@@ -94,11 +138,66 @@ def latency_summary(
     return summary
 
 
-def _statistic(name: str) -> Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]]:
+def _of(name: str, rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64] | np.float64:
     if name == "mean":
-        return lambda rows: rows.mean(axis=-1)
-    q = QUANTILES[name]
-    return lambda rows: np.quantile(rows, q, axis=-1)
+        return rows.mean(axis=-1)  # type: ignore[no-any-return]
+    if name not in QUANTILES:
+        raise ValueError(f"unknown latency statistic {name!r}: p50, p95, p99 or mean")
+    return np.quantile(rows, QUANTILES[name], axis=-1)
+
+
+def paired_ratios(
+    baseline_ms: npt.ArrayLike,
+    candidate_ms: npt.ArrayLike,
+    statistics: tuple[str, ...] = ("p50", "p95", "p99"),
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, dict[str, object]]:
+    """For each statistic, the ratio statistic(candidate) / statistic(baseline) over the
+    same questions (one latency each, in the same order), with a paired bootstrap
+    percentile interval: ``{"ratio", "ci", "method", "questions"}``. The statistics share
+    one set of resamples (questions drawn together for both runs); a ratio whose baseline
+    statistic is 0 is None, an interval without a finite resampled ratio is None."""
+    base = np.asarray(baseline_ms, dtype=np.float64)
+    cand = np.asarray(candidate_ms, dtype=np.float64)
+    if base.shape != cand.shape or base.ndim != 1 or not len(base):
+        raise ValueError("baseline and candidate need one latency each for the same questions")
+    keep = np.isfinite(base) & np.isfinite(cand)
+    base, cand = base[keep], cand[keep]
+    found: dict[str, dict[str, object]] = {}
+    if not len(base):
+        return {
+            name: {"ratio": None, "ci": None, "method": RATIO_METHOD, "questions": 0}
+            for name in statistics
+        }
+    rng = np.random.default_rng(seed)
+    draws: dict[str, list[npt.NDArray[np.float64]]] = {name: [] for name in statistics}
+    for name in statistics:
+        _of(name, base[:1])  # an unknown name is refused before any resampling
+    named = [name for name in statistics if name in QUANTILES]
+    levels = [QUANTILES[name] for name in named]
+    for picks in _resampled_blocks(len(base), resamples, rng):
+        left, right = base[picks], cand[picks]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if named:  # one selection pass a side for every quantile at once
+                ratios = np.quantile(right, levels, axis=-1) / np.quantile(left, levels, axis=-1)
+                for row, name in enumerate(named):
+                    draws[name].append(ratios[row])
+            if "mean" in statistics:
+                draws["mean"].append(right.mean(axis=-1) / left.mean(axis=-1))
+    for name in statistics:
+        observed = float(_of(name, base))
+        ratio = float(_of(name, cand)) / observed if observed > 0 else None
+        ratios = np.concatenate(draws[name])
+        ratios = ratios[np.isfinite(ratios)]
+        found[name] = {
+            "ratio": ratio,
+            "ci": _percentile_interval(ratios, level) if len(ratios) else None,
+            "method": RATIO_METHOD,
+            "questions": len(base),
+        }
+    return found
 
 
 def _paired_resamples(
@@ -158,26 +257,5 @@ def paired_ratio(
     resamples: int = 2000,
     seed: int = 0,
 ) -> dict[str, object]:
-    """The ratio statistic(candidate) / statistic(baseline) over the same questions (one
-    latency each, in the same order), with a paired bootstrap percentile interval."""
-    base = np.asarray(baseline_ms, dtype=np.float64)
-    cand = np.asarray(candidate_ms, dtype=np.float64)
-    if base.shape != cand.shape or base.ndim != 1 or not len(base):
-        raise ValueError("baseline and candidate need one latency each for the same questions")
-    keep = np.isfinite(base) & np.isfinite(cand)
-    base, cand = base[keep], cand[keep]
-    of = _statistic(statistic)
-    observed_base = float(of(base))
-    ratio = float(of(cand)) / observed_base if observed_base > 0 else math.inf
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(base), size=(resamples, len(base)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = of(cand[picks]) / of(base[picks])
-    ratios = ratios[np.isfinite(ratios)]
-    tail = (1.0 - level) / 2.0
-    ci = (
-        [float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1.0 - tail))]
-        if len(ratios)
-        else [math.nan, math.nan]
-    )
-    return {"ratio": ratio, "ci": ci, "method": RATIO_METHOD, "questions": len(base)}
+    """`paired_ratios` of one statistic (``p50``, ``p95``, ``p99`` or ``mean``)."""
+    return paired_ratios(baseline_ms, candidate_ms, (statistic,), level, resamples, seed)[statistic]

@@ -19,6 +19,7 @@ from retrievalkit.cli.commands.options import (
     console,
     evaluation_settings,
     fraction,
+    latency_increase,
     load_config,
     open_configured_store,
     store_place,
@@ -91,6 +92,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=fraction,
         metavar="X",
         help="largest allowed absolute drop of hit@3 (default 0, or [regression] in the config)",
+    )
+    parser.add_argument(
+        "--max-latency-increase",
+        type=latency_increase,
+        action="append",
+        metavar="STAT=X",
+        help="gate latency too: the candidate's STAT (p50, p95 or p99) may be at most X above "
+        "the baseline's, as a relative increase (p95=0.2: 20 %%), by the paired ratio over the "
+        "questions both runs answered (repeatable; also [regression.latency]; default: latency "
+        "is not gated)",
     )
     parser.add_argument(
         "--baseline",

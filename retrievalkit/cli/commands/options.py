@@ -68,6 +68,20 @@ def fraction(text: str) -> float:
     return _checked(lambda: check_fraction(value, field=""))  # type: ignore[no-any-return]
 
 
+def latency_increase(text: str) -> tuple[str, float]:
+    """``p95=0.2``: a latency statistic and its largest allowed relative increase."""
+    from retrievalkit.pipeline.engine.arguments import check_latency_thresholds
+
+    name, equals, given = text.partition("=")
+    value = _number(given.strip()) if equals else None
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"expected STATISTIC=INCREASE such as p95=0.2 (p50, p95 or p99), got {text!r}"
+        )
+    checked = _checked(lambda: check_latency_thresholds({name.strip(): value}, field=""))
+    return next(iter(checked.items()))  # type: ignore[no-any-return]
+
+
 def confidence_level(text: str) -> float:
     """A confidence level strictly between 0 and 1, such as 0.95."""
     from retrievalkit.pipeline.engine.arguments import check_confidence
@@ -216,7 +230,8 @@ def stored_run(args: argparse.Namespace, config: Config) -> tuple[ResultStore, R
 
 
 def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
-    """The gate's thresholds: the configuration's, with --max-top1/3-drop over them."""
+    """The gate's thresholds: the configuration's, with --max-top1/3-drop and
+    --max-latency-increase over them."""
     from retrievalkit.pipeline.gating.thresholds import Thresholds
 
     overrides = {
@@ -227,9 +242,10 @@ def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
         )
         if value is not None
     }
-    gate = Thresholds.from_config(config, **overrides)
+    latency = dict(getattr(args, "max_latency_increase", None) or ())
+    gate = Thresholds.from_config(config, latency, **overrides)
     if getattr(args, "require_significant", False):
-        gate = Thresholds(gate.metrics, gate.slices, require_significant=True)
+        gate = Thresholds(gate.metrics, gate.slices, require_significant=True, latency=gate.latency)
     return gate
 
 

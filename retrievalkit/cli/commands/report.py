@@ -143,6 +143,7 @@ def _gate(
         require_significant=gated.require_significant,
         slice_thresholds=gated.slices,
         baseline_kind=kind,
+        latency_thresholds=gated.latency,
     )
     verdict = attrs.evolve(verdict, retriever_changes=retriever_changes(baseline, record))
     return verdict, None

@@ -182,6 +182,40 @@ def check_metric_thresholds(value: Any, *, field: str = "thresholds") -> dict[st
     return metrics
 
 
+def check_latency_thresholds(value: Any, *, field: str = "latency") -> dict[str, float]:
+    """``p50``/``p95``/``p99`` -> largest allowed relative increase (0.2: 20 % above the
+    baseline), a number from 0 to 100."""
+    from retrievalkit.formats.limits import LATENCY_STATISTICS, MAX_LATENCY_INCREASE
+
+    if not isinstance(value, Mapping):
+        raise InputError(
+            f"must map p50, p95 or p99 to the largest allowed relative increase, e.g. "
+            f'{{"p95": 0.2}}, got {value!r}',
+            field=field,
+        )
+    found: dict[str, float] = {}
+    for name, increase in value.items():
+        key = f"{field}.{name}"
+        if name not in LATENCY_STATISTICS:
+            raise InputError(
+                f"unknown latency statistic {name!r}",
+                field=key,
+                hint="one of " + ", ".join(LATENCY_STATISTICS),
+            )
+        if (
+            isinstance(increase, bool)
+            or not isinstance(increase, (int, float))
+            or not 0 <= increase <= MAX_LATENCY_INCREASE
+        ):
+            raise InputError(
+                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.2: at most "
+                f"20 % above the baseline), got {increase!r}",
+                field=key,
+            )
+        found[name] = float(increase)
+    return found
+
+
 def check_slice_thresholds(value: Any, *, field: str = "slices") -> dict[str, dict[str, float]]:
     """``FIELD=LABEL`` -> metric thresholds, as `check_metric_thresholds` checks them."""
     if not isinstance(value, Mapping):

@@ -1,7 +1,9 @@
 """Compare two or more runs question by question: differences, intervals, p-values, Holm.
 
 The first system is the baseline; every other system is compared with it, paired on
-the questions all systems share. For each metric: both means, the difference, and the
+the questions all systems share. Latency is compared too: the ratio candidate / baseline
+of p50, p95 and p99 over the questions both answered, with a paired bootstrap interval
+(`retrievalkit.pipeline.gating.latency`). For each metric: both means, the difference, and the
 paired test of `retrievalkit.stats.paired` (the paired interval, the sign-flip p-value,
 the discordant questions and the smallest attainable p), plus how many questions each
 side won, tied and lost, and its verdict: significant, not significant, or unresolvable.
@@ -24,7 +26,7 @@ import numpy.typing as npt
 from retrievalkit.errors import InputError
 from retrievalkit.metrics.definitions import metric_order
 from retrievalkit.metrics.judged_share import judged_warning
-from retrievalkit.metrics.scoring import as_columns, metric_column, positions_of
+from retrievalkit.metrics.scoring import Pairing, as_columns, metric_column, positions_of
 from retrievalkit.model.comparisons import ComparedRuns as ComparedRuns
 from retrievalkit.model.comparisons import MetricDelta as MetricDelta
 from retrievalkit.model.comparisons import PairComparison as PairComparison
@@ -33,6 +35,7 @@ from retrievalkit.model.comparisons import System as System
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
 from retrievalkit.pipeline.gating.differences import paired_fields
+from retrievalkit.pipeline.gating.latency import answered_latencies, latency_changes
 from retrievalkit.pipeline.gating.unjudged import disagreement_warning, judged_context
 from retrievalkit.stats.clusters import paired_test_by
 from retrievalkit.stats.effect_size import paired_effect_size
@@ -298,6 +301,16 @@ def compare_records(
                     changed_by,
                     changed_limit,
                     texts,
+                ),
+                latency=latency_changes(
+                    *answered_latencies(
+                        columns[left],
+                        columns[right],
+                        Pairing(tuple(shared), all_positions[left], all_positions[right]),
+                    ),
+                    resamples=resamples,
+                    confidence=confidence,
+                    seed=seed,
                 ),
             )
         )

@@ -28,6 +28,12 @@ from retrievalkit.model.comparisons import MetricDifference
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
 from retrievalkit.pipeline.gating.differences import paired_fields
+from retrievalkit.pipeline.gating.latency import (
+    LatencyCheck,
+    answered_latencies,
+    latency_changes,
+    latency_checks,
+)
 from retrievalkit.pipeline.gating.unjudged import judged_context
 
 if TYPE_CHECKING:
@@ -96,6 +102,14 @@ class Verdict:
     difference may be the change, not a regression of the same retriever."""
     cluster_by: str | None = None
     """The field whose clusters the paired tests treated as the unit; None: questions."""
+    latency: tuple[LatencyCheck, ...] = ()
+    """The latency checks (``latency.p95``: the paired ratio candidate / baseline against
+    its largest allowed relative increase); empty when no latency threshold is set."""
+
+    @property
+    def latency_failures(self) -> tuple[LatencyCheck, ...]:
+        """The latency checks that regressed."""
+        return tuple(item for item in self.latency if item.regressed)
 
 
 def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
@@ -109,7 +123,7 @@ def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
     return attrs.evolve(
         verdict,
         sequential=result,
-        regressed=result.decision != PASS or unchecked,
+        regressed=result.decision != PASS or unchecked or bool(verdict.latency_failures),
         failures=failures,
     )
 
@@ -152,6 +166,7 @@ def compare_runs(
     baseline_kind: str = "newest earlier run",
     cluster_by: str | None = None,
     candidate_record: ResultRecord | None = None,
+    latency_thresholds: Mapping[str, float] | None = None,
 ) -> Verdict:
     """The verdict of a candidate's outcomes against a stored baseline run.
 
@@ -238,20 +253,32 @@ def compare_runs(
         where = f"{metric} [{slice_name}]" if slice_name else metric
         computed = (metric in before.metric_names, metric in after.metric_names)
         unchecked.append(f"{where}: {_unchecked_reason(values, ids, slice_name, computed)}")
+    latency: tuple[LatencyCheck, ...] = ()
+    if latency_thresholds:
+        times = answered_latencies(before, after, pairing)
+        changes = latency_changes(*times, resamples=resamples, confidence=confidence, seed=seed)
+        latency, not_timed = latency_checks(
+            changes,
+            latency_thresholds,
+            require_significant=require_significant,
+            questions=len(pairing.question_ids),
+        )
+        unchecked.extend(not_timed)
     failures = tuple(item for item in checked if item.regressed)
+    total = len(gates) + len(latency_thresholds or {})
     note = None
     if unchecked or not checked:
         # A gate passes only what it checked: a threshold it could not check (a metric
         # the baseline lacks, one undefined on every question) fails it, with the reason.
         note = (
-            f"the gate fails: {len(unchecked)} of {len(gates)} thresholds could not be "
+            f"the gate fails: {len(unchecked)} of {total} thresholds could not be "
             "checked, and a gate cannot pass what it did not compare"
-            if gates
+            if total
             else "the gate fails: it was given no threshold to check"
         )
     return Verdict(
         baseline_run_id=baseline.run_id,
-        regressed=bool(failures) or note is not None,
+        regressed=bool(failures) or any(item.regressed for item in latency) or note is not None,
         note=note,
         failures=failures,
         checked=tuple(checked),
@@ -262,6 +289,7 @@ def compare_runs(
         unchecked=tuple(unchecked),
         warnings=tuple(warnings),
         cluster_by=cluster_by,
+        latency=latency,
     )
 
 

@@ -190,5 +190,6 @@ def evaluate_sequentially(
         questions=[questions[index] for index in kept],
         baseline_kind=choice.kind,
         cluster_by=cluster_by,
+        latency_thresholds=thresholds.latency,
     )
     return run, settle_sequentially(verdict, result), result

@@ -37,6 +37,12 @@ def _slice_thresholds(value: Any) -> Mapping[str, Mapping[str, float]]:
     return check_slice_thresholds(value)
 
 
+def _latency_thresholds(value: Any) -> Mapping[str, float]:
+    from retrievalkit.pipeline.engine.arguments import check_latency_thresholds
+
+    return check_latency_thresholds(value)
+
+
 def _flag(value: Any) -> bool:
     from retrievalkit.pipeline.engine.arguments import check_flag
 
@@ -48,8 +54,13 @@ class Thresholds:
     """What a gate checks: the largest allowed absolute drop of each metric, overall and
     per slice (`{"hard_class=near-duplicate": {"hit@3": 0.1}}`).
 
+    `latency` maps ``p50``, ``p95``, ``p99`` to the largest allowed relative increase
+    of that latency quantile (`{"p95": 0.2}`: the candidate's p95 at most 20 % above the
+    baseline's, by the paired ratio of the two runs); empty: latency is not gated.
+
     With `require_significant`, a drop past its threshold is a regression only when
-    the paired test finds the difference significant.
+    the paired test finds the difference significant, and a latency increase past its
+    threshold only when the ratio's whole interval lies above it.
     """
 
     metrics: Mapping[str, float] = attrs.field(
@@ -59,9 +70,12 @@ class Thresholds:
         factory=dict, converter=_slice_thresholds
     )
     require_significant: bool = attrs.field(default=False, converter=_flag)
+    latency: Mapping[str, float] = attrs.field(
+        factory=dict, converter=_latency_thresholds, kw_only=True
+    )
 
     def __attrs_post_init__(self) -> None:
-        if not self.metrics and not self.slices:
+        if not self.metrics and not self.slices and not self.latency:
             raise InputError(
                 "no metric to gate: a gate with nothing to check would always pass",
                 field="thresholds",
@@ -69,13 +83,24 @@ class Thresholds:
             )
 
     @classmethod
-    def from_config(cls, config: Config, **overrides: float) -> Thresholds:
+    def from_config(
+        cls,
+        config: Config,
+        latency: Mapping[str, float] | None = None,
+        **overrides: float,
+    ) -> Thresholds:
         """The configuration's `[regression]` thresholds over the defaults; `overrides`
-        (metric name to drop) win over both."""
+        (metric name to drop) win over both, and `latency` (statistic to increase) over
+        `[regression.latency]`."""
         from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS
 
         metrics = {**DEFAULT_THRESHOLDS, **config.regression.thresholds, **overrides}
-        return cls(metrics, config.regression.slices, config.regression.require_significant)
+        return cls(
+            metrics,
+            config.regression.slices,
+            config.regression.require_significant,
+            latency={**config.regression.latency, **(latency or {})},
+        )
 
     def metric_names(self) -> list[str]:
         """Every gated metric name, overall or in a slice, sorted."""

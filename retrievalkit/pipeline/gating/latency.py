@@ -1,0 +1,141 @@
+"""Latency between two runs of the same questions: the paired change, and the gate's checks.
+
+Each question's latency (ms) is recorded in every run's outcomes. Two runs are paired
+by question id over the questions both answered (an errored question's time measures
+the failure, not an answer, and the error rate has its own gate). For p50, p95 and p99
+the change is the ratio candidate / baseline with a paired bootstrap interval
+(`retrievalkit.stats.latency.paired_ratios`: questions resampled together for both runs).
+
+A latency threshold is a relative increase: ``p95 = 0.2`` lets the candidate's p95 be
+at most 20 % above the baseline's. The check ``latency.p95`` fails when the observed
+ratio is above 1.2; with ``require_significant`` only when the whole interval is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from retrievalkit.model.comparisons import LatencyChange
+from retrievalkit.stats.latency import QUANTILES, RATIO_METHOD, paired_ratios
+
+if TYPE_CHECKING:
+    from retrievalkit.metrics.scoring import Pairing
+    from retrievalkit.model.outcomes import Outcomes
+
+#: The statistics a latency threshold can name, in the order they are shown.
+LATENCY_STATISTICS: tuple[str, ...] = tuple(QUANTILES)
+#: How a latency check is named in a verdict, JUnit and the job summary.
+CHECK_PREFIX = "latency."
+_TOLERANCE = 1e-9
+
+
+@attrs.frozen
+class LatencyCheck(LatencyChange):
+    """A gated latency statistic: its paired change, its threshold and whether it regressed."""
+
+    check: str = attrs.field(kw_only=True)
+    """``latency.p95``."""
+    threshold: float = attrs.field(kw_only=True)
+    """The largest allowed relative increase (0.2: at most 20 % above the baseline)."""
+    regressed: bool = attrs.field(kw_only=True)
+    significant: bool | None = attrs.field(default=None, kw_only=True)
+    """Whether the whole interval lies above 1 + threshold; None without an interval."""
+
+
+def answered_latencies(
+    baseline: Outcomes, candidate: Outcomes, pairing: Pairing
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The two runs' latencies (ms) over the paired questions that neither run errored on."""
+    before = baseline.latency_ms[pairing.baseline]
+    after = candidate.latency_ms[pairing.candidate]
+    keep = np.ones(len(pairing.question_ids), dtype=bool)
+    for outcomes, positions in ((baseline, pairing.baseline), (candidate, pairing.candidate)):
+        errored = outcomes.errors
+        if errored:
+            keep &= ~np.isin(positions, np.fromiter(errored, np.intp, len(errored)))
+    return before[keep], after[keep]
+
+
+def latency_changes(
+    before: npt.NDArray[np.float64],
+    after: npt.NDArray[np.float64],
+    *,
+    resamples: int,
+    confidence: float,
+    seed: int,
+) -> tuple[LatencyChange, ...]:
+    """The paired change of p50, p95 and p99, candidate / baseline (empty without questions)."""
+    if not len(before):
+        return ()
+    found = paired_ratios(
+        before, after, LATENCY_STATISTICS, level=confidence, resamples=resamples, seed=seed
+    )
+    changes = []
+    for name in LATENCY_STATISTICS:
+        entry = found[name]
+        ci = entry["ci"]
+        ratio = entry["ratio"]
+        q = QUANTILES[name]
+        changes.append(
+            LatencyChange(
+                statistic=name,
+                baseline=float(np.quantile(before, q)),
+                candidate=float(np.quantile(after, q)),
+                ratio=None if ratio is None else float(ratio),  # type: ignore[arg-type]
+                ci=None if ci is None else (float(ci[0]), float(ci[1])),  # type: ignore[index]
+                method=RATIO_METHOD,
+                n=len(before),
+            )
+        )
+    return tuple(changes)
+
+
+def latency_checks(
+    changes: tuple[LatencyChange, ...],
+    thresholds: Mapping[str, float],
+    *,
+    require_significant: bool,
+    questions: int,
+) -> tuple[tuple[LatencyCheck, ...], tuple[str, ...]]:
+    """The gate's latency checks, and the thresholds it could not check, each with why."""
+    by_name = {change.statistic: change for change in changes}
+    checks = []
+    unchecked = []
+    for name in LATENCY_STATISTICS:
+        if name not in thresholds:
+            continue
+        threshold = thresholds[name]
+        change = by_name.get(name)
+        if change is None:
+            reason = (
+                "no question is in both runs"
+                if not questions
+                else "no question was answered (without an error) in both runs"
+            )
+            unchecked.append(f"{CHECK_PREFIX}{name}: {reason}")
+            continue
+        if change.ratio is None:
+            unchecked.append(
+                f"{CHECK_PREFIX}{name}: the baseline's {name} latency is 0 ms (did it record "
+                "latency? a run built from outcomes without latency_ms has none)"
+            )
+            continue
+        limit = 1.0 + threshold + _TOLERANCE
+        above = change.ratio > limit
+        significant = None if change.ci is None else change.ci[0] > limit
+        regressed = above and (not require_significant or bool(significant))
+        checks.append(
+            LatencyCheck(
+                **attrs.asdict(change, recurse=False),
+                check=f"{CHECK_PREFIX}{name}",
+                threshold=threshold,
+                regressed=regressed,
+                significant=significant,
+            )
+        )
+    return tuple(checks), tuple(unchecked)
