@@ -926,6 +926,8 @@ def drift_records(
     target = open_store(store, config=config)
     reader = getattr(target, "drifts", None)
     return [Result.from_dict(data) for data in reader()] if callable(reader) else []
+
+
 def interleave_credit(
     log: str | os.PathLike[str],
     *,

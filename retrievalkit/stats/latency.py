@@ -217,10 +217,13 @@ def _paired_resamples(
     base, cand = base[keep], cand[keep]
     if not len(base):
         raise ValueError("no question has a latency on both sides")
-    of = _statistic(statistic)
+    _of(statistic, base[:1])  # an unknown name is refused before any resampling
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(base), size=(resamples, len(base)))
-    return float(of(base)), float(of(cand)), of(base[picks]), of(cand[picks]), len(base)
+    # The blocks of `paired_ratios`, so both draw the same resamples for one seed.
+    blocks = _resampled_blocks(len(base), resamples, rng)
+    left = np.concatenate([np.atleast_1d(_of(statistic, base[picks])) for picks in blocks])
+    right = np.concatenate([np.atleast_1d(_of(statistic, cand[picks])) for picks in blocks])
+    return float(_of(statistic, base)), float(_of(statistic, cand)), left, right, len(base)
 
 
 def paired_difference(
