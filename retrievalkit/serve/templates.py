@@ -117,7 +117,7 @@ Verdicts for the newest runs; each row's changes since the run before it are und
 <td class="{{ 'regressed' if row.verdict.regressed else 'passed' if row.verdict.regressed is false else '' }}">{{ row.verdict.text }}</td>
 <td>{% if e.changes %}<details><summary>{{ e.changes|length }} changed</summary><ul>
 {% for change in e.changes %}<li><b>{{ change.field }}</b>: {{ change.before or dash }} → {{ change.after or dash }}{% for line in change.what %}<br><span class="muted">{{ line }}</span>{% endfor %}</li>{% endfor %}
-</ul></details>{% else %}<span class="muted">–</span>{% endif %}</td>
+</ul></details>{% else %}<span class="muted">{{ dash }}</span>{% endif %}</td>
 <td class="actions">
 {% if row.previous %}<a class="compare-link" href="{{ url('/compare', run=e.run_id, other=row.previous) }}">compare with previous</a>{% endif %}
 {% if pinned and pinned != e.run_id %}<a href="{{ url('/compare', run=e.run_id, other=pinned) }}">with baseline</a>{% endif %}
@@ -156,7 +156,7 @@ COMPARE = """{% extends "base" %}
 <tr class="{{ 'better' if d.difference and d.difference > 0 and d.significant else 'worse' if d.difference and d.difference < 0 and d.significant else '' }}">
 <td>{{ d.metric }}</td><td class="number">{{ number(d.baseline) }}</td><td class="number">{{ number(d.candidate) }}</td>
 <td class="number">{{ signed(d.difference) }}</td>
-<td class="number">{% if d.ci %}[{{ signed(d.ci[0]) }}, {{ signed(d.ci[1]) }}]{% else %}–{% endif %}</td>
+<td class="number">{% if d.ci %}[{{ signed(d.ci[0]) }}, {{ signed(d.ci[1]) }}]{% else %}{{ dash }}{% endif %}</td>
 <td class="number">{{ pvalue(d.p_value) }}</td><td>{{ d.verdict or dash }}</td>
 <td class="number">{{ d.wins }}</td><td class="number">{{ d.ties }}</td><td class="number">{{ d.losses }}</td>
 </tr>
@@ -195,7 +195,7 @@ stage over the {{ st.shared_questions }} questions both have (p-values not corre
 <td>{{ row.metric }}</td>
 <td class="number">{{ mean_ci(row.baseline) }}</td><td class="number">{{ step(row.baseline_step) }}</td>
 <td class="number">{{ mean_ci(row.candidate) }}</td><td class="number">{{ step(row.candidate_step) }}</td>
-<td class="number between">{% if d %}{{ signed(d.difference) }}{% if d.ci %} [{{ signed(d.ci[0]) }}, {{ signed(d.ci[1]) }}]{% endif %}{% else %}–{% endif %}</td>
+<td class="number between">{% if d %}{{ signed(d.difference) }}{% if d.ci %} [{{ signed(d.ci[0]) }}, {{ signed(d.ci[1]) }}]{% endif %}{% else %}{{ dash }}{% endif %}</td>
 <td class="number">{{ pvalue(d.p_value) if d else dash }}</td><td>{{ d.verdict or dash if d else dash }}</td>
 </tr>
 {% endfor %}
@@ -311,7 +311,7 @@ JUDGE = """{% extends "base" %}
 {% for name in grade_names %}<button type="submit" name="grade" value="{{ loop.index0 }}" class="grade"{% if writable %} disabled{% endif %}><kbd>{{ loop.index0 }}</kbd> {{ name }}</button>{% endfor %}
 </div>
 </form>
-<p class="muted">Keys <kbd>0</kbd>–<kbd>3</kbd> grade the document shown.</p>
+<p class="muted">Keys <kbd>0</kbd> to <kbd>3</kbd> grade the document shown.</p>
 {% endif %}
 </section>
 <h2>Agreement</h2>
