@@ -17,7 +17,7 @@ import pytest
 from retrievalkit.errors import InputError
 from retrievalkit.formats import golden_sets as golden_files
 from retrievalkit.formats.convert import converter
-from retrievalkit.formats.golden_sets import load_jsonl
+from retrievalkit.formats.golden_sets import fast_jsonl, jsonl, load_jsonl
 from retrievalkit.formats.limits import MAX_GRADE
 from retrievalkit.model.values import (
     QUESTION_FIELDS,
@@ -92,20 +92,20 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
     """Blocks of 2 kB, so a few hundred rows span many; yields whether each block was
     taken whole by the checks in bulk (True) or line by line (False)."""
     taken: list[bool] = []
-    block_questions = golden_files._block_questions
+    block_questions = fast_jsonl._block_questions
 
     def spy(text: str, seen: set[str]) -> list[GoldenQuestion] | None:
         found = block_questions(text, seen)
         taken.append(found is not None)
         return found
 
-    monkeypatch.setattr(golden_files, "_BLOCK_BYTES", 2048)
-    monkeypatch.setattr(golden_files, "_block_questions", spy)
+    monkeypatch.setattr(fast_jsonl, "_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(fast_jsonl, "_block_questions", spy)
     yield taken
 
 
 def line_by_line(path: Path) -> tuple[GoldenQuestion, ...]:
-    return tuple(golden_files._load_jsonl_lines(path))
+    return tuple(jsonl._load_jsonl_lines(path))
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import retrievalkit.formats.golden_sets as golden_files
 import retrievalkit.formats.limits as limits
 from retrievalkit.errors import InputError
+from retrievalkit.formats.golden_sets import beir, fast_jsonl, jsonl
 
 LIMIT, BLOCK = 4096, 64
 GENERATED = settings(
@@ -24,8 +25,9 @@ GENERATED = settings(
 
 @pytest.fixture
 def small_limits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(golden_files, "_BLOCK_BYTES", BLOCK)
-    monkeypatch.setattr(golden_files, "MAX_LINE_BYTES", LIMIT)
+    monkeypatch.setattr(fast_jsonl, "_BLOCK_BYTES", BLOCK)
+    for reader in (beir, fast_jsonl, jsonl):  # each holds the limit it imported
+        monkeypatch.setattr(reader, "MAX_LINE_BYTES", LIMIT)
     monkeypatch.setattr(limits, "MAX_LINE_BYTES", LIMIT)
 
 
