@@ -206,6 +206,8 @@ def test_the_wheel_ships_py_typed_the_demo_and_the_entry_points(tmp_path: Path) 
         "retrievalkit/py.typed",
         "retrievalkit/__main__.py",
         "retrievalkit/testing/__init__.py",
+        "retrievalkit/testing/stores.py",
+        "retrievalkit/formats/golden_sets/fast_jsonl.py",
         "retrievalkit/formats/trec.py",
         "retrievalkit/demo/corpus.jsonl",
         "retrievalkit/demo/golden.jsonl",

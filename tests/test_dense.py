@@ -388,7 +388,7 @@ def test_history_shows_an_embedding_model_change() -> None:
 
     from retrievalkit.pipeline.gating.history import build_history
     from retrievalkit.render.history import history_rows
-    from retrievalkit.testing import _sample_record
+    from retrievalkit.testing.stores import _sample_record
 
     moment = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     older = _sample_record("s", "vec", moment)
@@ -421,7 +421,7 @@ def test_records_without_embedding_fields_still_load() -> None:
 
     from retrievalkit.formats.convert import structure, unstructure
     from retrievalkit.model.records import ResultRecord
-    from retrievalkit.testing import _sample_record
+    from retrievalkit.testing.stores import _sample_record
 
     record = _sample_record("s", "m", dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc))
     data = unstructure(record)
