@@ -11,6 +11,8 @@ over the same questions, with a paired bootstrap interval (questions resampled t
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import numpy as np
 import numpy.typing as npt
 from scipy import special
@@ -90,15 +92,43 @@ _BLOCK = 4_000_000
 
 def _resampled_blocks(
     count: int, resamples: int, rng: np.random.Generator
-) -> list[npt.NDArray[np.intp]]:
-    """Bootstrap draws of ``count`` indices, ``resamples`` rows in all, in blocks of rows
-    that hold at most `_BLOCK` indices (memory stays flat for large runs)."""
+) -> Iterator[npt.NDArray[np.intp]]:
+    """Bootstrap draws of ``count`` indices, ``resamples`` rows in all, one block of rows
+    at a time, each holding at most `_BLOCK` indices (memory stays flat for large runs)."""
     rows = max(1, _BLOCK // max(count, 1))
-    blocks = []
     for start in range(0, resamples, rows):
         size = min(rows, resamples - start)
-        blocks.append(rng.integers(0, count, size=(size, count)))
-    return blocks
+        yield rng.integers(0, count, size=(size, count))
+
+
+class _Ranked:
+    """One side's latencies sorted, with each question's rank among them: the q-quantile
+    of a resample is read from the order statistics of its ranks (a partial sort of small
+    integers), numpy's linear interpolation exactly, without gathering its floats."""
+
+    def __init__(self, values: npt.NDArray[np.float64]) -> None:
+        order = np.argsort(values, kind="stable")
+        self.sorted = values[order]
+        self.ranks = np.empty(len(values), dtype=np.int32 if len(values) < 2**31 else np.int64)
+        self.ranks[order] = np.arange(len(values))
+
+    def quantiles(
+        self, picks: npt.NDArray[np.intp], levels: Sequence[float]
+    ) -> npt.NDArray[np.float64]:
+        """``len(levels)`` rows: each level's quantile of every resampled row of ``picks``."""
+        count = picks.shape[1]
+        positions = [level * (count - 1) for level in levels]
+        below = [int(np.floor(position)) for position in positions]
+        above = [min(low + 1, count - 1) for low in below]
+        kth = sorted({*below, *above})
+        chosen = np.partition(self.ranks[picks], kth, axis=1)
+        at = {k: self.sorted[chosen[:, k]] for k in kth}
+        return np.array(
+            [
+                at[low] + (position - low) * (at[high] - at[low])
+                for position, low, high in zip(positions, below, above, strict=True)
+            ]
+        )
 
 
 def _percentile_interval(draws: npt.NDArray[np.float64], level: float) -> list[float]:
@@ -177,15 +207,15 @@ def paired_ratios(
         _of(name, base[:1])  # an unknown name is refused before any resampling
     named = [name for name in statistics if name in QUANTILES]
     levels = [QUANTILES[name] for name in named]
+    left_side, right_side = _Ranked(base), _Ranked(cand)
     for picks in _resampled_blocks(len(base), resamples, rng):
-        left, right = base[picks], cand[picks]
         with np.errstate(divide="ignore", invalid="ignore"):
-            if named:  # one selection pass a side for every quantile at once
-                ratios = np.quantile(right, levels, axis=-1) / np.quantile(left, levels, axis=-1)
+            if named:  # one partial sort a side for every quantile at once
+                ratios = right_side.quantiles(picks, levels) / left_side.quantiles(picks, levels)
                 for row, name in enumerate(named):
                     draws[name].append(ratios[row])
             if "mean" in statistics:
-                draws["mean"].append(right.mean(axis=-1) / left.mean(axis=-1))
+                draws["mean"].append(cand[picks].mean(axis=-1) / base[picks].mean(axis=-1))
     for name in statistics:
         observed = float(_of(name, base))
         ratio = float(_of(name, cand)) / observed if observed > 0 else None
@@ -220,9 +250,11 @@ def _paired_resamples(
     _of(statistic, base[:1])  # an unknown name is refused before any resampling
     rng = np.random.default_rng(seed)
     # The blocks of `paired_ratios`, so both draw the same resamples for one seed.
-    blocks = _resampled_blocks(len(base), resamples, rng)
-    left = np.concatenate([np.atleast_1d(_of(statistic, base[picks])) for picks in blocks])
-    right = np.concatenate([np.atleast_1d(_of(statistic, cand[picks])) for picks in blocks])
+    lefts, rights = [], []
+    for picks in _resampled_blocks(len(base), resamples, rng):
+        lefts.append(np.atleast_1d(_of(statistic, base[picks])))
+        rights.append(np.atleast_1d(_of(statistic, cand[picks])))
+    left, right = np.concatenate(lefts), np.concatenate(rights)
     return float(_of(statistic, base)), float(_of(statistic, cand)), left, right, len(base)
 
 

@@ -47,6 +47,10 @@ class LatencyCheck(LatencyChange):
     """Whether the whole interval lies above 1 + threshold; None without an interval."""
 
 
+#: The most resamples a latency interval takes (the run's count when it is smaller).
+LATENCY_RESAMPLES = 1000
+
+
 def answered_latencies(
     baseline: Outcomes, candidate: Outcomes, pairing: Pairing
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -69,11 +73,20 @@ def latency_changes(
     confidence: float,
     seed: int,
 ) -> tuple[LatencyChange, ...]:
-    """The paired change of p50, p95 and p99, candidate / baseline (empty without questions)."""
+    """The paired change of p50, p95 and p99, candidate / baseline (empty without questions).
+
+    The interval takes at most `LATENCY_RESAMPLES` resamples: a bootstrap of 10^5
+    questions costs seconds a thousand resamples, and the percentile interval of a ratio
+    moves in its third decimal beyond that."""
     if not len(before):
         return ()
     found = paired_ratios(
-        before, after, LATENCY_STATISTICS, level=confidence, resamples=resamples, seed=seed
+        before,
+        after,
+        LATENCY_STATISTICS,
+        level=confidence,
+        resamples=min(resamples, LATENCY_RESAMPLES),
+        seed=seed,
     )
     changes = []
     for name in LATENCY_STATISTICS:
