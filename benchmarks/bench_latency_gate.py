@@ -104,18 +104,19 @@ def synthetic_record(run_id: str, questions: int, seed: int, slowdown: float) ->
 
 
 def measure(questions: int, repeats: int) -> dict[str, Any]:
-    baseline = synthetic_record("baseline", questions, seed=1, slowdown=1.0)
-    candidate = synthetic_record("candidate", questions, seed=2, slowdown=SLOWDOWN)
+    # Run ids name the size: a process's memory: store is one store for every size.
+    baseline = synthetic_record(f"baseline-{questions}", questions, seed=1, slowdown=1.0)
+    candidate = synthetic_record(f"candidate-{questions}", questions, seed=2, slowdown=SLOWDOWN)
     store = rk.open_store("memory:")
     store.save(baseline)
     plain = rk.Thresholds()
     timed = rk.Thresholds(latency={"p95": 0.2})
 
     def gate_plain() -> Any:
-        return rk.gate(candidate, store, plain, baseline="baseline")
+        return rk.gate(candidate, store, plain, baseline=baseline.run_id)
 
     def gate_timed() -> Any:
-        return rk.gate(candidate, store, timed, baseline="baseline")
+        return rk.gate(candidate, store, timed, baseline=baseline.run_id)
 
     def compare() -> Any:
         return rk.compare([baseline, candidate], question_texts={})
