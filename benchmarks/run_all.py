@@ -46,6 +46,8 @@ QUICK = {
     "sweep_ray": [],
     "serve": ["--quick"],
     "models": ["--throughput-docs", "100"],
+    "drift": ["--lines", "10000", "--distinct", "2000", "--repeats", "1"],
+    "latency_gate": ["--sizes", "10000", "--repeats", "1"],
 }
 
 

@@ -32,6 +32,16 @@ TARGETS: dict[str, tuple[str, str, str]] = {
         "models",
     ),
     "serve": ("`serve` pages at 100k questions", "<= 200 ms each", "serve"),
+    "drift-100k": (
+        "`drift` of a 10^5-line query log, two instant retrievers, save=False",
+        "<= 20 s over the retrievers",
+        "drift",
+    ),
+    "latency-gate": (
+        "the gate with `[regression.latency] p95` at 10^5 questions",
+        "<= 15 s",
+        "latency_gate",
+    ),
     "startup": (
         "start-up (`--help`, `list` with every plugin under plugins/ installed)",
         "<= 100 ms over bare Python",

@@ -71,3 +71,36 @@ def test_the_stored_outcomes_benchmark_runs_on_the_codec_it_measures() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "stored bytes" in done.stdout
+
+
+def test_the_drift_benchmark_runs_on_the_drift_api_it_measures() -> None:
+    """bench_drift.py at a small size: it writes a query log, runs rk.drift and the drift
+    engine's steps on it and checks that both found the same RBO (a moved function or a
+    changed signature breaks it)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_drift.py"), "--lines", "2000",
+         "--distinct", "400", "--repeats", "1"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "read_log: read and merge" in done.stdout
+    assert "[drift-100k]" in done.stdout
+    # The peer is measured when the rbo package can be imported, else said to be missing.
+    assert "pairs of equal lengths agree" in done.stdout or "peer not measured" in done.stdout
+
+
+def test_the_latency_gate_benchmark_runs_on_the_gate_it_measures() -> None:
+    """bench_latency_gate.py at a small size: the gate with a latency threshold must check
+    latency.p95 at the candidate's known slowdown, and without one must not."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_latency_gate.py"), "--sizes", "2000",
+         "--repeats", "1"],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "gate with latency.p95" in done.stdout
+    assert "[latency-gate]" in done.stdout
