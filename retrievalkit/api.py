@@ -128,6 +128,8 @@ def evaluate(
     executor: str = "local",
     ray_address: str | None = None,
     metrics: Sequence[str] | None = None,
+    repeat: int | None = None,
+    warmup: int | None = None,
 ) -> Run:
     """Ask `retriever` every question of `set` and score the answers.
 
@@ -184,7 +186,7 @@ def evaluate(
     from retrievalkit.metrics.definitions import normalise_ks
     from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
     from retrievalkit.pipeline.engine import arguments
-    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, ask_in_batches
+    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, ask_in_batches, warm_up
 
     settings = as_config(config)
     resolved_settings = EvalSettings.resolve(
@@ -201,6 +203,8 @@ def evaluate(
         metrics=metrics,
         cluster_by=cluster_by,
         chunk_separator=chunk_separator,
+        repeat=repeat,
+        warmup=warmup,
     )
     k = resolved_settings.k
     overfetch = resolved_settings.overfetch
@@ -214,6 +218,7 @@ def evaluate(
     metrics = resolved_settings.metrics
     cluster_by = resolved_settings.cluster_by
     chunk_separator = resolved_settings.chunk_separator
+    repeat, warmup = resolved_settings.repeat, resolved_settings.warmup
     executor = arguments.check_executor(executor, ray_address)
     provider = None
     from retrievalkit.formats.ids import ReturnedIds, canonical_set, check_separators
@@ -245,6 +250,13 @@ def evaluate(
         planned = options if options is not None else (configured.options if configured else {})
         check_separators(golden, planned, name or retriever)
     if executor == "ray":
+        for option, value, plain in (("--repeat", repeat, 1), ("--warmup", warmup, 0)):
+            if value != plain:
+                raise InputError(
+                    "Ray workers ask each question once, with no warm-up",
+                    field=option,
+                    hint=f"leave {option} out with --executor ray, or run locally to time",
+                )
         from retrievalkit.pipeline.engine.run import plan_retriever
         from retrievalkit.pipeline.executors.ray.remote_run import evaluate_on_ray
 
@@ -272,8 +284,10 @@ def evaluate(
     # Asked, judged and scored a batch at a time: a batch's answers are let go once its
     # columns are filled in, so no per-question object outlives its batch.
     scorer = RunScorer(questions, scoring)
+    from retrievalkit.pipeline.engine.machine import machine_at_start
     from retrievalkit.pipeline.engine.stages import has_stages
 
+    machine = machine_at_start(concurrency=concurrency, repeat=repeat, warmup=warmup)
     if has_stages(resolved.retriever):
         # Stages rank documents: a staged run has no chunk ranking to score.
         return staged_run(
@@ -288,6 +302,20 @@ def evaluate(
             max_error_rate=max_error_rate,
             provider=provider,
             concurrency=concurrency,
+            repeat=repeat,
+            warmup=warmup,
+            machine=machine,
+        )
+    if warmup:
+        # The retriever itself: a chunk keeper remembers only what the run asks.
+        warm_up(
+            resolved.retriever,
+            questions,
+            warmup,
+            depth=max(scoring.ks),
+            overfetch=overfetch,
+            concurrency=concurrency,
+            timeout=timeout,
         )
     asked = resolved.retriever
     keeper = None
@@ -307,6 +335,7 @@ def evaluate(
         progress=progress,
         batch=STREAM_BATCH,
         notes=notes,
+        repeat=repeat,
     ):
         if keeper is None:
             scorer.add(answered)
@@ -327,6 +356,7 @@ def evaluate(
         provider=provider,
         extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
         notes=notes,
+        machine=machine,
     )
 
 
@@ -990,15 +1020,17 @@ def sweep(
     share_stages: bool = True,
     executor: str = "local",
     ray_address: str | None = None,
+    repeat: int | None = None,
+    warmup: int | None = None,
 ) -> SweepResult:
     """Tune a retriever over a grid of options and confirm the winner on held-out questions.
 
     - `sweep`: a `[sweeps.NAME]` of the configuration, or a
       [`SweepConfig`][retrievalkit.formats.sweep_table.SweepConfig].
     - `k`, `overfetch`, `resamples`, `confidence`, `concurrency`, `timeout`,
-      `max_error_rate`: as in [`evaluate`][retrievalkit.api.evaluate] (left out: the
-      configuration's `[eval]` and `[regression] max_error_rate`, else the defaults), for
-      every configuration (the selected metric's cut-off is always added to `k`).
+      `max_error_rate`, `repeat`, `warmup`: as in [`evaluate`][retrievalkit.api.evaluate]
+      (left out: the configuration's `[eval]` and `[regression] max_error_rate`, else
+      the defaults), for every configuration (the selected metric's cut-off is always added to `k`).
     - `progress_file`: a JSON Lines file that keeps the answers so far; a sweep of the
       same set started again resumes from it, and it is removed once the sweep is done.
     - `share_stages`: build each distinct retriever once and answer a question asked
@@ -1026,6 +1058,8 @@ def sweep(
         timeout=timeout,
         max_error_rate=max_error_rate,
         gated=(),
+        repeat=repeat,
+        warmup=warmup,
     )
     golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
     if isinstance(sweep, str):
@@ -1042,6 +1076,13 @@ def sweep(
     from retrievalkit.pipeline.engine.arguments import check_executor
 
     executor = check_executor(executor, ray_address)
+    if executor == "ray" and (chosen.repeat, chosen.warmup) != (1, 0):
+        option = "--repeat" if chosen.repeat != 1 else "--warmup"
+        raise InputError(
+            "Ray workers ask each question once, with no warm-up",
+            field=option,
+            hint=f"leave {option} out with --executor ray, or sweep locally to time",
+        )
 
     def run(remote: Any = None) -> SweepResult:
         return run_sweep(
@@ -1056,6 +1097,8 @@ def sweep(
                 concurrency=chosen.concurrency,
                 timeout=chosen.timeout,
                 max_error_rate=chosen.max_error_rate,
+                repeat=chosen.repeat,
+                warmup=chosen.warmup,
             ),
             progress_file=None if progress_file is None else Path(progress_file),
             share=share_stages,

@@ -165,6 +165,8 @@ RULES: Mapping[str, Mapping[str, Rule]] = {
         "executor": EXECUTOR,
         "ray_address": PASSED,
         "metrics": PASSED,
+        "repeat": PASSED,
+        "warmup": PASSED,
     },
     "gate": {
         "run": (_run, "a Run or a ResultRecord"),
@@ -242,6 +244,8 @@ RULES: Mapping[str, Mapping[str, Rule]] = {
         "share_stages": FLAG,
         "executor": EXECUTOR,
         "ray_address": PASSED,
+        "repeat": PASSED,
+        "warmup": PASSED,
     },
     # parse_metric checks its own (metrics.definitions may import nothing of the API).
     "parse_metric": {"name": PASSED},

@@ -44,10 +44,12 @@ def _stored(path: Path) -> list[dict[str, Any]]:
 
 
 def _comparable(stored: dict[str, Any]) -> dict[str, Any]:
-    """A stored run without what differs between two evaluations: id, time, latencies."""
+    """A stored run without what differs between two evaluations: id, time, latencies,
+    the machine's load averages."""
     record = json.loads(json.dumps(stored))
     record.pop("run_id")
     record["manifest"].pop("created_at")
+    del record["manifest"]["machine"]["load_at_start"], record["manifest"]["machine"]["load_at_end"]
     for outcome in record["outcomes"]:
         outcome.pop("latency_ms")
     return record

@@ -53,6 +53,10 @@ def _config_table(rng: random.Random) -> dict[str, Any]:
         evaluation["cluster_by"] = rng.choice(("hard_class", "expected", "meta.topic"))
     if rng.random() < 0.3:
         evaluation["chunk_separator"] = "#"
+    if rng.random() < 0.4:
+        evaluation["repeat"] = rng.randint(1, 5)
+    if rng.random() < 0.4:
+        evaluation["warmup"] = rng.randint(0, 200)
     if evaluation:
         table["eval"] = evaluation
     regression: dict[str, Any] = {}
@@ -82,6 +86,8 @@ def _options(rng: random.Random) -> tuple[list[str], dict[str, Any]]:
         ("--max-error-rate", "max_error_rate", (0.0, 0.25, 1.0)),
         ("--cluster-by", "cluster_by", ("hard_class", "meta.lang")),
         ("--chunk-separator", "chunk_separator", ("::",)),
+        ("--repeat", "repeat", (1, 3)),
+        ("--warmup", "warmup", (0, 7)),
     ):
         if rng.random() < 0.4:
             value = rng.choice(values)
@@ -137,6 +143,8 @@ def test_each_setting_is_the_argument_else_the_configuration_else_the_default(
         "timeout": None,
         "cluster_by": None,
         "chunk_separator": None,
+        "repeat": 1,
+        "warmup": 0,
     }
     for key, default in defaults.items():
         expected = given.get(key, evaluation.get(key, default))
@@ -178,6 +186,11 @@ def test_each_setting_is_the_argument_else_the_configuration_else_the_default(
         ("metrics", "ndcg_exp@10", "--metric"),
         ("metrics", ["no_such_metric@3"], "--metric"),
         ("seed", -3, "--seed"),
+        ("repeat", 0, "--repeat"),
+        ("repeat", 1.5, "--repeat"),
+        ("repeat", True, "--repeat"),
+        ("warmup", -1, "--warmup"),
+        ("warmup", "2", "--warmup"),
     ],
 )
 def test_a_bad_setting_is_refused_naming_its_option(keyword: str, value: Any, field: str) -> None:
@@ -255,4 +268,10 @@ def test_eval_and_evaluate_store_the_same_settings_for_one_configuration(
     manifest = document["manifest"]
     for key in ("ks", "overfetch", "resamples", "confidence", "seed"):
         assert manifest[key] == json.loads(json.dumps(getattr(run.record.manifest, key))), key
+    # The timing settings too: [eval] repeat and warmup, else 1 and 0, on both sides.
+    machine = run.record.manifest.machine
+    assert machine is not None
+    for key, default in (("repeat", 1), ("warmup", 0), ("concurrency", 1)):
+        expected = table["eval"].get(key, default)
+        assert manifest["machine"][key] == getattr(machine, key) == expected, key
     assert sorted(document["metrics"]) == sorted(run.metrics)

@@ -22,8 +22,10 @@ from retrievalkit.formats.limits import (
     MAX_K,
     MAX_LATENCY_INCREASE,
     MAX_OVERFETCH,
+    MAX_REPEAT,
     MAX_RESAMPLES,
     MAX_TIMEOUT,
+    MAX_WARMUP,
     check_path,
 )
 from retrievalkit.formats.sweep_table import SweepConfig, parse_sweeps
@@ -69,6 +71,10 @@ class EvalConfig:
     resamples: int | None = None
     confidence: float | None = None
     concurrency: int | None = None
+    repeat: int | None = None
+    """Times each question is asked, its median latency kept: see ``--repeat``."""
+    warmup: int | None = None
+    """Questions asked first and discarded: see ``--warmup``."""
     slices: tuple[str, ...] = ()
     timeout: float | None = None
     """Seconds one question may take before it is recorded as a timeout error."""
@@ -485,6 +491,12 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
             if not isinstance(value, list) or not value:
                 raise fail("eval.k", "must be a list of positive integers, e.g. [1, 3, 5, 10]")
             values["k"] = tuple(_positive(item, "eval.k", fail, MAX_K) for item in value)
+        elif key == "warmup":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise fail("eval.warmup", f"must be a whole number >= 0, got {value!r}")
+            if value > MAX_WARMUP:
+                raise fail("eval.warmup", f"must be at most {MAX_WARMUP}, got {value!r}")
+            values[key] = value
         elif key in _EVAL_LIMITS:
             values[key] = _positive(value, f"eval.{key}", fail, _EVAL_LIMITS[key])
         elif key == "confidence":
@@ -531,8 +543,8 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
             raise fail(
                 f"eval.{key}",
                 "unknown key",
-                hint="known: k, overfetch, resamples, confidence, concurrency, slices, timeout, "
-                "chunk_separator, cluster_by, metrics",
+                hint="known: k, overfetch, resamples, confidence, concurrency, repeat, warmup, "
+                "slices, timeout, chunk_separator, cluster_by, metrics",
             )
     return EvalConfig(**values)
 
@@ -541,6 +553,7 @@ _EVAL_LIMITS = {
     "overfetch": MAX_OVERFETCH,
     "resamples": MAX_RESAMPLES,
     "concurrency": MAX_CONCURRENCY,
+    "repeat": MAX_REPEAT,
 }
 
 

@@ -18,7 +18,13 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.model.values import GoldenQuestion, MetricValue, QuestionForm, QuestionOutcome
+from retrievalkit.model.values import (
+    GoldenQuestion,
+    Manifest,
+    MetricValue,
+    QuestionForm,
+    QuestionOutcome,
+)
 
 T = TypeVar("T")
 
@@ -57,6 +63,13 @@ converter.register_unstructure_hook(
         clusters=override(omit_if_default=True),
         effective_n=override(omit_if_default=True),
     ),
+)
+
+# A manifest without a machine record (runs stored before it existed, records built in
+# code) is written as it always was, so its JSON and its store digest do not change.
+converter.register_unstructure_hook(
+    Manifest,
+    make_dict_unstructure_fn(Manifest, converter, machine=override(omit_if_default=True)),
 )
 
 

@@ -17,6 +17,10 @@ MAX_OVERFETCH = 100
 #: Bootstrap resamples: each is a pass over every question.
 MAX_RESAMPLES = 1_000_000
 MAX_CONCURRENCY = 1_024
+#: Times each question is asked (`--repeat`) and questions asked first and discarded
+#: (`--warmup`): timing, not a load test.
+MAX_REPEAT = 1_000
+MAX_WARMUP = 100_000
 #: Seconds: a week. Python's thread waits overflow beyond about 292 years.
 MAX_TIMEOUT = 7 * 24 * 3600.0
 #: The latency statistics a threshold can name (`retrievalkit.stats.latency.QUANTILES`).

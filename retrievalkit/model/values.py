@@ -421,6 +421,34 @@ class QuestionOutcome:
         return [doc for doc, grade in self.judgments.items() if grade >= 1]
 
 
+def _optional_tuple(value: Iterable[float] | None) -> tuple[float, ...] | None:
+    return None if value is None else tuple(value)
+
+
+@attrs.frozen
+class Machine:
+    """The machine a run was timed on and how its questions were asked, so that two runs'
+    latencies are compared knowing whether they are comparable (`retrievalkit gate`
+    warns when they are not)."""
+
+    cpu: str | None
+    """The CPU's model name (``/proc/cpuinfo``, else ``platform.processor()``); None unknown."""
+    cores: int | None
+    """Logical cores (``os.cpu_count()``)."""
+    load_at_start: tuple[float, ...] | None = attrs.field(converter=_optional_tuple)
+    """The 1, 5 and 15 minute load averages before the first question; None where the
+    system has none."""
+    load_at_end: tuple[float, ...] | None = attrs.field(converter=_optional_tuple)
+    """The load averages after the last answer."""
+    python: str
+    """The Python version (``3.12.1``)."""
+    concurrency: int
+    repeat: int
+    """Times each question was asked (its latency the median, its ranking the first)."""
+    warmup: int
+    """Questions asked and discarded before the run."""
+
+
 @attrs.frozen
 class Manifest:
     """What produced a run, so two runs can be told apart and reproduced."""
@@ -449,3 +477,6 @@ class Manifest:
     """Package name -> version of each plugin the run used (the retriever's, the set's)."""
     retriever_identifier: str | None = None
     """What the retriever calls itself (its ``identifier``), when it has one."""
+    machine: Machine | None = None
+    """The machine the latencies were measured on; None for runs stored before it was
+    recorded (and for runs built without asking a retriever)."""

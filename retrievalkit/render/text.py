@@ -142,9 +142,16 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
     if verdict.unchecked:
         lines.append("NOT checked (each fails the gate):")
         lines.extend(f"  {item}" for item in verdict.unchecked)
-    if verdict.warnings:
+    from retrievalkit.pipeline.gating.latency import MACHINE_WARNING_PREFIX
+
+    timing = [item for item in verdict.warnings if item.startswith(MACHINE_WARNING_PREFIX)]
+    power = [item for item in verdict.warnings if item not in timing]
+    if timing:
+        lines.append("latency timing (a warning, never a failure):")
+        lines.extend(f"  warning: {item}" for item in timing)
+    if power:
         lines.append("thresholds below what the set can detect (retrievalkit power):")
-        lines.extend(f"  warning: {item}" for item in verdict.warnings)
+        lines.extend(f"  warning: {item}" for item in power)
     return lines
 
 

@@ -363,6 +363,7 @@ def _verdict(
             require_significant=thresholds.require_significant,
             baseline_kind=kind,
             latency_thresholds=thresholds.latency,
+            candidate_machine=manifest.machine,
         )
         if verdict.regressed:
             from retrievalkit.formats.numbers import ratio

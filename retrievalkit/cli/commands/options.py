@@ -109,6 +109,16 @@ def at_most(limit: int) -> Callable[[str], int]:
     return whole_number
 
 
+def warmup_count(text: str) -> int:
+    """A whole number from 0 to `MAX_WARMUP` (``--warmup``)."""
+    from retrievalkit.pipeline.engine.arguments import check_warmup
+
+    values = _whole_numbers(text) if "," not in text else None
+    if values is None or len(values) != 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return _checked(lambda: check_warmup(values[0], field=""))  # type: ignore[no-any-return]
+
+
 def seconds(text: str) -> float:
     """A positive, finite number of seconds, such as 2 or 0.5."""
     from retrievalkit.pipeline.engine.arguments import check_timeout
@@ -286,7 +296,11 @@ def add_asking_options(parser: argparse.ArgumentParser, *, k_help: str) -> None:
     them: ``--k`` (its help says what this command adds), ``--overfetch``,
     ``--concurrency``, ``--executor``/``--ray-address``, ``--timeout`` and
     ``--max-error-rate``."""
-    from retrievalkit.formats.limits import MAX_CONCURRENCY, MAX_OVERFETCH
+    from retrievalkit.formats.limits import (
+        MAX_CONCURRENCY,
+        MAX_OVERFETCH,
+        MAX_REPEAT,
+    )
 
     parser.add_argument("--k", type=k_list, metavar="K,K,...", help=k_help)
     parser.add_argument(
@@ -302,6 +316,20 @@ def add_asking_options(parser: argparse.ArgumentParser, *, k_help: str) -> None:
         metavar="N",
         help="ask N questions at once from threads, or N batches for a retriever that batches "
         "(only for thread-safe retrievers; default 1, or [eval] concurrency)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=at_most(MAX_REPEAT),
+        metavar="N",
+        help="ask each question N times and keep its median latency; the ranking scored is "
+        "the first answer's (default 1, or [eval] repeat)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=warmup_count,
+        metavar="N",
+        help="ask the set's first N questions (cycling) before the run and discard their "
+        "answers and latencies (default 0, or [eval] warmup)",
     )
     add_executor_options(parser)
     parser.add_argument(
@@ -391,6 +419,8 @@ def evaluation_settings(args: argparse.Namespace, config: Config) -> dict[str, A
         cluster_by=getattr(args, "cluster_by", None) or None,
         chunk_separator=getattr(args, "chunk_separator", None) or None,
         gated=thresholds(args, config).metric_names(),
+        repeat=getattr(args, "repeat", None),
+        warmup=getattr(args, "warmup", None),
     )
     chosen = resolved.arguments()
     # The seed has no option here: the API's default is the run's seed.

@@ -144,6 +144,7 @@ def _gate(
         slice_thresholds=gated.slices,
         baseline_kind=kind,
         latency_thresholds=gated.latency,
+        candidate_machine=record.manifest.machine,
     )
     verdict = attrs.evolve(verdict, retriever_changes=retriever_changes(baseline, record))
     return verdict, None

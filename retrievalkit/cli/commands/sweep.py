@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
             confidence=args.confidence,
             concurrency=args.concurrency,
             timeout=args.timeout,
+            repeat=args.repeat,
+            warmup=args.warmup,
             **({} if args.max_error_rate is None else {"max_error_rate": args.max_error_rate}),
             config=config,
             progress_file=progress,

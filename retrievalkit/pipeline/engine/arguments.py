@@ -20,8 +20,10 @@ from retrievalkit.formats.limits import (
     MAX_CONCURRENCY,
     MAX_K,
     MAX_OVERFETCH,
+    MAX_REPEAT,
     MAX_RESAMPLES,
     MAX_TIMEOUT,
+    MAX_WARMUP,
 )
 
 
@@ -67,6 +69,20 @@ def check_resamples(value: Any) -> int:
 
 def check_concurrency(value: Any) -> int:
     return check_count(value, field="--concurrency", maximum=MAX_CONCURRENCY)
+
+
+def check_repeat(value: Any, *, field: str = "--repeat") -> int:
+    """Times each question is asked (its median latency kept): 1 to `MAX_REPEAT`."""
+    return check_count(value, field=field, maximum=MAX_REPEAT)
+
+
+def check_warmup(value: Any, *, field: str = "--warmup") -> int:
+    """Questions asked first and discarded: 0 to `MAX_WARMUP`."""
+    if not _is_whole(value) or value < 0:
+        raise InputError(f"expected a whole number >= 0, got {value!r}", field=field)
+    if value > MAX_WARMUP:
+        raise InputError(f"expected at most {MAX_WARMUP}, got {value!r}", field=field)
+    return int(value)
 
 
 #: Where questions are asked: in this process, or on a Ray cluster.

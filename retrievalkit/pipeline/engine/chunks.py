@@ -22,9 +22,9 @@ from retrievalkit.retrievers.contract import document_id_of
 class ChunkKeeper:
     """A retriever that answers with documents and remembers the chunks it was given.
 
-    ``chunks_of(question)`` is the raw ranking (distinct chunk ids) of the last answer to
-    ``question``: the same text asked twice gets the same ranking from a deterministic
-    retriever, which the evaluator's other guarantees already assume.
+    ``chunks_of(question)`` is the raw ranking (distinct chunk ids) of the first answer to
+    ``question`` since it was last read: the answer the evaluator scores when a question
+    is asked several times (``--repeat``), its later answers only timed.
     """
 
     def __init__(
@@ -50,14 +50,14 @@ class ChunkKeeper:
             # Chunk ids are compared as document ids are (`retrievalkit.formats.ids`):
             # cleaned here, where the chunk is still known, and counted once.
             cleaned = [returned_id(each) for each in ids]
-            if self._notes is not None:
+            if self._notes is not None and question not in self._chunks:
                 for raw, clean in zip(ids, cleaned, strict=True):
                     if clean != raw and clean:
                         self._notes.note(raw, clean, question)
             # An id empty once cleaned goes on as it came, for the evaluator to refuse.
             ids = [clean or raw for raw, clean in zip(ids, cleaned, strict=True)]
         with self._lock:
-            self._chunks[question] = tuple(dict.fromkeys(ids))
+            self._chunks.setdefault(question, tuple(dict.fromkeys(ids)))
         if self._separator is None:
             return ids
         return [

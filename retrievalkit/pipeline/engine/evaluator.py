@@ -10,6 +10,7 @@ a broken result, or no answer within the per-question timeout.
 from __future__ import annotations
 
 import queue
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -187,8 +188,13 @@ def evaluate_questions(
     timeout: float | None = None,
     secrets: Sequence[str] = (),
     notes: ReturnedIds | None = None,
+    repeat: int = 1,
+    warmup: int = 0,
 ) -> list[Retrieval]:
     """One `Retrieval` per question, in the set's order.
+
+    ``warmup`` questions are asked first and discarded (`warm_up`); each question is
+    asked ``repeat`` times, its latency the median and its ranking the first answer's.
 
     ``timeout`` bounds each question (a batch of n questions gets n times as long);
     ``concurrency`` is how many questions, or for a retriever with ``retrieve_many``
@@ -197,6 +203,16 @@ def evaluate_questions(
     quote its own credentials; ``notes`` counts the returned ids the identity rule
     changed (`retrievalkit.formats.ids`).
     """
+    if warmup:
+        warm_up(
+            retriever,
+            questions,
+            warmup,
+            depth=depth,
+            overfetch=overfetch,
+            concurrency=concurrency,
+            timeout=timeout,
+        )
     retrievals: list[Retrieval] = []
     for answered in ask_in_batches(
         retriever,
@@ -209,6 +225,7 @@ def evaluate_questions(
         secrets=secrets,
         batch=max(1, len(questions)),
         notes=notes,
+        repeat=repeat,
     ):
         retrievals += answered
     return retrievals
@@ -226,12 +243,15 @@ def ask_in_batches(
     secrets: Sequence[str] = (),
     batch: int = STREAM_BATCH,
     notes: ReturnedIds | None = None,
+    repeat: int = 1,
 ) -> Iterator[Retrievals]:
     """`evaluate_questions` a ``batch`` of questions at a time: the retrievals of the
     next questions of the set, in order, so that a caller can score them and let them go.
 
     Within a batch, questions are asked exactly as `evaluate_questions` asks them
     (``concurrency`` at once, ``retrieve_many`` in groups of 64, each with its timeout).
+    With ``repeat`` above 1 the batch is asked that many times: the first ask's rankings
+    are kept, and each question's latency is the median of its asks.
     """
     limit = depth * overfetch
     advance = progress or (lambda _: None)
@@ -253,31 +273,101 @@ def ask_in_batches(
             return Retrieval((), elapsed, describe(error))
         return Retrieval(ranking, (time.perf_counter() - start) * 1000.0, returned=len(ids))
 
+    def once(texts: list[str], tell: ProgressCallback, noted: ReturnedIds | None) -> Retrievals:
+        if batched:
+            return _evaluate_batched(
+                retriever, texts, limit, depth, tell, timeout, describe, concurrency, noted
+            )
+        if concurrency > 1:
+            return Retrievals.of(_evaluate_concurrently(ask, texts, concurrency, tell, timeout))
+        if timeout is not None:
+            results = []
+            for text in texts:
+                results.append(ask(text, waiter.call))
+                tell(1)
+            return Retrievals.of(results)
+        return _ask_one_by_one(
+            retriever.retrieve,
+            texts,
+            limit,
+            depth,
+            tell if repeat > 1 else progress,
+            describe,
+            noted,
+        )
+
     # One question after another with a timeout: each waits on the same thread.
     waiter = _Waiter()
     try:
         for low in range(0, len(questions), max(1, batch)):
             texts = [question.question for question in questions[low : low + batch]]
-            if batched:
-                yield _evaluate_batched(
-                    retriever, texts, limit, depth, advance, timeout, describe, concurrency, notes
-                )
-            elif concurrency > 1:
-                yield Retrievals.of(
-                    _evaluate_concurrently(ask, texts, concurrency, advance, timeout)
-                )
-            elif timeout is not None:
-                results = []
-                for text in texts:
-                    results.append(ask(text, waiter.call))
-                    advance(1)
-                yield Retrievals.of(results)
-            else:
-                yield _ask_one_by_one(
-                    retriever.retrieve, texts, limit, depth, progress, describe, notes
-                )
+            if repeat <= 1:
+                yield once(texts, advance, notes)
+                continue
+            # Asked ``repeat`` times: the first answers are scored (the returned ids
+            # counted once), each question's latency is the median of its asks.
+            shared = SharedProgress(advance, repeat)
+            first = once(texts, shared, notes)
+            asks = [first.latency_ms]
+            for _ in range(repeat - 1):
+                asks.append(once(texts, shared, None).latency_ms)
+            yield with_median_latency(first, asks)
     finally:
         waiter.close()
+
+
+def with_median_latency(first: Retrievals, asks: Sequence[Sequence[float]]) -> Retrievals:
+    """``first``'s rankings, counts and errors, with each question's latency the median of
+    its latencies in ``asks`` (one sequence an ask, the questions in the same order)."""
+    medians = [float(statistics.median(each)) for each in zip(*asks, strict=True)]
+    return Retrievals(first.rankings, medians, first.returned, first.errors)
+
+
+class SharedProgress:
+    """A progress callback told of each of ``repeat`` asks of the same questions, passing
+    on one question for every ``repeat`` answers, so that a bar sized to the set ends full."""
+
+    def __init__(self, progress: ProgressCallback, repeat: int) -> None:
+        self._progress, self._repeat = progress, repeat
+        self._answers = self._told = 0
+
+    def __call__(self, answered: int) -> None:
+        self._answers += answered
+        due = self._answers // self._repeat - self._told
+        if due:
+            self._told += due
+            self._progress(due)
+
+
+def warmup_questions(questions: Sequence[GoldenQuestion], count: int) -> list[GoldenQuestion]:
+    """The questions a warm-up asks: the set's first ``count``, cycling through the set
+    when it has fewer."""
+    if not questions or count <= 0:
+        return []
+    return [questions[index % len(questions)] for index in range(count)]
+
+
+def warm_up(
+    retriever: Any,
+    questions: Sequence[GoldenQuestion],
+    count: int,
+    *,
+    depth: int,
+    overfetch: int = DEFAULT_OVERFETCH,
+    concurrency: int = 1,
+    timeout: float | None = None,
+) -> None:
+    """Ask `warmup_questions` as a run would ask them, and discard every answer, latency
+    and error: caches, connections and lazily loaded models are warm before timing."""
+    for _ in ask_in_batches(
+        retriever,
+        warmup_questions(questions, count),
+        depth=depth,
+        overfetch=overfetch,
+        concurrency=concurrency,
+        timeout=timeout,
+    ):
+        pass
 
 
 def _ask_one_by_one(

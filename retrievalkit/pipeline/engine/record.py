@@ -16,7 +16,7 @@ from typing import Any
 from retrievalkit._version import __version__
 from retrievalkit.metrics.scoring import Scores, ScoringOptions
 from retrievalkit.model.records import GRADER, ResultRecord
-from retrievalkit.model.values import GoldenQuestionSet, Manifest
+from retrievalkit.model.values import GoldenQuestionSet, Machine, Manifest
 from retrievalkit.redaction import REDACTED as REDACTED
 from retrievalkit.redaction import is_secret_option as is_secret_option
 from retrievalkit.redaction import options_hash as options_hash
@@ -61,6 +61,7 @@ def build_record(
     embedding_model_id: str | None = None,
     plugin_packages: Mapping[str, str] | None = None,
     retriever_identifier: str | None = None,
+    machine: Machine | None = None,
 ) -> ResultRecord:
     """The generic record: pass_rate is top-1 hit rate, mean_score top-3 hit rate.
 
@@ -91,6 +92,7 @@ def build_record(
         embedding_model_id=embedding_model_id,
         plugin_packages=dict(plugin_packages or {}),
         retriever_identifier=retriever_identifier,
+        machine=machine,
     )
     return ResultRecord(
         run_id=new_run_id(moment),

@@ -19,7 +19,7 @@ from retrievalkit.errors import RunFailed as RunFailed
 from retrievalkit.formats.numbers import bounds, number
 from retrievalkit.model.outcomes import Outcomes
 from retrievalkit.model.records import ResultRecord, StageReport
-from retrievalkit.model.values import GoldenQuestionSet, MetricValue
+from retrievalkit.model.values import GoldenQuestionSet, Machine, MetricValue
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
@@ -342,17 +342,30 @@ def staged_run(
     max_error_rate: float | None,
     provider: Any,
     concurrency: int = 1,
+    repeat: int = 1,
+    warmup: int = 0,
+    machine: Machine | None = None,
 ) -> Run:
     """A run of a retriever that reports its stages: its answer scored as any run's, and
     every stage scored beside it (`retrievalkit.pipeline.engine.stages`); ``concurrency``
-    questions (or groups of them) are asked at once."""
+    questions (or groups of them) are asked at once, after ``warmup`` questions asked
+    and discarded, each ``repeat`` times (its latency the median)."""
     from retrievalkit.formats.ids import ReturnedIds
-    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH
+    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, warmup_questions
     from retrievalkit.pipeline.engine.stages import StageScorer, ask_stages
 
     questions = scorer.questions
     staged = StageScorer(questions, scorer.options)
     notes = ReturnedIds()
+    if warmup:
+        ask_stages(
+            resolved.retriever,
+            warmup_questions(questions, warmup),
+            depth=max(scorer.options.ks),
+            overfetch=overfetch,
+            timeout=timeout,
+            concurrency=concurrency,
+        )
     for low in range(0, len(questions), STREAM_BATCH):
         answers, stages = ask_stages(
             resolved.retriever,
@@ -364,6 +377,7 @@ def staged_run(
             progress=progress,
             concurrency=concurrency,
             notes=notes,
+            repeat=repeat,
         )
         scorer.add(answers)
         staged.add(answers, stages)
@@ -380,6 +394,7 @@ def staged_run(
         provider=provider,
         stages=report,
         notes=notes,
+        machine=machine,
     )
 
 
@@ -398,6 +413,7 @@ def scored_run(
     extra: Mapping[str, str] | None = None,
     stages: Sequence[Mapping[str, Sequence[str]] | None] | None = None,
     notes: ReturnedIds | None = None,
+    machine: Machine | None = None,
 ) -> Run:
     """Score the retrievals of ``questions`` (the set's, or those a sequential run asked)
     into a run of ``golden``; raise `RunFailed` past ``max_error_rate``. ``stages`` (each
@@ -431,6 +447,7 @@ def scored_run(
         extra=extra,
         stages=report,
         notes=notes,
+        machine=machine,
     )
 
 
@@ -447,10 +464,13 @@ def finished_run(
     extra: Mapping[str, str] | None = None,
     stages: StageReport | None = None,
     notes: ReturnedIds | None = None,
+    machine: Machine | None = None,
 ) -> Run:
     """The run of ``golden`` whose questions ``scorer`` has scored (the set's, or those a
-    sequential run asked); raise `RunFailed` past ``max_error_rate``."""
+    sequential run asked); raise `RunFailed` past ``max_error_rate``. ``machine`` is the
+    record `machine_at_start` made before the first question: its end load is read here."""
     from retrievalkit.embedders import embedding_of
+    from retrievalkit.pipeline.engine.machine import machine_at_end
     from retrievalkit.pipeline.engine.record import build_record
     from retrievalkit.pipeline.engine.record import git_commit as commit_of_working_directory
     from retrievalkit.redaction import scrub
@@ -484,6 +504,7 @@ def finished_run(
         embedding_model_id=model_id,
         plugin_packages=packages,
         retriever_identifier=identifier if isinstance(identifier, str) and identifier else None,
+        machine=None if machine is None else machine_at_end(machine),
     )
     if stages is not None:
         record = attrs.evolve(record, stages=stages)

@@ -21,6 +21,8 @@ computed, and its cut-off added to `k`, so that a gate never meets a metric its 
 | `confidence` | 0.95 |
 | `seed` | 20240611 |
 | `concurrency` | 1 |
+| `repeat` | 1 (each question asked once) |
+| `warmup` | 0 (no question asked first) |
 | `timeout` | none (wait) |
 | `max_error_rate` | 0 (any error fails the run); `None` accepts any |
 | `slices`, `metrics` | none besides the default table |
@@ -75,6 +77,10 @@ class EvalSettings:
     those the configuration gates that only a request computes (`ndcg_exp@10`)."""
     cluster_by: str | None
     chunk_separator: str | None
+    repeat: int = 1
+    """Times each question is asked; its latency is the median, its ranking the first."""
+    warmup: int = 0
+    """Questions asked first (the set's first, cycling) whose answers are discarded."""
 
     @classmethod
     def resolve(
@@ -94,6 +100,8 @@ class EvalSettings:
         cluster_by: str | None = None,
         chunk_separator: str | None = None,
         gated: Iterable[str] | None = None,
+        repeat: int | None = None,
+        warmup: int | None = None,
     ) -> EvalSettings:
         """The settings of a run: each given value (not None), else `config`'s, else the
         default. `gated` names the metrics a gate will check (default: the configuration's
@@ -135,6 +143,8 @@ class EvalSettings:
             metrics=named,
             cluster_by=_first(cluster_by, table.cluster_by),
             chunk_separator=_first(chunk_separator, table.chunk_separator),
+            repeat=arguments.check_repeat(_first(repeat, table.repeat, 1)),
+            warmup=arguments.check_warmup(_first(warmup, table.warmup, 0)),
         )
 
     def arguments(self) -> dict[str, Any]:
@@ -155,6 +165,8 @@ class EvalSettings:
             "metrics": self.metrics,
             "cluster_by": self.cluster_by,
             "chunk_separator": self.chunk_separator,
+            "repeat": self.repeat,
+            "warmup": self.warmup,
         }
 
 

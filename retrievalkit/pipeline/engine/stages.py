@@ -47,10 +47,12 @@ from retrievalkit.model.records import ResultRecord, StageDelta, StageReport
 from retrievalkit.model.values import GoldenQuestion
 from retrievalkit.pipeline.engine.evaluator import (
     Retrievals,
+    SharedProgress,
     call_with_timeout,
     describe_retriever_error,
     distinct_ranking,
     in_threads,
+    with_median_latency,
 )
 from retrievalkit.redaction import scrub
 from retrievalkit.stats.paired import paired_test, verdict
@@ -149,12 +151,31 @@ def ask_stages(
     progress: Callable[[int], None] | None = None,
     concurrency: int = 1,
     notes: ReturnedIds | None = None,
+    repeat: int = 1,
 ) -> tuple[Retrievals, list[dict[str, tuple[str, ...]] | None]]:
     """The answer (last stage) of every question, and each question's stages (None for
     one that errored), asked one question at a time or with ``retrieve_many_stages`` in
     groups of 64, ``concurrency`` questions (or groups) at once. ``timeout`` bounds each
     question as in `retrievalkit.pipeline.engine.evaluator`; ``notes`` counts the returned
-    ids (of any stage) the identity rule changed."""
+    ids (of any stage) the identity rule changed. With ``repeat`` above 1 the questions
+    are asked that many times: the first answers and stages are kept, each question's
+    latency is the median of its asks."""
+    if repeat > 1:
+        tell = None if progress is None else SharedProgress(progress, repeat)
+        again = partial(
+            ask_stages,
+            retriever,
+            questions,
+            depth=depth,
+            overfetch=overfetch,
+            timeout=timeout,
+            secrets=secrets,
+            progress=tell,
+            concurrency=concurrency,
+        )
+        first, kept = again(notes=notes)
+        asks = [first.latency_ms, *(again()[0].latency_ms for _ in range(repeat - 1))]
+        return with_median_latency(first, asks), kept
     limit = depth * overfetch
     batched = callable(getattr(retriever, "retrieve_many_stages", None))
     order: list[str] | None = None

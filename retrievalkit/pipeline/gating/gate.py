@@ -26,13 +26,14 @@ import numpy.typing as npt
 from retrievalkit.errors import InputError
 from retrievalkit.model.comparisons import MetricDifference
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
+from retrievalkit.model.values import GoldenQuestion, Machine, QuestionOutcome
 from retrievalkit.pipeline.gating.differences import paired_fields
 from retrievalkit.pipeline.gating.latency import (
     LatencyCheck,
     answered_latencies,
     latency_changes,
     latency_checks,
+    machine_warning,
 )
 from retrievalkit.pipeline.gating.unjudged import judged_context
 
@@ -92,7 +93,10 @@ class Verdict:
     """Why nothing was compared, when there was no baseline."""
     warnings: tuple[str, ...] = ()
     """Thresholds below the smallest drop the set can detect at 80% power (see
-    `retrievalkit.stats.power`): a drop between the two passes or fails by chance."""
+    `retrievalkit.stats.power`): a drop between the two passes or fails by chance; and,
+    when a latency threshold is checked, runs timed on different machines or under
+    different load (`retrievalkit.pipeline.gating.latency.machine_warning`). Never a
+    failure."""
     sequential: SequentialResult | None = None
     """With ``eval --sequential``: the decision of the confidence sequences, which is the
     verdict (``undecided`` fails the gate)."""
@@ -167,6 +171,7 @@ def compare_runs(
     cluster_by: str | None = None,
     candidate_record: ResultRecord | None = None,
     latency_thresholds: Mapping[str, float] | None = None,
+    candidate_machine: Machine | None = None,
 ) -> Verdict:
     """The verdict of a candidate's outcomes against a stored baseline run.
 
@@ -264,6 +269,11 @@ def compare_runs(
             questions=len(pairing.question_ids),
         )
         unchecked.extend(not_timed)
+        if candidate_record is not None:
+            candidate_machine = candidate_record.manifest.machine
+        timed_apart = machine_warning(baseline.manifest.machine, candidate_machine)
+        if timed_apart is not None:
+            warnings.append(timed_apart)
     failures = tuple(item for item in checked if item.regressed)
     total = len(gates) + len(latency_thresholds or {})
     note = None

@@ -9,6 +9,10 @@ the change is the ratio candidate / baseline with a paired bootstrap interval
 A latency threshold is a relative increase: ``p95 = 0.2`` lets the candidate's p95 be
 at most 20 % above the baseline's. The check ``latency.p95`` fails when the observed
 ratio is above 1.2; with ``require_significant`` only when the whole interval is.
+
+Latency is the machine's as much as the retriever's: a gate that checks a latency
+threshold warns (`machine_warning`) when the two runs' manifests say they were timed on
+different machines or under clearly different load, or do not say.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from retrievalkit.stats.latency import QUANTILES, RATIO_METHOD, paired_ratios
 if TYPE_CHECKING:
     from retrievalkit.metrics.scoring import Pairing
     from retrievalkit.model.outcomes import Outcomes
+    from retrievalkit.model.values import Machine
 
 #: The statistics a latency threshold can name, in the order they are shown.
 LATENCY_STATISTICS: tuple[str, ...] = tuple(QUANTILES)
@@ -152,3 +157,51 @@ def latency_checks(
             )
         )
     return tuple(checks), tuple(unchecked)
+
+
+#: Start load averages per core further apart than this time the runs under clearly
+#: different load (0.5: half a core's worth of other work per core).
+LOAD_PER_CORE_DIFFERENCE = 0.5
+#: How a `machine_warning` begins, so that a verdict's text shows it with the latency.
+MACHINE_WARNING_PREFIX = "latency: "
+
+
+def machine_warning(baseline: Machine | None, candidate: Machine | None) -> str | None:
+    """Why two runs' latencies may not be comparable, for a gate that checks a latency
+    threshold: a run without a machine record, a different CPU model or core count, or
+    start load averages (1 minute, per core) more than `LOAD_PER_CORE_DIFFERENCE` apart.
+    None when their machine records agree."""
+    missing = [
+        name for name, machine in (("baseline", baseline), ("candidate", candidate)) if not machine
+    ]
+    if missing or baseline is None or candidate is None:
+        runs = " and the ".join(missing) + (" runs have" if len(missing) > 1 else " run has")
+        return (
+            f"latency: the {runs} no machine record, so whether both were timed on the same "
+            "machine under the same load is unknown (runs of this version record it)"
+        )
+    differences = []
+    if baseline.cpu != candidate.cpu:
+        differences.append(f"CPU {baseline.cpu or 'unknown'} -> {candidate.cpu or 'unknown'}")
+    if baseline.cores != candidate.cores:
+        differences.append(f"cores {baseline.cores} -> {candidate.cores}")
+    if differences:
+        return (
+            "latency: the runs were timed on different machines ("
+            + ", ".join(differences)
+            + "); a latency change may be the machine's"
+        )
+    before, after = _load_per_core(baseline), _load_per_core(candidate)
+    if before is not None and after is not None and abs(after - before) > LOAD_PER_CORE_DIFFERENCE:
+        return (
+            f"latency: the runs were timed under different load (load average per core at "
+            f"the start {before:.2f} -> {after:.2f}); a latency change may be the load's"
+        )
+    return None
+
+
+def _load_per_core(machine: Machine) -> float | None:
+    """The 1-minute load average at the run's start, per core; None when unknown."""
+    if not machine.load_at_start or not machine.cores:
+        return None
+    return machine.load_at_start[0] / machine.cores

@@ -47,20 +47,30 @@ def evaluate_sequentially(
     config: Any = None,
     metrics: Sequence[str] = (),
     cluster_by: str | None = None,
+    repeat: int = 1,
+    warmup: int = 0,
 ) -> tuple[Run, Verdict, SequentialResult]:
     """Ask ``golden``'s questions in a seeded random order until the gate is settled.
 
     The run holds the questions asked (its manifest says how many, under
     ``extra["sequential"]``); the verdict's ``regressed`` is the sequential decision
     (``undecided`` fails). The pipeline's retrieval, scoring and record steps are those
-    of `retrievalkit.api.evaluate`. With ``cluster_by`` whole clusters of related
-    questions are asked and weighed as one draw, and the run's intervals and the
+    of `retrievalkit.api.evaluate` (``warmup`` questions asked first and discarded, each
+    question asked ``repeat`` times, its latency the median). With ``cluster_by`` whole
+    clusters of related questions are asked and weighed as one draw, and the run's intervals and the
     verdict's paired tests treat them as the unit.
     """
     from retrievalkit.formats.ids import ReturnedIds
     from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
     from retrievalkit.metrics.scoring import ScoringOptions, score_run, slice_label
-    from retrievalkit.pipeline.engine.evaluator import Retrieval, Retrievals, evaluate_questions
+    from retrievalkit.pipeline.engine.evaluator import (
+        Retrieval,
+        Retrievals,
+        evaluate_questions,
+        warm_up,
+        warmup_questions,
+    )
+    from retrievalkit.pipeline.engine.machine import machine_at_start
     from retrievalkit.pipeline.engine.run import (
         as_config,
         checked_clusters,
@@ -128,6 +138,7 @@ def evaluate_sequentially(
                 secrets=resolved.secrets,
                 concurrency=concurrency,
                 notes=notes,
+                repeat=repeat,
             )
             stages_of.update(zip(indices, stages, strict=True))
         else:
@@ -140,6 +151,7 @@ def evaluate_sequentially(
                 timeout=timeout,
                 secrets=resolved.secrets,
                 notes=notes,
+                repeat=repeat,
             )
         answered.update(zip(indices, answers, strict=True))
         scores = [dict(outcome.scores) for outcome in score_run(chosen, answers, quick).outcomes]
@@ -152,6 +164,26 @@ def evaluate_sequentially(
                     values[name] = None if value != value else value  # NaN: undefined
         return scores
 
+    machine = machine_at_start(concurrency=concurrency, repeat=repeat, warmup=warmup)
+    if warmup and staged:
+        ask_stages(
+            resolved.retriever,
+            warmup_questions(questions, warmup),
+            depth=max(scoring.ks),
+            overfetch=overfetch,
+            timeout=timeout,
+            concurrency=concurrency,
+        )
+    elif warmup:
+        warm_up(
+            resolved.retriever,
+            questions,
+            warmup,
+            depth=max(scoring.ks),
+            overfetch=overfetch,
+            concurrency=concurrency,
+            timeout=timeout,
+        )
     asked, result = run_sequentially(
         [question.id for question in questions],
         ask,
@@ -176,6 +208,7 @@ def evaluate_sequentially(
         extra={"sequential": f"{result.decision} after {result.asked} of {result.total} questions"},
         stages=[stages_of[index] for index in kept] if staged else None,
         notes=notes,
+        machine=machine,
     )
     verdict = compare_runs(
         run.record.outcomes,
@@ -191,5 +224,6 @@ def evaluate_sequentially(
         baseline_kind=choice.kind,
         cluster_by=cluster_by,
         latency_thresholds=thresholds.latency,
+        candidate_machine=run.record.manifest.machine,
     )
     return run, settle_sequentially(verdict, result), result

@@ -164,6 +164,10 @@ class Settings:
     concurrency: int = 1
     timeout: float | None = None
     max_error_rate: float | None = 0.0
+    repeat: int = 1
+    """Times each question is asked (its latency the median, its ranking the first)."""
+    warmup: int = 0
+    """Questions asked and discarded before each configuration's."""
 
 
 #: What asks questions: (resolved retriever, questions, settings) -> one Retrieval each.
@@ -200,6 +204,8 @@ def ask_locally(
         concurrency=settings.concurrency,
         timeout=settings.timeout,
         secrets=resolved.secrets,
+        repeat=settings.repeat,
+        warmup=settings.warmup,
     )
 
 
