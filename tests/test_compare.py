@@ -358,7 +358,7 @@ def test_win_tie_loss_and_changes_follow_the_rankings() -> None:
     assert [change.question_id for change in pair.changed] == ["a", "b"]
     first = pair.changed[0]
     assert (first.baseline_rank, first.candidate_rank, first.question) == (1, 2, "alpha")
-    assert pair.changed[1].question is None
+    assert pair.changed[1].question == "beta"  # not given: the text the run stored
     assert [name for name in comparison.systems[0].judged] == ["judged@1", "judged@3"]
 
 

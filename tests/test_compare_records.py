@@ -173,7 +173,9 @@ def test_the_systems_and_the_changed_questions() -> None:
     assert (first.baseline, first.candidate, first.difference) == (1.0, 0.0, -1.0)
     assert (first.baseline_rank, first.candidate_rank) == (1, None)
     assert (first.baseline_error, first.candidate_error) == (None, "boom")
-    assert (first.question, third.question) == ("question five", None)
+    # A given text over the stored one (q05); the stored one where none is given (q00).
+    assert (first.question, third.question) == ("question five", "question 0")
+    assert BASE.outcomes.known_texts()["q05"] != "question five"
     assert (third.baseline_rank, third.candidate_rank, third.difference) == (1, 2, -0.5)
     backwards = compare_records([Side("failing", failing), Side("base", BASE)], **STATS)
     change = backwards.pairs[0].changed[0]
