@@ -127,6 +127,9 @@ def tests(session: nox.Session) -> None:
         plugins = sorted(str(path) for path in (ROOT / "plugins").iterdir() if path.is_dir())
         editable = [arg for path in plugins for arg in ("-e", path)]
         session.install("-e", ".[test,dense]", *editable)
+        # PyPI's rbo, the peer of tests/test_rank_similarity.py: pure Python, but it declares
+        # numpy<2 (it runs on numpy 2), so it comes without its declared dependencies.
+        session.install("--no-deps", "rbo==0.1.3")
         # tests/models needs torch and a model wheel: `nox -s models` runs it; tests/ray
         # needs Ray: `nox -s ray`.
         if session.posargs:
