@@ -272,13 +272,11 @@ def paired_difference(
     base, cand, base_rows, cand_rows, n = _paired_resamples(
         baseline_ms, candidate_ms, statistic, resamples, seed
     )
-    differences = cand_rows - base_rows
-    tail = (1.0 - level) / 2.0
     return {
         "baseline": base,
         "candidate": cand,
         "difference": cand - base,
-        "ci": [float(np.quantile(differences, tail)), float(np.quantile(differences, 1.0 - tail))],
+        "ci": _percentile_interval(cand_rows - base_rows, level),
         "method": RATIO_METHOD,
         "questions": n,
     }
