@@ -358,7 +358,8 @@ def warm_up(
     timeout: float | None = None,
 ) -> None:
     """Ask `warmup_questions` as a run would ask them, and discard every answer, latency
-    and error: caches, connections and lazily loaded models are warm before timing."""
+    and error: caches, connections and lazily loaded models are warm before timing. (A
+    staged retriever is warmed stage by stage: `retrievalkit.pipeline.engine.warmup`.)"""
     for _ in ask_in_batches(
         retriever,
         warmup_questions(questions, count),

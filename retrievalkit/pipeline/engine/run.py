@@ -351,16 +351,18 @@ def staged_run(
     questions (or groups of them) are asked at once, after ``warmup`` questions asked
     and discarded, each ``repeat`` times (its latency the median)."""
     from retrievalkit.formats.ids import ReturnedIds
-    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, warmup_questions
+    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH
     from retrievalkit.pipeline.engine.stages import StageScorer, ask_stages
+    from retrievalkit.pipeline.engine.warmup import warm_up_retriever
 
     questions = scorer.questions
     staged = StageScorer(questions, scorer.options)
     notes = ReturnedIds()
     if warmup:
-        ask_stages(
+        warm_up_retriever(
             resolved.retriever,
-            warmup_questions(questions, warmup),
+            questions,
+            warmup,
             depth=max(scorer.options.ks),
             overfetch=overfetch,
             timeout=timeout,

@@ -67,8 +67,6 @@ def evaluate_sequentially(
         Retrieval,
         Retrievals,
         evaluate_questions,
-        warm_up,
-        warmup_questions,
     )
     from retrievalkit.pipeline.engine.machine import machine_at_start
     from retrievalkit.pipeline.engine.run import (
@@ -78,6 +76,7 @@ def evaluate_sequentially(
         scored_run,
     )
     from retrievalkit.pipeline.engine.stages import StageScorer, ask_stages, has_stages
+    from retrievalkit.pipeline.engine.warmup import warm_up_retriever
     from retrievalkit.pipeline.gating.baselines import choose_baseline
     from retrievalkit.pipeline.gating.gate import compare_runs, settle_sequentially, split_slice
     from retrievalkit.stats.clusters import questions_clusters
@@ -165,17 +164,8 @@ def evaluate_sequentially(
         return scores
 
     machine = machine_at_start(concurrency=concurrency, repeat=repeat, warmup=warmup)
-    if warmup and staged:
-        ask_stages(
-            resolved.retriever,
-            warmup_questions(questions, warmup),
-            depth=max(scoring.ks),
-            overfetch=overfetch,
-            timeout=timeout,
-            concurrency=concurrency,
-        )
-    elif warmup:
-        warm_up(
+    if warmup:
+        warm_up_retriever(
             resolved.retriever,
             questions,
             warmup,
