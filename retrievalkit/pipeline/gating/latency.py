@@ -178,7 +178,8 @@ def machine_warning(baseline: Machine | None, candidate: Machine | None) -> str 
         runs = " and the ".join(missing) + (" runs have" if len(missing) > 1 else " run has")
         return (
             f"latency: the {runs} no machine record, so whether both were timed on the same "
-            "machine under the same load is unknown (runs of this version record it)"
+            "machine under the same load is unknown (a run asked by Ray workers, or stored "
+            "before runs recorded one, has none)"
         )
     differences = []
     if baseline.cpu != candidate.cpu:
