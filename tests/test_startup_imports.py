@@ -301,6 +301,27 @@ def test_eval_and_its_regression_gate_never_import_scipy_stats(tmp_path: Path) -
     assert commands_imported(modules) == ["evaluate"]
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("eval", "--set", "missing.jsonl", "--retriever", "bm25-demo", "--store", "memory:"),
+        ("compare", "--set", "demo", "--retriever", "no-such-retriever", "--store", "memory:"),
+        ("drift", "--log", "missing.log", "--retriever", "bm25-demo", "--against", "bm25-demo"),
+    ],
+    ids=["eval", "compare", "drift"],
+)
+def test_a_command_refusing_its_input_imports_no_scipy(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """scipy (scipy.special alone: most of a second) is imported where a number needs
+    it, never at import time: a command whose input is refused before anything is
+    scored answers in the time Python and numpy take to start."""
+    completed, modules = run(tmp_path, [], *args)
+    assert completed.returncode == 2, completed.stderr
+    assert "retrievalkit.api" in modules, "the probe saw the command reach the API"
+    assert not [module for module in modules if module.split(".")[0] == "scipy"]
+
+
 def test_no_statistic_imports_scipy_stats_where_scipy_special_has_the_function() -> None:
     """Every path of an eval (small slices, clusters, paired tests, judge correction)
     takes its t and binomial quantiles from scipy.special; only power's fallback, for a

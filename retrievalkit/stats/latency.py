@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 QUANTILES = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 QUANTILE_METHOD = "order-statistic (binomial)"
@@ -29,6 +28,10 @@ def binomial_cdf(k: int, n: int, p: float) -> float:
         return 0.0
     if k >= n:
         return 1.0
+    # Here, not at the top: scipy takes most of a second to import, and every command
+    # that imports the gate (eval among them) would pay it before its first line.
+    from scipy import special
+
     return float(special.bdtr(k, n, p))
 
 
