@@ -12,6 +12,7 @@ from conftest import RunCli
 
 from retrievalkit.demo import DEMO_SET
 from retrievalkit.errors import InputError
+from retrievalkit.formats.golden_sets import load_beir
 from retrievalkit.formats.trec import (
     format_qrels,
     format_run,
@@ -121,6 +122,38 @@ def test_queries_come_from_tsv_beir_or_a_golden_set(tmp_path: Path, kind: str) -
         ),
     }[kind]()
     assert create_run(str(run), queries=str(queries)).retrieve(text, 5) == ["doc-x"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "line", "field", "message"),
+    [
+        ([{"_id": "7", "text": "a?"}, {"_id": "7", "text": "b?"}], 2, "_id", "appears again"),
+        ([{"_id": "7 8", "text": "a?"}], 1, "_id", "without spaces"),
+        ([{"_id": "7", "text": " "}], 1, "text", "non-empty string"),
+        ([{"_id": "7", "text": "a?"}, {"_id": None, "text": "b?"}], 2, "_id", "got None"),
+        ([{"_id": 7.5, "text": "a?"}], 1, "_id", "got 7.5"),
+    ],
+    ids=["twice", "spaces", "blank-text", "null-id", "fraction-id"],
+)
+def test_beir_queries_of_a_run_are_checked_as_a_beir_set_checks_them(
+    tmp_path: Path, lines: list[dict[str, object]], line: int, field: str, message: str
+) -> None:
+    """The run retriever reads BEIR queries with the BEIR set's reader: what one refuses,
+    the other refuses with the same line and key (a whole-number id is a TREC query id)."""
+    run = write(tmp_path / "run", "7 Q0 doc-x 1 1 sys\n")
+    queries = write(tmp_path / "queries.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(InputError, match=message) as caught:
+        create_run(str(run), queries=str(queries))
+    assert (caught.value.source, caught.value.line, caught.value.field) == (
+        str(queries),
+        line,
+        field,
+    )
+    (tmp_path / "qrels").mkdir()
+    write(tmp_path / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\n7\tdoc-x\t1\n")
+    with pytest.raises(InputError, match=message) as from_set:
+        load_beir(tmp_path)
+    assert (from_set.value.line, from_set.value.field) == (line, field)
 
 
 def test_several_runs_in_one_file_need_a_tag(tmp_path: Path) -> None:

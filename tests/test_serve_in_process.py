@@ -334,10 +334,27 @@ def named(client: TestClient, run_id: str, grader: str = "carol") -> str:
 def snapshot(world: World, labels: Path) -> dict[str, bytes]:
     """Every file of the store folder and the labels file: what a refused request must
     leave as it was."""
-    store = (world.folder / "store").rglob("*")
-    files = {str(path): path.read_bytes() for path in store if path.is_file()}
+    files: dict[str, bytes] = {}
+    for path in sorted((world.folder / "store").rglob("*")):
+        if not path.is_file() or path.name.endswith(("-wal", "-shm", "-journal")):
+            # SQLite's write-ahead log comes and goes as connections close (a checkpoint
+            # moves its pages into the database): the database's content is compared.
+            continue
+        files[str(path)] = _database_dump(path) if path.suffix == ".sqlite3" else path.read_bytes()
     files["labels"] = labels.read_bytes() if labels.exists() else b""
     return files
+
+
+def _database_dump(path: Path) -> bytes:
+    """A SQLite database's content as SQL (its write-ahead log included), read through a
+    read-only connection that changes nothing on disk."""
+    import sqlite3
+
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return "\n".join(connection.iterdump()).encode("utf-8")
+    finally:
+        connection.close()
 
 
 # ---------------------------------------------------------------- the routes

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -487,58 +487,10 @@ def _metric_name(name: str, key: str, fail: Any, *, seen: Mapping[str, float]) -
 def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
     values: dict[str, Any] = {}
     for key, value in section.items():
-        if key == "k":
-            if not isinstance(value, list) or not value:
-                raise fail("eval.k", "must be a list of positive integers, e.g. [1, 3, 5, 10]")
-            values["k"] = tuple(_positive(item, "eval.k", fail, MAX_K) for item in value)
-        elif key == "warmup":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise fail("eval.warmup", f"must be a whole number >= 0, got {value!r}")
-            if value > MAX_WARMUP:
-                raise fail("eval.warmup", f"must be at most {MAX_WARMUP}, got {value!r}")
-            values[key] = value
-        elif key in _EVAL_LIMITS:
+        if key in _EVAL_LIMITS:
             values[key] = _positive(value, f"eval.{key}", fail, _EVAL_LIMITS[key])
-        elif key == "confidence":
-            confidence = _fraction(value, "eval.confidence", fail)
-            if not 0 < confidence < 1:
-                raise fail("eval.confidence", "must be between 0 and 1, e.g. 0.95")
-            values[key] = confidence
-        elif key == "timeout":
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (0 < value <= MAX_TIMEOUT)
-            ):
-                raise fail(
-                    "eval.timeout",
-                    f"must be a number of seconds > 0 and at most {MAX_TIMEOUT:g} (a week), "
-                    f"got {value!r}",
-                )
-            values[key] = float(value)
-        elif key == "slices":
-            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-                raise fail("eval.slices", "must be a list of field names")
-            values[key] = tuple(value)
-        elif key == "chunk_separator":
-            if not isinstance(value, str) or not value or value.isspace():
-                raise fail("eval.chunk_separator", 'must be a non-empty string, e.g. "#"')
-            values[key] = value
-        elif key == "cluster_by":
-            from retrievalkit.stats.clusters import check_cluster_by
-
-            if not isinstance(value, str):
-                raise fail("eval.cluster_by", 'must be a field name, e.g. "expected"')
-            try:
-                values[key] = check_cluster_by(value)
-            except ValueError as error:
-                raise fail("eval.cluster_by", str(error)) from None
-        elif key == "metrics":
-            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-                raise fail("eval.metrics", 'must be a list of metric names, e.g. ["ndcg_exp@10"]')
-            values[key] = tuple(
-                _metric_name(item, f"eval.metrics.{item}", fail, seen={}) for item in value
-            )
+        elif key in _EVAL_READERS:
+            values[key] = _EVAL_READERS[key](value, fail)
         else:
             raise fail(
                 f"eval.{key}",
@@ -547,6 +499,82 @@ def _parse_eval(section: Mapping[str, Any], fail: Any) -> EvalConfig:
                 "slices, timeout, chunk_separator, cluster_by, metrics",
             )
     return EvalConfig(**values)
+
+
+def _eval_k(value: Any, fail: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value:
+        raise fail("eval.k", "must be a list of positive integers, e.g. [1, 3, 5, 10]")
+    return tuple(_positive(item, "eval.k", fail, MAX_K) for item in value)
+
+
+def _eval_warmup(value: Any, fail: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise fail("eval.warmup", f"must be a whole number >= 0, got {value!r}")
+    if value > MAX_WARMUP:
+        raise fail("eval.warmup", f"must be at most {MAX_WARMUP}, got {value!r}")
+    return value
+
+
+def _eval_confidence(value: Any, fail: Any) -> float:
+    confidence = _fraction(value, "eval.confidence", fail)
+    if not 0 < confidence < 1:
+        raise fail("eval.confidence", "must be between 0 and 1, e.g. 0.95")
+    return confidence
+
+
+def _eval_timeout(value: Any, fail: Any) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (0 < value <= MAX_TIMEOUT)
+    ):
+        raise fail(
+            "eval.timeout",
+            f"must be a number of seconds > 0 and at most {MAX_TIMEOUT:g} (a week), got {value!r}",
+        )
+    return float(value)
+
+
+def _eval_slices(value: Any, fail: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise fail("eval.slices", "must be a list of field names")
+    return tuple(value)
+
+
+def _eval_chunk_separator(value: Any, fail: Any) -> str:
+    if not isinstance(value, str) or not value or value.isspace():
+        raise fail("eval.chunk_separator", 'must be a non-empty string, e.g. "#"')
+    return value
+
+
+def _eval_cluster_by(value: Any, fail: Any) -> str:
+    from retrievalkit.stats.clusters import check_cluster_by
+
+    if not isinstance(value, str):
+        raise fail("eval.cluster_by", 'must be a field name, e.g. "expected"')
+    try:
+        return check_cluster_by(value)
+    except ValueError as error:
+        raise fail("eval.cluster_by", str(error)) from None
+
+
+def _eval_metrics(value: Any, fail: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise fail("eval.metrics", 'must be a list of metric names, e.g. ["ndcg_exp@10"]')
+    return tuple(_metric_name(item, f"eval.metrics.{item}", fail, seen={}) for item in value)
+
+
+#: The reader of each ``[eval]`` key but the positive whole numbers of `_EVAL_LIMITS`.
+_EVAL_READERS: dict[str, Callable[[Any, Any], Any]] = {
+    "k": _eval_k,
+    "warmup": _eval_warmup,
+    "confidence": _eval_confidence,
+    "timeout": _eval_timeout,
+    "slices": _eval_slices,
+    "chunk_separator": _eval_chunk_separator,
+    "cluster_by": _eval_cluster_by,
+    "metrics": _eval_metrics,
+}
 
 
 _EVAL_LIMITS = {

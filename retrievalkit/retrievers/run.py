@@ -154,18 +154,10 @@ def _is_beir_queries(path: Path) -> bool:
 
 
 def _beir_pairs(path: Path) -> list[tuple[str, str]]:
-    pairs = []
-    for number, line in enumerate(text_lines(path, "the queries"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            pairs.append((str(record["_id"]), str(record["text"])))
-        except (json.JSONDecodeError, RecursionError, KeyError, TypeError):
-            raise InputError(
-                "expected a JSON object with _id and text", source=str(path), line=number
-            ) from None
-    return pairs
+    # The reader of a BEIR directory's queries, so both refuse the same lines alike.
+    from retrievalkit.formats.golden_sets.beir import read_beir_queries
+
+    return list(read_beir_queries(path, whole_number_ids=True).texts.items())
 
 
 def _tsv_pairs(path: Path) -> list[tuple[str, str]]:

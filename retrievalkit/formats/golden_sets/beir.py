@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from retrievalkit.errors import InputError
 from retrievalkit.formats.golden_sets.questions import is_clean_id, parse_cluster
 from retrievalkit.formats.golden_sets.strict_json import DuplicateKey, parse_json
@@ -35,26 +37,55 @@ def load_beir(
                 source=str(required),
                 hint="a BEIR directory has corpus.jsonl, queries.jsonl and qrels/test.tsv",
             )
-    judgments: dict[str, dict[str, int]] = {}
-    first_lines: dict[str, int] = {}
-    for number, query_id, doc_id, grade in qrels_rows(qrels):
-        for column, value in (("query-id", query_id), ("corpus-id", doc_id)):
-            if not is_clean_id(value):
-                raise InputError(
-                    f"id {value!r} is empty or has spaces or control characters",
-                    source=str(qrels),
-                    line=number,
-                    field=column,
-                )
-        first_lines.setdefault(query_id, number)
-        if grade > MAX_GRADE:
-            raise InputError(
-                f"score {grade} is above the largest grade, {MAX_GRADE}",
-                source=str(qrels),
-                line=number,
-                field="score",
+    judgments, first_lines = _judgments(qrels)
+    queries = read_beir_queries(queries_file)
+    texts, clusters = queries.texts, queries.clusters
+    missing = [query_id for query_id in judgments if query_id not in texts]
+    if missing:
+        raise InputError(
+            f"query id '{missing[0]}' is judged but not in {queries_file.name}",
+            source=str(qrels),
+            line=first_lines[missing[0]],
+        )
+    if not judgments:
+        raise InputError(
+            "no judged queries: the qrels file holds no rows",
+            source=str(qrels),
+            hint="one row per judgment: query-id, corpus-id, score",
+        )
+    questions = []
+    for query_id in sorted(judgments, key=_natural_key):
+        labels = judgments[query_id]
+        questions.append(
+            GoldenQuestion(
+                id=query_id,
+                question=texts[query_id],
+                expected=[doc for doc, grade in labels.items() if grade >= 1],
+                grades={doc: grade for doc, grade in labels.items() if grade != 1},
+                cluster=clusters.get(query_id),
             )
-        judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
+        )
+    split = qrels.stem
+    set_name = name or (directory.name if split == "test" else f"{directory.name}-{split}")
+    return GoldenQuestionSet(name=set_name, questions=questions, source=str(qrels))
+
+
+@attrs.frozen
+class BeirQueries:
+    """A BEIR ``queries.jsonl``: each query's text, cluster (where given) and line."""
+
+    texts: dict[str, str]
+    clusters: dict[str, str]
+    lines: dict[str, int]
+
+
+def read_beir_queries(queries_file: Path, *, whole_number_ids: bool = False) -> BeirQueries:
+    """Read a BEIR ``queries.jsonl``, every line checked: an ``_id`` that is a clean,
+    unique string, a ``text`` that is a non-empty question without unsafe characters, an
+    optional ``cluster`` (or ``metadata.cluster``); each error names the line and key.
+
+    ``whole_number_ids`` reads an ``_id`` given as a JSON whole number (``7``) as its
+    decimal string, as a TREC run names that query; a golden set's ids are strings."""
     texts: dict[str, str] = {}
     clusters: dict[str, str] = {}
     query_lines: dict[str, int] = {}
@@ -67,6 +98,8 @@ def load_beir(
             record = parse_json(line)
             query_text = record["text"]
             query_id = record["_id"]
+            if whole_number_ids and type(query_id) is int:
+                query_id = str(query_id)
         except DuplicateKey as error:
             raise InputError(
                 "the key appears twice in one object",
@@ -123,34 +156,32 @@ def load_beir(
             raise InputError(
                 f"holds a {problem}", source=str(queries_file), line=number, field="text"
             )
-    missing = [query_id for query_id in judgments if query_id not in texts]
-    if missing:
-        raise InputError(
-            f"query id '{missing[0]}' is judged but not in {queries_file.name}",
-            source=str(qrels),
-            line=first_lines[missing[0]],
-        )
-    if not judgments:
-        raise InputError(
-            "no judged queries: the qrels file holds no rows",
-            source=str(qrels),
-            hint="one row per judgment: query-id, corpus-id, score",
-        )
-    questions = []
-    for query_id in sorted(judgments, key=_natural_key):
-        labels = judgments[query_id]
-        questions.append(
-            GoldenQuestion(
-                id=query_id,
-                question=texts[query_id],
-                expected=[doc for doc, grade in labels.items() if grade >= 1],
-                grades={doc: grade for doc, grade in labels.items() if grade != 1},
-                cluster=clusters.get(query_id),
+    return BeirQueries(texts, clusters, query_lines)
+
+
+def _judgments(qrels: Path) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Each query's grades (a negative score read as 0), and the line that first judges it."""
+    judgments: dict[str, dict[str, int]] = {}
+    first_lines: dict[str, int] = {}
+    for number, query_id, doc_id, grade in qrels_rows(qrels):
+        for column, value in (("query-id", query_id), ("corpus-id", doc_id)):
+            if not is_clean_id(value):
+                raise InputError(
+                    f"id {value!r} is empty or has spaces or control characters",
+                    source=str(qrels),
+                    line=number,
+                    field=column,
+                )
+        first_lines.setdefault(query_id, number)
+        if grade > MAX_GRADE:
+            raise InputError(
+                f"score {grade} is above the largest grade, {MAX_GRADE}",
+                source=str(qrels),
+                line=number,
+                field="score",
             )
-        )
-    split = qrels.stem
-    set_name = name or (directory.name if split == "test" else f"{directory.name}-{split}")
-    return GoldenQuestionSet(name=set_name, questions=questions, source=str(qrels))
+        judgments.setdefault(query_id, {})[doc_id] = max(grade, 0)
+    return judgments, first_lines
 
 
 def _beir_cluster(record: Mapping[str, Any], source: str, line: int) -> str | None:

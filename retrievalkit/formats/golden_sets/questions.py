@@ -55,23 +55,7 @@ def parse_question(
     def fail(message: str, field: str | None = None, hint: str | None = None) -> InputError:
         return InputError(message, source=source, line=line, field=field, hint=hint)
 
-    if not isinstance(data, Mapping):
-        raise fail(f"expected a JSON object, found {type(data).__name__}")
-    clean = not may_hold_surrogates or _all_unicode(data)
-    for key, value in () if clean else data.items():
-        if not _is_unicode(key) or not _is_unicode(value):
-            raise fail(
-                "holds a lone surrogate escape (such as \\ud800), which is not valid Unicode",
-                field=str(key) if _is_unicode(key) else None,
-                hint="fix the \\u escapes, or save the text as UTF-8 without escapes",
-            )
-    unknown = [] if KNOWN_SET.issuperset(data) else [k for k in data if k not in KNOWN_FIELDS]
-    if unknown:
-        raise fail(
-            f"unknown field '{unknown[0]}'",
-            field=str(unknown[0]),
-            hint="known fields: " + ", ".join(KNOWN_FIELDS),
-        )
+    _check_fields(data, fail, may_hold_surrogates)
     question_id = data.get("id")
     if question_id is None:
         raise fail("missing field", field="id", hint="every question needs a unique string id")
@@ -99,32 +83,9 @@ def parse_question(
             field="expected",
             hint="list every document id that answers it, or [] when none does",
         )
-    expected = data["expected"]
-    if not isinstance(expected, list) or not _all_strings(expected):
-        raise fail("must be a list of document id strings", field="expected")
-    if not _all_clean_ids(expected):
-        for item in expected:
-            if not is_clean_id(item):
-                raise fail(
-                    f"document id {item!r} is empty or has spaces or control characters",
-                    field="expected",
-                )
-    duplicates = (
-        sorted({item for item in expected if expected.count(item) > 1})
-        if len(set(expected)) != len(expected)
-        else []
-    )
-    if duplicates:
-        raise fail(f"document id '{duplicates[0]}' is listed twice", field="expected")
+    expected = _parse_expected(data["expected"], fail)
     grades = _parse_grades(data.get("grades"), expected, fail)
-    hard_class = data.get("hard_class")
-    if hard_class is not None and (not isinstance(hard_class, str) or not hard_class.strip()):
-        raise fail("must be a non-empty string such as 'near-duplicate'", field="hard_class")
-    if hard_class is not None:
-        check_text(hard_class, "hard_class", fail)
-        # A set has a handful of classes: one string each instead of one a question.
-        if len(HARD_CLASSES) < HARD_CLASSES_KEPT:
-            hard_class = HARD_CLASSES.setdefault(hard_class, hard_class)
+    hard_class = _parse_hard_class(data.get("hard_class"), fail)
     gist = data.get("gist")
     if gist is not None and not isinstance(gist, str):
         raise fail("must be a string", field="gist")
@@ -139,18 +100,7 @@ def parse_question(
     for key, value in meta.items():
         check_text(key, "meta", fail)
         check_text(value, f"meta.{key}", fail)
-    chunks = data.get("expected_chunks", [])
-    if not isinstance(chunks, list) or not _all_strings(chunks):
-        raise fail("must be a list of chunk id strings", field="expected_chunks")
-    for item in chunks:
-        if not is_clean_id(item):
-            raise fail(
-                f"chunk id {item!r} is empty or has spaces or control characters",
-                field="expected_chunks",
-            )
-    if len(set(chunks)) != len(chunks):
-        twice = sorted({item for item in chunks if chunks.count(item) > 1})[0]
-        raise fail(f"chunk id '{twice}' is listed twice", field="expected_chunks")
+    chunks = _parse_chunks(data.get("expected_chunks", []), fail)
     return GoldenQuestion(
         id=question_id,
         question=text,
@@ -178,6 +128,73 @@ def parse_cluster(cluster: Any, fail: Any) -> str | None:
         )
     check_text(cluster, "cluster", fail)
     return cluster
+
+
+def _check_fields(data: Any, fail: Any, may_hold_surrogates: bool) -> None:
+    """A question is an object of known fields whose keys and values are valid Unicode."""
+    if not isinstance(data, Mapping):
+        raise fail(f"expected a JSON object, found {type(data).__name__}")
+    clean = not may_hold_surrogates or _all_unicode(data)
+    for key, value in () if clean else data.items():
+        if not _is_unicode(key) or not _is_unicode(value):
+            raise fail(
+                "holds a lone surrogate escape (such as \\ud800), which is not valid Unicode",
+                field=str(key) if _is_unicode(key) else None,
+                hint="fix the \\u escapes, or save the text as UTF-8 without escapes",
+            )
+    unknown = [] if KNOWN_SET.issuperset(data) else [k for k in data if k not in KNOWN_FIELDS]
+    if unknown:
+        raise fail(
+            f"unknown field '{unknown[0]}'",
+            field=str(unknown[0]),
+            hint="known fields: " + ", ".join(KNOWN_FIELDS),
+        )
+
+
+def _parse_expected(expected: Any, fail: Any) -> list[str]:
+    """``expected``: a list of distinct, clean document ids (empty: nothing answers)."""
+    if not isinstance(expected, list) or not _all_strings(expected):
+        raise fail("must be a list of document id strings", field="expected")
+    if not _all_clean_ids(expected):
+        for item in expected:
+            if not is_clean_id(item):
+                raise fail(
+                    f"document id {item!r} is empty or has spaces or control characters",
+                    field="expected",
+                )
+    if len(set(expected)) != len(expected):
+        twice = sorted({item for item in expected if expected.count(item) > 1})[0]
+        raise fail(f"document id '{twice}' is listed twice", field="expected")
+    return expected
+
+
+def _parse_hard_class(hard_class: Any, fail: Any) -> str | None:
+    """``hard_class``: a non-empty string, one shared copy per class of the set."""
+    if hard_class is None:
+        return None
+    if not isinstance(hard_class, str) or not hard_class.strip():
+        raise fail("must be a non-empty string such as 'near-duplicate'", field="hard_class")
+    check_text(hard_class, "hard_class", fail)
+    # A set has a handful of classes: one string each instead of one a question.
+    if len(HARD_CLASSES) < HARD_CLASSES_KEPT:
+        hard_class = HARD_CLASSES.setdefault(hard_class, hard_class)
+    return hard_class
+
+
+def _parse_chunks(chunks: Any, fail: Any) -> list[str]:
+    """``expected_chunks``: a list of distinct, clean chunk ids."""
+    if not isinstance(chunks, list) or not _all_strings(chunks):
+        raise fail("must be a list of chunk id strings", field="expected_chunks")
+    for item in chunks:
+        if not is_clean_id(item):
+            raise fail(
+                f"chunk id {item!r} is empty or has spaces or control characters",
+                field="expected_chunks",
+            )
+    if len(set(chunks)) != len(chunks):
+        twice = sorted({item for item in chunks if chunks.count(item) > 1})[0]
+        raise fail(f"chunk id '{twice}' is listed twice", field="expected_chunks")
+    return chunks
 
 
 KNOWN_SET = frozenset(KNOWN_FIELDS)
