@@ -230,6 +230,35 @@ TARGETS: dict[str, Target] = {
         ),
         ("tests/test_serve_in_process.py", "tests/test_serve_origin.py", "tests/test_serve.py"),
     ),
+    # --- latency, interleaving, drift, incomplete judgments ----------------------------
+    # Percentiles of a run's latencies, their intervals and the paired difference.
+    "latency-stats": Target(
+        ("retrievalkit/stats/latency.py",),
+        ("tests/test_latency_stats.py", "tests/test_gate_latency.py"),
+    ),
+    # The latency thresholds of the gate, and its warning for runs timed apart.
+    "latency-gate": Target(
+        ("retrievalkit/pipeline/gating/latency.py",),
+        ("tests/test_gate_latency.py", "tests/test_timing.py"),
+    ),
+    # Team-draft interleaving: the merged ranking, the credit of each click, the verdict.
+    "interleaving": Target(
+        ("retrievalkit/model/interleaving.py", "retrievalkit/pipeline/gating/interleaving.py"),
+        ("tests/test_interleaving.py",),
+    ),
+    "drift": Target(("retrievalkit/pipeline/drift/engine.py",), ("tests/test_drift.py",)),
+    # The unjudged-aware verdict, and the two metrics for incomplete judgments.
+    "unjudged": Target(
+        ("retrievalkit/pipeline/gating/unjudged.py", "retrievalkit/metrics/definitions.py"),
+        ("tests/test_unjudged_verdict.py", "tests/test_incomplete_judgments.py"),
+        functions=(
+            "retrievalkit.pipeline.gating.unjudged.*",
+            "retrievalkit.metrics.definitions.x__bpref__mutmut_*",
+            "retrievalkit.metrics.definitions.x__infap__mutmut_*",
+        ),
+    ),
+    # The machine record beside a run's latencies.
+    "machine": Target(("retrievalkit/pipeline/engine/machine.py",), ("tests/test_timing.py",)),
 }
 
 #: A pytest plugin for the scratch copy: tests that run the command line in a child
