@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 
 from retrievalkit.formats.convert import unstructure
@@ -146,3 +147,76 @@ def test_condensed_values_come_from_stored_rankings_when_the_run_has_none() -> N
     hit = by_metric(comparison.pairs[0])["hit@1"]
     assert hit.judged.candidate == 0.6 and hit.judged.condensed_metric == "hit@1:condensed"
     assert hit.judged.condensed_difference == 0.0 and hit.judged.disagree
+
+
+# --- the parts, one at a time --------------------------------------------------------------
+
+
+def test_the_judged_share_beside_each_metric() -> None:
+    """judged@k at the metric's own cut-off when the run has it; the deepest judged@k for a
+    metric without a cut-off; none for judged@k itself, a condensed metric, a chunk metric
+    or a stage's metric, nor when the run has no judged@k to stand beside it."""
+    from retrievalkit.pipeline.gating.unjudged import judged_measure
+
+    available = {"judged@1", "judged@3", "judged@10"}
+    assert judged_measure("hit@3", available) == "judged@3"
+    assert judged_measure("ndcg@10", available) == "judged@10"
+    assert judged_measure("ndcg@5", available) is None  # no judged@5 in the run
+    assert judged_measure("rr", available) == "judged@10"  # the deepest, not the last named
+    assert judged_measure("bpref", {"judged@10", "judged@3"}) == "judged@10"
+    assert judged_measure("rr", set()) is None
+    for none in ("judged@3", "hit@3:condensed", "chunk_hit@3", "stage.rerank:hit@3"):
+        assert judged_measure(none, available) is None, none
+
+
+def test_when_a_condensed_result_disagrees() -> None:
+    """It disagrees when it points the other way (beyond a tie of 1e-12 either side) or
+    only one of the two is significant; it cannot disagree when either is undefined."""
+    from retrievalkit.pipeline.gating.unjudged import _disagree
+
+    assert _disagree(0.1, True, -0.1, True)  # opposite directions, both significant
+    assert _disagree(-0.1, False, 0.1, False)
+    assert not _disagree(0.1, True, 0.05, True)
+    assert not _disagree(-0.1, True, -0.05, True)
+    assert _disagree(0.1, True, 0.05, False)  # only the plain one significant
+    assert _disagree(0.1, False, 0.05, True)  # only the condensed one
+    assert _disagree(0.1, None, 0.05, True)  # no plain test: not significant
+    assert not _disagree(0.1, None, 0.05, False)
+    # a difference within the tie is no direction
+    assert not _disagree(0.1, False, -1e-13, False)
+    assert not _disagree(-1e-13, False, 0.1, False)
+    assert not _disagree(1e-13, False, -0.1, False)
+    assert not _disagree(-0.1, False, 1e-13, False)
+    assert _disagree(2e-12, False, -2e-12, False)
+    assert _disagree(-2e-12, False, 2e-12, False)
+    assert not _disagree(None, True, -0.1, False)
+    assert not _disagree(0.1, True, None, False)
+
+
+def test_the_disagreement_warning_in_words() -> None:
+    from retrievalkit.formats.numbers import NONE
+    from retrievalkit.model.comparisons import JudgedContext
+    from retrievalkit.pipeline.gating.unjudged import disagreement_warning
+
+    context = JudgedContext(
+        "judged@10",
+        0.912,
+        0.5,
+        JUDGED_MARGIN,
+        condensed_metric="ndcg@10:condensed",
+        condensed_difference=0.0312,
+        condensed_verdict="not significant",
+        disagree=True,
+    )
+    assert disagreement_warning("new", "ndcg@10", context) == (
+        "new: ndcg@10 and ndcg@10:condensed disagree (judged@10 0.91 against 0.50; "
+        "condensed difference +0.031, not significant): " + LABELLING_NOTE
+    )
+    untested = attrs.evolve(context, condensed_verdict=None, candidate=None)
+    assert disagreement_warning("new", "ndcg@10", untested) == (
+        f"new: ndcg@10 and ndcg@10:condensed disagree (judged@10 0.91 against {NONE}; "
+        "condensed difference +0.031, no test): " + LABELLING_NOTE
+    )
+    assert disagreement_warning("new", "ndcg@10", attrs.evolve(context, disagree=False)) is None
+    gone = attrs.evolve(context, condensed_difference=None)
+    assert disagreement_warning("new", "ndcg@10", gone) is None
