@@ -570,8 +570,7 @@ def report(names: list[str], triage: Triage) -> bool:
             print(f"{label} {mutant}: {changes[mutant]}")
         if tally.score < GOAL:
             ok = False
-    prefixes = tuple(f"{module}.x" for module in _modules(names))
-    stale = sorted(key for key in triage if key[0].startswith(prefixes) and key not in seen)
+    stale = sorted(key for key in triage if _covers(names, key[0]) and key not in seen)
     for function, change in stale:
         print(f"STALE triage entry (no such surviving mutant now): {function}: {change}")
     print()
@@ -586,6 +585,19 @@ def report(names: list[str], triage: Triage) -> bool:
             f" {other:>6}  {tally.score:6.1%}" + (f"  ({', '.join(notes)})" if notes else "")
         )
     return ok and not stale
+
+
+def _covers(names: list[str], function: str) -> bool:
+    """Whether one of the targets ``names`` mutates ``function`` (a triage entry's): a
+    target of some functions of a module (``functions``) covers only those."""
+    for name in names:
+        target = TARGETS[name]
+        if not function.startswith(tuple(f"{module}.x" for module in _modules([name]))):
+            continue
+        mutant = f"{function}__mutmut_1"
+        if not target.functions or any(_glob(mutant, pattern) for pattern in target.functions):
+            return True
+    return False
 
 
 def _modules(names: list[str]) -> set[str]:
