@@ -50,6 +50,9 @@ class Target:
     tests: tuple[str, ...]
     #: mutmut mutant-name globs; empty means every function of ``files``.
     functions: tuple[str, ...] = ()
+    #: Tests of ``tests`` left out (pytest node ids): a seeded simulation that costs each
+    #: survivor minutes, where tests of the definition pin the same code exactly.
+    deselect: tuple[str, ...] = ()
 
 
 TARGETS: dict[str, Target] = {
@@ -230,6 +233,40 @@ TARGETS: dict[str, Target] = {
         ),
         ("tests/test_serve_in_process.py", "tests/test_serve_origin.py", "tests/test_serve.py"),
     ),
+    # --- latency, interleaving, drift, incomplete judgments ----------------------------
+    # Percentiles of a run's latencies, their intervals and the paired difference.
+    "latency-stats": Target(
+        ("retrievalkit/stats/latency.py",),
+        ("tests/test_latency_stats.py", "tests/test_gate_latency.py"),
+    ),
+    # The latency thresholds of the gate, and its warning for runs timed apart.
+    "latency-gate": Target(
+        ("retrievalkit/pipeline/gating/latency.py",),
+        ("tests/test_gate_latency.py", "tests/test_timing.py"),
+    ),
+    # Team-draft interleaving: the merged ranking, the credit of each click, the verdict.
+    "interleaving": Target(
+        ("retrievalkit/model/interleaving.py", "retrievalkit/pipeline/gating/interleaving.py"),
+        ("tests/test_interleaving.py",),
+        # Two minutes a survivor; the worked examples of the credit pin the same code.
+        deselect=(
+            "tests/test_interleaving.py::test_equally_good_rankers_are_rarely_told_apart",
+            "tests/test_interleaving.py::test_a_better_ranker_wins_the_sign_test",
+        ),
+    ),
+    "drift": Target(("retrievalkit/pipeline/drift/engine.py",), ("tests/test_drift.py",)),
+    # The unjudged-aware verdict, and the two metrics for incomplete judgments.
+    "unjudged": Target(
+        ("retrievalkit/pipeline/gating/unjudged.py", "retrievalkit/metrics/definitions.py"),
+        ("tests/test_unjudged_verdict.py", "tests/test_incomplete_judgments.py"),
+        functions=(
+            "retrievalkit.pipeline.gating.unjudged.*",
+            "retrievalkit.metrics.definitions.x__bpref__mutmut_*",
+            "retrievalkit.metrics.definitions.x__infap__mutmut_*",
+        ),
+    ),
+    # The machine record beside a run's latencies.
+    "machine": Target(("retrievalkit/pipeline/engine/machine.py",), ("tests/test_timing.py",)),
 }
 
 #: A pytest plugin for the scratch copy: tests that run the command line in a child
@@ -319,7 +356,8 @@ def _copy_tests(workdir: Path, target: Target) -> None:
     # A test file another part of the suite has not grown yet is left out, not an error.
     tests = [test for test in target.tests if (REPO / test).is_file()]
     config += f"pytest_add_cli_args_test_selection = {json.dumps(tests)}\n"
-    config += 'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+    deselected = [arg for test in target.deselect for arg in ("--deselect", test)]
+    config += f"pytest_add_cli_args = {json.dumps(['-p', 'no:cacheprovider', '-q', *deselected])}\n"
     with open(workdir / "tests" / "conftest.py", "a", encoding="utf-8") as conftest:
         conftest.write(IN_PROCESS_ONLY)
     # The wording of error messages and log lines is checked by the bad-input tests; here it
@@ -532,8 +570,7 @@ def report(names: list[str], triage: Triage) -> bool:
             print(f"{label} {mutant}: {changes[mutant]}")
         if tally.score < GOAL:
             ok = False
-    prefixes = tuple(f"{module}.x" for module in _modules(names))
-    stale = sorted(key for key in triage if key[0].startswith(prefixes) and key not in seen)
+    stale = sorted(key for key in triage if _covers(names, key[0]) and key not in seen)
     for function, change in stale:
         print(f"STALE triage entry (no such surviving mutant now): {function}: {change}")
     print()
@@ -548,6 +585,19 @@ def report(names: list[str], triage: Triage) -> bool:
             f" {other:>6}  {tally.score:6.1%}" + (f"  ({', '.join(notes)})" if notes else "")
         )
     return ok and not stale
+
+
+def _covers(names: list[str], function: str) -> bool:
+    """Whether one of the targets ``names`` mutates ``function`` (a triage entry's): a
+    target of some functions of a module (``functions``) covers only those."""
+    for name in names:
+        target = TARGETS[name]
+        if not function.startswith(tuple(f"{module}.x" for module in _modules([name]))):
+            continue
+        mutant = f"{function}__mutmut_1"
+        if not target.functions or any(_glob(mutant, pattern) for pattern in target.functions):
+            return True
+    return False
 
 
 def _modules(names: list[str]) -> set[str]:

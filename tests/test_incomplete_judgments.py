@@ -231,3 +231,23 @@ def test_names_of_the_incomplete_metrics() -> None:
         "bpref",
         "hit@3:condensed",
     ]
+
+
+def test_bpref_and_infap_warn_of_nothing_where_they_are_defined(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    """A question with no judged non-relevant document (bpref's min(N, R) is 0) and a
+    relevant document at rank 1 (infAP's j = 0): both are defined there, and computing
+    them prints no numpy warning to the user's terminal. Ranking r1 x r2, R = 2: bpref
+    (1 + 1) / 2 = 1, nothing judged non-relevant above either; infAP: r1 at rank 1 is 1,
+    r2 at j = 2 with r1 and the unjudged x above 1/3 + 2/3 * (2/2) * (1 + e) / (1 + 2e),
+    the two divided by 2."""
+    labels = {"r1": 1, "r2": 1}
+    values = compute_metrics(
+        judge_rankings([["r1", "x", "r2"]], [labels], 3), (1, 3), incomplete=True
+    )
+    e = 0.00001
+    assert values["bpref"][0] == 1.0
+    second = 1 / 3 + 2 / 3 * (2 / 2) * ((1 + e) / (1 + 2 * e))
+    assert values["infap"][0] == pytest.approx((1.0 + second) / 2, abs=1e-12)
+    assert [str(warning.message) for warning in recwarn] == []

@@ -10,6 +10,7 @@ users clicking in a cascade.
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -338,3 +339,202 @@ def test_the_retriever_refuses_bad_options(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         create_interleave(["bm25-demo", "run"], seed="7")  # type: ignore[arg-type]
     assert caught.value.field == "seed"
+
+
+# --- a worked example of the credit -------------------------------------------------------
+
+
+def _shown(query: str, clicked: tuple[str, ...], teams: tuple[str, str] = TEAMS) -> Impression:
+    from retrievalkit.model.interleaving import ShownDocument
+
+    shown = (
+        ShownDocument("d1", teams[0]),
+        ShownDocument("d2", teams[1]),
+        ShownDocument("d3", SHARED),
+    )
+    return Impression(f"i-{query}-{'-'.join(clicked)}", query, teams, shown, clicked)
+
+
+#: d1 is team a's, d2 team b's, d3 shared. By hand: q1 a win (d1) and a loss (d2, d3: the
+#: shared click credits neither); q2 a tie (one click each) and an impression without
+#: clicks; q3 a win, and a tie (only the shared document clicked); q4 a win (d1 twice
+#: against d2 once). Outcomes +1 -1 0 +1 0 +1: 3 wins, 2 ties, 1 loss over 6 impressions
+#: with clicks, of 7 impressions of 4 queries.
+WORKED = [
+    _shown("q1", ("d1",)),
+    _shown("q1", ("d2", "d3")),
+    _shown("q2", ("d1", "d2")),
+    _shown("q2", ()),
+    _shown("q3", ("d1",)),
+    _shown("q3", ("d3",)),
+    _shown("q4", ("d1", "d2", "d1")),
+]
+
+
+def test_the_credit_of_a_worked_example() -> None:
+    """The counts above; the preference (3 - 1) / 6 = 1/3; the win share 3 / 4 with
+    scipy's exact (Clopper-Pearson) interval; the sign test scipy's binomial test of 3 of
+    4 (p = 0.625, not significant); the preference's interval the paired interval of the
+    six outcomes, holding 0 since p >= alpha; and the impressions a preference of 1/3
+    needs at the log's untied share (4 / 6) and click rate (6 / 7)."""
+    from retrievalkit.pipeline.gating.interleaving import impressions_needed, outcome
+    from retrievalkit.stats.paired import paired_interval
+
+    assert [outcome(impression) for impression in WORKED] == [1, -1, 0, None, 1, 0, 1]
+    found = credit(WORKED, log="worked.jsonl")
+    assert found.log == "worked.jsonl" and found.teams == TEAMS
+    assert (found.impressions, found.with_clicks, found.queries) == (7, 6, 4)
+    assert (found.wins, found.ties, found.losses) == (3, 2, 1)
+    assert found.preference.value == pytest.approx(1 / 3)
+    p_value = binomtest(3, 4, 0.5).pvalue
+    assert p_value == pytest.approx(0.625)
+    assert found.p_value == pytest.approx(p_value, rel=1e-12)
+    assert found.significant is False and found.confidence == 0.95
+    exact = binomtest(3, 4).proportion_ci(confidence_level=0.95, method="exact")
+    assert found.win_share.value == 0.75 and found.win_share.method == "clopper-pearson"
+    assert found.win_share.ci == pytest.approx((exact.low, exact.high), rel=1e-9)
+    low, high, method = paired_interval(
+        np.array([1.0, -1.0, 0.0, 1.0, 0.0, 1.0]), p_value, 4, confidence=0.95
+    )
+    assert found.preference.ci == (low, high) and found.preference.method == method
+    assert low is not None and high is not None and low < 0.0 < high
+    assert found.needed == impressions_needed(
+        1 / 3, discordance=4 / 6, click_rate=6 / 7, impressions=7, alpha=0.05
+    )
+    assert [(q.query, q.wins, q.ties, q.losses) for q in found.by_query] == [
+        ("q1", 1, 0, 1),
+        ("q2", 0, 1, 0),
+        ("q3", 1, 1, 0),
+        ("q4", 1, 0, 0),
+    ]
+
+
+def test_the_credit_at_another_confidence_and_effect() -> None:
+    """At 90 %: scipy's 90 % exact interval of the win share, alpha 0.1 for the
+    impressions needed, and the effect asked for instead of the one seen."""
+    from retrievalkit.pipeline.gating.interleaving import impressions_needed
+
+    found = credit(WORKED, log="worked", confidence=0.9, effect=0.2, power=0.9)
+    exact = binomtest(3, 4).proportion_ci(confidence_level=0.9, method="exact")
+    assert found.win_share.ci == pytest.approx((exact.low, exact.high), rel=1e-9)
+    assert found.confidence == 0.9
+    assert found.needed == impressions_needed(
+        0.2, discordance=4 / 6, click_rate=6 / 7, impressions=7, alpha=0.1, power=0.9
+    )
+    assert found.needed is not None and found.needed.power == 0.9
+
+
+def test_a_clear_preference_is_significant_and_its_interval_excludes_zero() -> None:
+    """Twelve wins of the second team, no other outcome: the sign test's p is
+    2 / 2^12 (scipy's), below 0.05, and the preference -1 with an interval below 0; the
+    impressions needed for a preference of 1 are few, and the log already has them."""
+    log = [_shown(f"q{number}", ("d2",)) for number in range(12)]
+    found = credit(log, log="clear")
+    assert (found.wins, found.ties, found.losses) == (0, 0, 12)
+    assert found.p_value == pytest.approx(binomtest(0, 12, 0.5).pvalue, rel=1e-12)
+    assert found.p_value == pytest.approx(2 / 2**12) and found.significant is True
+    assert found.preference.value == -1.0
+    assert found.preference.ci is not None and found.preference.ci[1] < 0.0
+    assert found.win_share.value == 0.0 and found.win_share.ci is not None
+    assert found.win_share.ci[0] == 0.0
+    assert found.needed is not None and found.needed.effect == 1.0
+    assert found.needed.with_clicks is not None and found.needed.with_clicks <= 12
+    assert found.needed.more == 0
+
+
+def test_a_log_of_ties_or_of_no_clicks_has_no_test() -> None:
+    """Only ties: a preference of 0 (an interval from the constant rule), no win share,
+    no p-value, no verdict and, with no effect seen or asked for, no impressions needed.
+    No clicks at all: no preference either; an effect asked for gets its impressions with
+    clicks (every impression untied), but no impressions, without a click rate."""
+    tied = credit([_shown("q1", ("d1", "d2")), _shown("q2", ("d3",))], log="ties")
+    assert (tied.with_clicks, tied.ties, tied.p_value, tied.significant) == (2, 2, None, None)
+    assert tied.preference.value == 0.0 and tied.preference.ci is not None
+    assert tied.preference.ci[0] <= 0.0 <= tied.preference.ci[1]
+    assert tied.win_share.value is None and tied.win_share.ci is None and tied.needed is None
+    silent = credit([_shown("q1", ()), _shown("q1", ())], log="silent", effect=0.3)
+    assert (silent.impressions, silent.with_clicks, silent.queries) == (2, 0, 1)
+    assert silent.preference.value is None and silent.preference.ci is None
+    assert silent.needed is not None and silent.needed.discordance == 1.0
+    assert silent.needed.with_clicks is not None and silent.needed.impressions is None
+    assert silent.needed.more is None
+    empty = credit([], log="empty")
+    assert empty.teams == ("", "") and empty.impressions == 0 and empty.needed is None
+
+
+def test_the_impressions_needed_at_a_click_rate() -> None:
+    """Impressions = ceil(with clicks / click rate), the rest still to collect (never
+    below 0), and the untied share assumed the larger of the log's and the effect, at
+    most 1. The same preference needs more impressions with clicks when more of them are
+    untied (it is then a win share nearer one half among them)."""
+    from retrievalkit.pipeline.gating.interleaving import impressions_needed
+
+    needed = impressions_needed(0.2, discordance=0.5, click_rate=0.3, impressions=40, alpha=0.05)
+    assert needed.with_clicks is not None
+    assert needed.impressions == math.ceil(needed.with_clicks / 0.3)
+    assert needed.more == needed.impressions - 40 and needed.discordance == 0.5
+    assert needed.effect == 0.2 and needed.power == 0.8
+    plenty = impressions_needed(0.2, discordance=0.5, click_rate=0.3, impressions=10**6, alpha=0.05)
+    assert plenty.more == 0 and plenty.impressions == needed.impressions
+    # at a click rate of 0.5 exactly twice the impressions with clicks, not one more
+    exact = impressions_needed(0.5, discordance=0.5, click_rate=0.5, impressions=0, alpha=0.05)
+    assert exact.with_clicks is not None
+    assert exact.impressions == exact.with_clicks * 2
+    rare = impressions_needed(0.2, discordance=0.1, click_rate=0.3, impressions=40, alpha=0.05)
+    assert rare.discordance == 0.2  # at least the effect
+    assert (
+        impressions_needed(
+            0.9, discordance=1.5, click_rate=1.0, impressions=0, alpha=0.05
+        ).discordance
+        == 1.0
+    )
+    many = impressions_needed(0.2, discordance=0.9, click_rate=0.3, impressions=40, alpha=0.05)
+    assert many.with_clicks is not None and many.with_clicks > needed.with_clicks
+
+
+def test_the_credit_edges() -> None:
+    """Wins as many as losses still have a win share (1/2, scipy's exact interval); a
+    query's outcomes add up; a p-value equal to alpha is not significant (the sign test
+    of 12 to 0 is 2 / 2^12 exactly); the preference's interval is at the confidence asked
+    for; an empty log asked for an effect has impressions with clicks but no click rate."""
+    from retrievalkit.pipeline.gating.interleaving import impressions_needed
+    from retrievalkit.stats.paired import paired_interval
+
+    even = credit([_shown("q", ("d1",)), _shown("q", ("d2",))] * 2, log="even")
+    assert (even.wins, even.losses, even.win_share.value) == (2, 2, 0.5)
+    exact = binomtest(2, 4).proportion_ci(confidence_level=0.95, method="exact")
+    assert even.win_share.ci == pytest.approx((exact.low, exact.high), rel=1e-9)
+    assert [(q.query, q.wins, q.ties, q.losses) for q in even.by_query] == [("q", 2, 0, 2)]
+    clear = [_shown(f"q{number % 3}", ("d2",)) for number in range(12)]
+    assert [q.losses for q in credit(clear, log="clear").by_query] == [4, 4, 4]
+    edge = credit(clear, log="clear", confidence=1.0 - 2 / 2**12)
+    assert edge.p_value == 2 / 2**12 and edge.significant is False
+    wide = credit(WORKED, log="worked", confidence=0.8)
+    values = np.array([1.0, -1.0, 0.0, 1.0, 0.0, 1.0])
+    low, high, _ = paired_interval(values, 0.625, 4, confidence=0.8)
+    narrow = credit(WORKED, log="worked").preference.ci
+    assert wide.preference.ci == pytest.approx((low, high))
+    assert narrow is not None and wide.preference.ci is not None
+    assert narrow[0] < wide.preference.ci[0]
+    empty = credit([], log="empty", effect=0.3)
+    assert empty.needed == impressions_needed(
+        0.3, discordance=1.0, click_rate=None, impressions=0, alpha=0.05
+    )
+    assert empty.needed is not None and empty.needed.impressions is None
+
+
+def test_more_power_needs_more_impressions() -> None:
+    """At 90 % power the sign test needs more impressions with clicks than at the
+    default 80 %, and what it asks for reaches 90 % in a seeded simulation."""
+    from retrievalkit.pipeline.gating.interleaving import impressions_needed
+
+    default = impressions_needed(0.15, discordance=0.6, click_rate=0.5, impressions=0, alpha=0.05)
+    more = impressions_needed(
+        0.15, discordance=0.6, click_rate=0.5, impressions=0, alpha=0.05, power=0.9
+    )
+    assert default.with_clicks is not None and more.with_clicks is not None
+    assert more.with_clicks > default.with_clicks and more.power == 0.9
+    rng = np.random.default_rng(11)
+    outcomes = rng.multinomial(more.with_clicks, [0.375, 0.4, 0.225], size=3000)
+    found = np.mean([sign_test_p_value(int(w), int(lo)) < 0.05 for w, _, lo in outcomes])
+    assert found >= 0.87

@@ -36,7 +36,7 @@ from retrievalkit.pipeline.engine.evaluator import (
     warmup_questions,
     with_median_latency,
 )
-from retrievalkit.pipeline.engine.machine import cpu_model, machine_at_start
+from retrievalkit.pipeline.engine.machine import cpu_model, load_average, machine_at_start
 from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.pipeline.gating.gate import compare_runs
 from retrievalkit.pipeline.gating.latency import machine_warning
@@ -252,6 +252,31 @@ def test_the_cpu_model_is_read_from_cpuinfo_else_the_platform(tmp_path: Path) ->
     )
     assert cpu_model(info) == "Acme Turbo 9000 @ 3.1GHz"
     assert cpu_model(tmp_path / "absent") == (platform.processor().strip() or None)
+
+
+def test_the_cpu_model_is_the_whole_value_of_its_line_whatever_it_holds(tmp_path: Path) -> None:
+    """A model name with a colon of its own keeps it; a byte that is not UTF-8 is
+    replaced, not a crash; an ARM board's ``Hardware`` line (any case) names it where no
+    ``model name`` line does; a line without a value is passed over."""
+    info = tmp_path / "cpuinfo"
+    info.write_bytes(b"model name\t:\nmodel name\t: Acme Turbo rev:3 \xff edition\n")
+    assert cpu_model(info) == "Acme Turbo rev:3 \ufffd edition"
+    info.write_bytes(b"processor\t: 0\nBogoMIPS\t: 38.40\nHardware\t: BCM2835\n")
+    assert cpu_model(info) == "BCM2835"
+    info.write_bytes(b"HARDWARE : Allwinner sun50i\n")
+    assert cpu_model(info) == "Allwinner sun50i"
+
+
+def test_the_load_average_is_kept_to_two_decimals(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the system reports, each value rounded to 0.01 and still a float."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.23456, 0.5, 12.0))
+    found = load_average()
+    assert found == (1.23, 0.5, 12.0)
+    assert found is not None and all(type(value) is float for value in found)
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.14159, 0.0049, 2.675))
+    assert load_average() == (3.14, 0.0, round(2.675, 2))
+    monkeypatch.delattr(os, "getloadavg")
+    assert load_average() is None
 
 
 def _record(machine: Machine | None, latency: float = 10.0) -> ResultRecord:
