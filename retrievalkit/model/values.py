@@ -378,6 +378,9 @@ class Retrieval:
     error: str | None = None
     returned: int = 0
     """How many ids the retriever returned, before duplicates collapsed."""
+    usage: Mapping[str, tuple[int, int]] | None = None
+    """The tokens the question spent, model -> (input, output) (`retrievalkit.usage`);
+    None when nothing was recorded."""
 
 
 @attrs.frozen
