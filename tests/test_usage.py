@@ -44,7 +44,7 @@ def words(text: str) -> int:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 (the http.server name)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         texts = body["input"]
         data = []

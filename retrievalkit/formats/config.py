@@ -65,6 +65,17 @@ class RegressionConfig:
 
 
 @attrs.frozen
+class ModelPrice:
+    """``[costs."MODEL"]``: what 1,000 tokens of a model cost, in the currency you price in."""
+
+    input: float
+    output: float = 0.0
+
+    def document(self) -> dict[str, float]:
+        return {"input": self.input, "output": self.output}
+
+
+@attrs.frozen
 class EvalConfig:
     k: tuple[int, ...] | None = None
     overfetch: int | None = None
@@ -117,6 +128,8 @@ class Config:
     judges: dict[str, PluginInstance] = attrs.field(factory=dict)
     sweeps: dict[str, SweepConfig] = attrs.field(factory=dict)
     drift: DriftConfig = attrs.field(factory=DriftConfig)
+    costs: dict[str, ModelPrice] = attrs.field(factory=dict)
+    """``[costs."MODEL"]``: model name -> its price per 1,000 tokens."""
 
 
 def find_config(explicit: str | None, directory: Path | None = None) -> Config:
@@ -253,7 +266,7 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
 
     known = {
         *("sets", "retrievers", "store", "regression", "eval", "generators", "judges"),
-        *("sweeps", "drift"),
+        *("sweeps", "drift", "costs"),
     }
     for key in table:
         if key not in known:
@@ -306,7 +319,51 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
         judges=_plugin_instances(table, "judges", fail),
         sweeps=parse_sweeps(_table(table, "sweeps", fail), fail),
         drift=_parse_drift(_table(table, "drift", fail), fail),
+        costs=_parse_costs(_table(table, "costs", fail), fail),
     )
+
+
+def _parse_costs(section: Mapping[str, Any], fail: Any) -> dict[str, ModelPrice]:
+    """``[costs."MODEL"]``: ``input`` (required) and ``output`` (default 0), each the
+    price of 1,000 tokens, a finite number >= 0."""
+    prices: dict[str, ModelPrice] = {}
+    for model, entry in section.items():
+        where = f'costs."{model}"'
+        if not model.strip():
+            raise fail(where, "a model name must not be empty")
+        if not isinstance(entry, Mapping):
+            raise fail(
+                where,
+                "must be a table of prices per 1,000 tokens",
+                hint=f'[costs."{model}"] with input = 0.00002 (and output = ... for output tokens)',
+            )
+        unknown = set(entry) - {"input", "output"}
+        if unknown:
+            raise fail(f"{where}.{sorted(unknown)[0]}", "unknown key", hint="known: input, output")
+        if "input" not in entry:
+            raise fail(
+                where,
+                "needs input = the price of 1,000 input tokens",
+                hint="input = 0 for a model that bills output tokens only",
+            )
+        found = {}
+        for key in ("input", "output"):
+            if key not in entry:
+                continue
+            value = entry[key]
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise fail(
+                    f"{where}.{key}",
+                    f"must be a price per 1,000 tokens, a number >= 0, got {value!r}",
+                )
+            found[key] = float(value)
+        prices[model] = ModelPrice(**found)
+    return prices
 
 
 def _parse_drift(section: Mapping[str, Any], fail: Any) -> DriftConfig:

@@ -483,3 +483,6 @@ class Manifest:
     machine: Machine | None = None
     """The machine the latencies were measured on; None for runs stored before it was
     recorded (and for runs built without asking a retriever)."""
+    costs: Mapping[str, Any] = attrs.field(factory=dict, converter=as_frozen_dict)
+    """``[costs]`` in effect for the run: model -> ``{"input", "output"}``, the price of
+    1,000 tokens; empty when none was given (the run's tokens then have no cost)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from retrievalkit.formats.numbers import NONE as NONE
 from retrievalkit.formats.numbers import (
@@ -243,6 +244,31 @@ def latency_rows(latency: Mapping[str, object]) -> list[tuple[str, str, str, str
             )
         )
     return rows
+
+
+def price(value: float) -> str:
+    """A cost, to 4 significant digits (token prices run to 1e-5 and below)."""
+    return f"{value:.4g}"
+
+
+def cost_line(cost: Mapping[str, Any] | None, level: str) -> str | None:
+    """``Cost: 0.0001234 per question (95% CI [...]), 0.004936 in all (40 questions);
+    tokens: MODEL 1,800 in, 0 out`` of a run's ``cost`` (`metrics.cost.run_cost`); None
+    for a run without tokens."""
+    if not cost:
+        return None
+    tokens = "; ".join(
+        f"{model} {counts['input']:,} in, {counts['output']:,} out"
+        for model, counts in cost["tokens"].items()
+    )
+    each = cost.get("per_question")
+    if not isinstance(each, Mapping):
+        return f"Cost: none priced ([costs] has no price for the models used); tokens: {tokens}"
+    low, high = each["ci"]
+    return (
+        f"Cost: {price(each['value'])} per question ({level} CI [{price(low)}, {price(high)}]), "
+        f"{price(cost['total'])} in all ({cost['questions']} questions); tokens: {tokens}"
+    )
 
 
 def hits_cell(scores: Mapping[str, float | None], name: str) -> str:
