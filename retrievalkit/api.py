@@ -462,6 +462,7 @@ def gate(
         cluster_by=_checked_cluster_field(cluster_by or record.cluster_by),
         candidate_record=record,
         latency_thresholds=thresholds.latency,
+        cost_thresholds=thresholds.cost,
     )
     return attrs.evolve(verdict, retriever_changes=retriever_changes(choice.record, record))
 

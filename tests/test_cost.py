@@ -8,6 +8,7 @@ asserted follows from the counts and prices given, worked out in each test.
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,10 @@ from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, Retrieval
 from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.pipeline.engine.settings import EvalSettings
+from retrievalkit.pipeline.gating.gate import Verdict, compare_runs
+from retrievalkit.render.ci_output import junit_xml, step_summary_markdown
 from retrievalkit.render.summary import EvalReport, summary, to_json_text
+from retrievalkit.render.text import verdict_lines
 
 COUNT = 200
 QUESTIONS = [
@@ -252,3 +256,112 @@ def test_the_cost_ratio_interval_agrees_with_scipys_paired_bootstrap() -> None:
     width = reference.high - reference.low
     assert abs(change.ci[0] - reference.low) < 0.1 * width
     assert abs(change.ci[1] - reference.high) < 0.1 * width
+
+
+# --- the gate -----------------------------------------------------------------------------
+
+
+def gate(candidate: ResultRecord, baseline: ResultRecord, **options: Any) -> Verdict:
+    return compare_runs(
+        candidate.outcomes,
+        GOLDEN.content_hash,
+        baseline,
+        {"hit@1": 0.0},
+        candidate_record=candidate,
+        resamples=400,
+        confidence=0.95,
+        seed=5,
+        **options,
+    )
+
+
+def test_a_uniform_increase_is_its_ratio_and_fails_past_the_threshold() -> None:
+    """Tokens 3t against 2t: the ratio and its interval are exactly 1.5, past 1 + 0.1."""
+    verdict = gate(record(TOKENS * 3), record(TOKENS * 2), cost_thresholds={"per_question": 0.1})
+    (check,) = verdict.cost
+    assert check.check == "cost.per_question" and check.ratio == pytest.approx(1.5)
+    assert check.ci == pytest.approx((1.5, 1.5)) and check.regressed and check.significant
+    assert verdict.regressed and verdict.cost_failures == (check,) and not verdict.failures
+    passing = gate(record(TOKENS * 3), record(TOKENS * 2), cost_thresholds={"per_question": 0.6})
+    assert not passing.regressed and not passing.cost[0].regressed
+    # Without a cost threshold the gate is what it was.
+    assert gate(record(TOKENS * 3), record(TOKENS * 2)).cost == ()
+
+
+def test_require_significant_asks_the_whole_interval_above_the_threshold() -> None:
+    """An observed ratio of 1.15 past 1 + 0.1 whose interval [1.05, 1.25] reaches below
+    it: a regression, but not a significant one."""
+    from retrievalkit.model.comparisons import CostChange
+    from retrievalkit.pipeline.gating.cost import cost_checks
+
+    change = CostChange("per_question", 0.001, 0.00115, 1.15, (1.05, 1.25), "paired bootstrap", 99)
+    (loose,), _ = cost_checks(change, {"per_question": 0.1}, require_significant=False)
+    (strict,), _ = cost_checks(change, {"per_question": 0.1}, require_significant=True)
+    assert loose.regressed and not strict.regressed and strict.significant is False
+    clear = attrs.evolve(change, ci=(1.11, 1.2))
+    (checked,), _ = cost_checks(clear, {"per_question": 0.1}, require_significant=True)
+    assert checked.regressed and checked.significant is True
+
+
+def test_a_baseline_without_cost_skips_the_check_with_a_warning_never_a_failure() -> None:
+    verdict = gate(record(TOKENS * 5), record(None), cost_thresholds={"per_question": 0.1})
+    assert verdict.cost == () and not verdict.regressed and not verdict.unchecked
+    (warning,) = [w for w in verdict.warnings if w.startswith("cost.")]
+    assert "the baseline run recorded no tokens" in warning and "not a failure" in warning
+    unpriced = gate(
+        record(TOKENS * 5), record(TOKENS, prices={}), cost_thresholds={"per_question": 0.1}
+    )
+    assert not unpriced.regressed and any("have no price" in w for w in unpriced.warnings)
+    text = "\n".join(verdict_lines(verdict, None, confidence=0.95))
+    assert "cost (a warning, never a failure):" in text
+
+
+def test_the_cost_verdict_reaches_the_json_junit_and_step_summary() -> None:
+    dearer = record(TOKENS * 3)
+    verdict = gate(dearer, record(TOKENS * 2), cost_thresholds={"per_question": 0.1})
+    report = EvalReport(dearer, tuple(QUESTIONS), verdict, None)
+    document = json.loads(to_json_text(summary(report)))
+    (check,) = document["regression"]["cost"]
+    assert check["check"] == "cost.per_question" and check["regressed"] is True
+    assert check["ratio"] == pytest.approx(1.5) and check["threshold"] == 0.1
+    cases = {
+        case.get("name"): case
+        for case in ElementTree.fromstring(junit_xml(report)).iter("testcase")
+    }
+    assert cases["cost.per_question"].find("failure") is not None
+    markdown = step_summary_markdown(report)
+    assert "cost.per_question: " in markdown and "ratio 1.500x" in markdown
+    assert "allowed increase +10%" in markdown and "## Cost" in markdown
+
+
+def test_thresholds_take_cost_and_refuse_what_is_not_a_statistic(tmp_path: Path) -> None:
+    assert rk.Thresholds(cost={"per_question": 0.1}).cost == {"per_question": 0.1}
+    with pytest.raises(InputError) as error:
+        rk.Thresholds(cost={"total": 0.1})
+    assert error.value.field == "cost.total"
+    with pytest.raises(InputError, match="relative increase"):
+        rk.Thresholds(cost={"per_question": -0.1})
+    path = tmp_path / "retrievalkit.toml"
+    path.write_text("[regression.cost]\nper_question = 0.25\n", encoding="utf-8")
+    config = find_config(str(path))
+    assert rk.Thresholds.from_config(config).cost == {"per_question": 0.25}
+    given = rk.Thresholds.from_config(config, cost={"per_question": 0.5})
+    assert given.cost == {"per_question": 0.5}
+    path.write_text("\n[regression.cost]\nper_token = 0.2\n", encoding="utf-8")
+    with pytest.raises(InputError) as error:
+        find_config(str(path))
+    assert error.value.field == "regression.cost.per_token" and error.value.line == 3
+
+
+def test_the_python_api_gates_cost(tmp_path: Path) -> None:
+    store = rk.open_store(f"sqlite:///{tmp_path / 'runs.sqlite3'}")
+    baseline = record(TOKENS * 10)
+    store.save(baseline)
+    dearer = record(TOKENS * 13)
+    verdict = rk.gate(dearer, store, rk.Thresholds(cost={"per_question": 0.2}))
+    assert [item.check for item in verdict.cost_failures] == ["cost.per_question"]
+    assert not rk.gate(dearer, store, rk.Thresholds(cost={"per_question": 0.5})).regressed
+    # The stored baseline keeps its prices and tokens: read back, it is priced as it ran.
+    stored = store.get(baseline.run_id)
+    assert stored is not None and stored.manifest.costs == PRICES
+    assert run_cost(stored) == run_cost(baseline)

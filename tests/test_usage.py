@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 import threading
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -214,3 +218,79 @@ def test_bad_token_columns_are_refused() -> None:
         Outcomes.from_arrays(["a", "b"], {}, tokens={"m": ([1], [0])})
     with pytest.raises(ValueError, match="must not be negative"):
         Outcomes.from_arrays(["a", "b"], {}, tokens={"m": ([1, -1], [0, 0])})
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    return subprocess.run(
+        [sys.executable, "-m", "retrievalkit", *args],
+        cwd=cwd,
+        env={**clean, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_eval_prices_a_dense_retrievers_tokens_and_gates_their_cost(
+    server: str, tmp_path: Path
+) -> None:
+    """The real command line: a dense retriever embeds each question through the loopback
+    server (one token a word). At 0.5 per 1,000 tokens the run costs 0.0005 a word; the
+    second run asks the same, its ratio is 1 and it passes ``--max-cost-increase 0.1``;
+    a query prefix of 10 more words a question (4.75 words on average before) raises the
+    cost per question from 0.002375 to 0.007375, ratio 3.105, past it: exit 1."""
+    (tmp_path / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": f"d{i}", "title": f"doc {i}", "text": f"text of document {i}"})
+            + "\n"
+            for i in range(5)
+        ),
+        encoding="utf-8",
+    )
+    (tmp_path / "golden.jsonl").write_text(
+        "".join(
+            json.dumps({"id": q.id, "question": q.question, "expected": list(q.expected)}) + "\n"
+            for q in QUESTIONS
+        ),
+        encoding="utf-8",
+    )
+    config = (
+        '[retrievers.remote]\nplugin = "dense"\ncorpus = "corpus.jsonl"\n'
+        'embedder = "openai-compatible"\n'
+        f'embedder_options = {{ url = "{server}", model = "{MODEL}", dimensions = 8, '
+        "backoff = 0.0PREFIX }\n\n"
+        f'[costs."{MODEL}"]\ninput = 0.5\n'
+    )
+    (tmp_path / "retrievalkit.toml").write_text(config.replace("PREFIX", ""), encoding="utf-8")
+    common = ("eval", "--set", "golden.jsonl", "--retriever", "remote", "-q")
+    first = _cli(*common, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    second = _cli(
+        *common, "--format", "json", "--max-cost-increase", "0.1", "--junit-xml", "gate.xml",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    document = json.loads(second.stdout)
+    spent = int(expected_tokens().sum())
+    assert document["cost"]["tokens"] == {MODEL: {"input": spent, "output": 0}}
+    assert document["cost"]["total"] == pytest.approx(spent * 0.0005)
+    assert document["cost"]["per_question"]["value"] == pytest.approx(spent * 0.0005 / 40)
+    (check,) = document["regression"]["cost"]
+    assert check["check"] == "cost.per_question" and check["ratio"] == pytest.approx(1.0)
+    assert not check["regressed"]
+    cases = [c.get("name") for c in ElementTree.parse(tmp_path / "gate.xml").iter("testcase")]
+    assert "cost.per_question" in cases
+    table = _cli(*common[:-1], "--no-save", cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert f"tokens: {MODEL} {spent:,} in, 0 out" in table.stdout
+    wordy = ", query_prefix = " + json.dumps("one two three four five six seven eight nine ten ")
+    (tmp_path / "retrievalkit.toml").write_text(config.replace("PREFIX", wordy), encoding="utf-8")
+    dearer = _cli(
+        *common, "--no-save", "--fail-on-regression", "--max-cost-increase", "0.1", cwd=tmp_path
+    )
+    assert dearer.returncode == 1, dearer.stdout + dearer.stderr
+    assert "cost.per_question: 0.002375 -> 0.007375 (ratio 3.105x" in dearer.stdout
+    bad = _cli(*common, "--no-save", "--max-cost-increase", "-1", cwd=tmp_path)
+    assert bad.returncode == 2 and "--max-cost-increase" in bad.stderr

@@ -17,6 +17,7 @@ import attrs
 
 from retrievalkit.errors import InputError
 from retrievalkit.formats.limits import (
+    COST_STATISTICS,
     LATENCY_STATISTICS,
     MAX_CONCURRENCY,
     MAX_K,
@@ -62,6 +63,8 @@ class RegressionConfig:
     slices: dict[str, dict[str, float]] = attrs.field(factory=dict)
     latency: dict[str, float] = attrs.field(factory=dict)
     """``[regression.latency]``: ``p50``/``p95``/``p99`` -> largest allowed relative increase."""
+    cost: dict[str, float] = attrs.field(factory=dict)
+    """``[regression.cost]``: ``per_question`` -> largest allowed relative increase."""
 
 
 @attrs.frozen
@@ -429,6 +432,7 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
     require_significant = False
     slices: dict[str, dict[str, float]] = {}
     latency: dict[str, float] = {}
+    cost: dict[str, float] = {}
     for key, value in section.items():
         if key in ("max_top1_drop", "max_top3_drop"):
             name = _metric_name(
@@ -460,14 +464,44 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
             slices = _parse_slices(value, fail)
         elif key == "latency":
             latency = _parse_latency(value, fail)
+        elif key == "cost":
+            cost = _parse_cost_thresholds(value, fail)
         else:
             raise fail(
                 f"regression.{key}",
                 "unknown key",
                 hint="known: max_top1_drop, max_top3_drop, max_error_rate, require_significant, "
-                "[regression.metrics], [regression.slices], [regression.latency]",
+                "[regression.metrics], [regression.slices], [regression.latency], "
+                "[regression.cost]",
             )
-    return RegressionConfig(thresholds, max_error_rate, require_significant, slices, latency)
+    return RegressionConfig(thresholds, max_error_rate, require_significant, slices, latency, cost)
+
+
+def _parse_cost_thresholds(value: Any, fail: Any) -> dict[str, float]:
+    """``[regression.cost]``: ``per_question = 0.1`` (the candidate's cost per question at
+    most 10 % above the baseline's)."""
+    if not isinstance(value, Mapping):
+        raise fail(
+            "regression.cost",
+            "must be a table of statistic = largest relative increase, e.g. per_question = 0.1",
+        )
+    found: dict[str, float] = {}
+    for name, increase in value.items():
+        key = f"regression.cost.{name}"
+        if name not in COST_STATISTICS:
+            raise fail(key, "unknown cost statistic", hint="one of " + ", ".join(COST_STATISTICS))
+        if (
+            isinstance(increase, bool)
+            or not isinstance(increase, (int, float))
+            or not 0 <= increase <= MAX_LATENCY_INCREASE
+        ):
+            raise fail(
+                key,
+                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.1: at most "
+                f"10 % above the baseline), got {increase!r}",
+            )
+        found[name] = float(increase)
+    return found
 
 
 def _parse_latency(value: Any, fail: Any) -> dict[str, float]:

@@ -232,6 +232,40 @@ def check_latency_thresholds(value: Any, *, field: str = "latency") -> dict[str,
     return found
 
 
+def check_cost_thresholds(value: Any, *, field: str = "cost") -> dict[str, float]:
+    """``per_question`` -> largest allowed relative increase of the cost per question
+    (0.1: 10 % above the baseline), a number from 0 to 100."""
+    from retrievalkit.formats.limits import COST_STATISTICS, MAX_LATENCY_INCREASE
+
+    if not isinstance(value, Mapping):
+        raise InputError(
+            "must map per_question to the largest allowed relative increase, e.g. "
+            f'{{"per_question": 0.1}}, got {value!r}',
+            field=field,
+        )
+    found: dict[str, float] = {}
+    for name, increase in value.items():
+        key = f"{field}.{name}"
+        if name not in COST_STATISTICS:
+            raise InputError(
+                f"unknown cost statistic {name!r}",
+                field=key,
+                hint="one of " + ", ".join(COST_STATISTICS),
+            )
+        if (
+            isinstance(increase, bool)
+            or not isinstance(increase, (int, float))
+            or not 0 <= increase <= MAX_LATENCY_INCREASE
+        ):
+            raise InputError(
+                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.1: at most "
+                f"10 % above the baseline), got {increase!r}",
+                field=key,
+            )
+        found[name] = float(increase)
+    return found
+
+
 def check_costs(value: Any, *, field: str = "costs") -> dict[str, dict[str, float]]:
     """Model -> ``{"input": PRICE, "output": PRICE}`` (``output`` 0 when left out), each
     the price of 1,000 tokens, a finite number >= 0; a bare number is the input price."""

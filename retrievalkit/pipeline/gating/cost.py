@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from retrievalkit.formats.limits import COST_STATISTICS
 from retrievalkit.metrics.cost import question_costs
 from retrievalkit.model.comparisons import CostChange
 from retrievalkit.stats.latency import RATIO_METHOD, paired_ratios
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
     from retrievalkit.metrics.scoring import Pairing
     from retrievalkit.model.outcomes import Outcomes
 
-#: The statistics a cost threshold can name.
-COST_STATISTICS: tuple[str, ...] = ("per_question",)
 #: How a cost check is named in a verdict, JUnit and the job summary.
 CHECK_PREFIX = "cost."
 #: The most resamples a cost interval takes (the run's count when it is smaller).
