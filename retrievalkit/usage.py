@@ -49,7 +49,32 @@ class Meter:
             return dict(self._tokens) if self._tokens else None
 
 
-_METER: contextvars.ContextVar[Meter | None] = contextvars.ContextVar(
+class QuestionMeters:
+    """The meters of questions asked one after another in one thread, as one object:
+    `at` is the position of the question being asked (setting it costs less than a new
+    `Meter` and context variable a question, in the loop that asks fastest)."""
+
+    __slots__ = ("_spent", "at")
+
+    def __init__(self) -> None:
+        self.at = 0
+        self._spent: dict[int, dict[str, tuple[int, int]]] = {}
+
+    def record(self, model: str, input_tokens: int, output_tokens: int = 0) -> None:
+        spent = self._spent.setdefault(self.at, {})
+        before = spent.get(model, (0, 0))
+        spent[model] = (before[0] + input_tokens, before[1] + output_tokens)
+
+    def usage(self, count: int) -> list[Mapping[str, tuple[int, int]] | None] | None:
+        """Each of ``count`` questions' tokens (None where none), or None for no tokens."""
+        if not self._spent:
+            return None
+        return [self._spent.get(position) for position in range(count)]
+
+
+AnyMeter = Meter | QuestionMeters
+
+_METER: contextvars.ContextVar[AnyMeter | None] = contextvars.ContextVar(
     "retrievalkit_usage_meter", default=None
 )
 
@@ -75,7 +100,7 @@ def record_usage(model: str, input_tokens: int, output_tokens: int = 0) -> None:
         meter.record(model, inputs, outputs)
 
 
-def current_meter() -> Meter | None:
+def current_meter() -> AnyMeter | None:
     """The meter of the question being asked, or None outside a run's question."""
     return _METER.get()
 
@@ -96,13 +121,13 @@ def _with_meter(meter: Meter, function: Callable[[], T]) -> T:
     return function()
 
 
-def set_meter(meter: Meter | None) -> contextvars.Token[Meter | None]:
+def set_meter(meter: AnyMeter | None) -> contextvars.Token[AnyMeter | None]:
     """Make ``meter`` the current one in this context; `reset_meter` with the token undoes it
     (for a loop that asks question after question in one thread)."""
     return _METER.set(meter)
 
 
-def reset_meter(token: contextvars.Token[Meter | None]) -> None:
+def reset_meter(token: contextvars.Token[AnyMeter | None]) -> None:
     _METER.reset(token)
 
 

@@ -294,3 +294,30 @@ def test_eval_prices_a_dense_retrievers_tokens_and_gates_their_cost(
     assert "cost.per_question: 0.002375 -> 0.007375 (ratio 3.105x" in dearer.stdout
     bad = _cli(*common, "--no-save", "--max-cost-increase", "-1", cwd=tmp_path)
     assert bad.returncode == 2 and "--max-cost-increase" in bad.stderr
+
+
+class HalfBroken:
+    """Bills 3 tokens a question, then fails every odd one; records nothing on question 0."""
+
+    def retrieve(self, question: str, limit: int) -> list[str]:
+        number = int(question.split()[-1])
+        if number:
+            record_usage("m", 3)
+        if number % 2:
+            raise RuntimeError("the API failed after billing")
+        return ["d0"]
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_an_errored_question_keeps_what_it_was_billed(concurrency: int) -> None:
+    golden = GoldenQuestionSet(
+        name="broken",
+        questions=[
+            GoldenQuestion(id=f"q{i}", question=f"ask {i}", expected=["d0"]) for i in range(6)
+        ],
+    )
+    run = rk.evaluate(
+        golden, HalfBroken(), k=[1], resamples=50, concurrency=concurrency, max_error_rate=None
+    )
+    assert run.record.errored == 3
+    assert run.record.outcomes.tokens["m"].input.tolist() == [0, 3, 3, 3, 3, 3]
