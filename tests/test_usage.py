@@ -321,3 +321,27 @@ def test_an_errored_question_keeps_what_it_was_billed(concurrency: int) -> None:
     )
     assert run.record.errored == 3
     assert run.record.outcomes.tokens["m"].input.tolist() == [0, 3, 3, 3, 3, 3]
+
+
+class Staged:
+    """Two stages, the second a rerank billed 5 input and 1 output token a question."""
+
+    def retrieve(self, question: str, limit: int) -> list[str]:
+        return self.retrieve_stages(question, limit)["rerank"]
+
+    def retrieve_stages(self, question: str, limit: int) -> dict[str, list[str]]:
+        record_usage("reranker", 5, 1)
+        return {"first": ["d1", "d0"], "rerank": ["d0", "d1"]}
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_a_staged_retriever_is_metered_question_by_question(concurrency: int) -> None:
+    """Asked twice (``repeat=2``) after a warm-up: the tokens are those of one ask, as the
+    ranking scored is the first ask's; the warm-up's are nobody's."""
+    run = rk.evaluate(
+        GOLDEN, Staged(), k=[1], resamples=50, concurrency=concurrency, repeat=2, warmup=3
+    )
+    counts = run.record.outcomes.tokens["reranker"]
+    assert counts.input.tolist() == [5] * len(QUESTIONS)
+    assert counts.output.tolist() == [1] * len(QUESTIONS)
+    assert run.record.stages is not None
