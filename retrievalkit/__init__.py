@@ -9,6 +9,8 @@ The Python API (the command line is a shell over it):
 - `fidelity(set, candidate, reference)`: label-free overlap with a reference retriever;
 - `drift(log, retriever, against) -> DriftResult`: label-free comparison on a query log;
 - `sweep(set, NAME) -> SweepResult`: tune a retriever over a grid, confirm the winner held out;
+- `record_usage(model, input_tokens, output_tokens)`: the tokens an API call spent, for
+  the question being asked (the run's cost);
 - the value types `GoldenQuestion`, `GoldenQuestionSet`, `ResultRecord`, `MetricValue`.
 
 Names are imported on first use, so `import retrievalkit` stays cheap.
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from retrievalkit.pipeline.gating.comparison import Comparison
     from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.pipeline.sweeps.sweep import SweepResult
+    from retrievalkit.usage import record_usage
 
 _EXPORTS = {
     "Run": "retrievalkit.api",
@@ -81,6 +84,7 @@ _EXPORTS = {
     "QuestionOutcome": "retrievalkit.model.values",
     "ResultRecord": "retrievalkit.model.records",
     "Verdict": "retrievalkit.pipeline.gating.gate",
+    "record_usage": "retrievalkit.usage",
 }
 
 __all__ = [
@@ -111,6 +115,7 @@ __all__ = [
     "open_store",
     "parse_metric",
     "power",
+    "record_usage",
     "sweep",
 ]
 

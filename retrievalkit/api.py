@@ -42,6 +42,7 @@ from retrievalkit.pipeline.engine.run import (
     check_slice_fields,
     checked_clusters,
     finished_run,
+    priced,
     resolve_retriever,
     staged_run,
 )
@@ -130,6 +131,7 @@ def evaluate(
     metrics: Sequence[str] | None = None,
     repeat: int | None = None,
     warmup: int | None = None,
+    costs: Mapping[str, Any] | None = None,
 ) -> Run:
     """Ask `retriever` every question of `set` and score the answers.
 
@@ -178,6 +180,10 @@ def evaluate(
       by Ray workers on the cluster at `ray_address` (else `RAY_ADDRESS`, else a cluster
       Ray starts on this machine for the run), each building the retriever once from its
       configuration; the outcomes are those of the local run. Needs the `[ray]` extra.
+    - `costs`: model -> `{"input": PRICE, "output": PRICE}`, the price of 1,000 tokens
+      (a bare number is the input price), over the configuration's `[costs."MODEL"]`:
+      the record keeps the prices, and the tokens each question recorded
+      (`retrievalkit.record_usage`) give the run's cost.
 
     Returns a [`Run`][retrievalkit.pipeline.engine.run.Run]; nothing is saved
     (`store.save(run.record)`).
@@ -205,6 +211,7 @@ def evaluate(
         chunk_separator=chunk_separator,
         repeat=repeat,
         warmup=warmup,
+        costs=costs,
     )
     k = resolved_settings.k
     overfetch = resolved_settings.overfetch
@@ -262,20 +269,23 @@ def evaluate(
 
         plan = plan_retriever(retriever, options, name, settings)
         check_separators(golden, plan.options, plan.name)
-        return evaluate_on_ray(
-            golden,
-            plan,
-            scoring,
-            address=ray_address,
-            overfetch=overfetch,
-            concurrency=concurrency,
-            timeout=timeout,
-            chunk_separator=chunk_separator,
-            progress=progress,
-            git_commit=git_commit,
-            now=now,
-            max_error_rate=max_error_rate,
-            provider=provider,
+        return priced(
+            evaluate_on_ray(
+                golden,
+                plan,
+                scoring,
+                address=ray_address,
+                overfetch=overfetch,
+                concurrency=concurrency,
+                timeout=timeout,
+                chunk_separator=chunk_separator,
+                progress=progress,
+                git_commit=git_commit,
+                now=now,
+                max_error_rate=max_error_rate,
+                provider=provider,
+            ),
+            resolved_settings.costs,
         )
     resolved = resolve_retriever(retriever, options, name, settings)
     check_separators(golden, resolved.options, resolved.name)
@@ -290,21 +300,24 @@ def evaluate(
     machine = machine_at_start(concurrency=concurrency, repeat=repeat, warmup=warmup)
     if has_stages(resolved.retriever):
         # Stages rank documents: a staged run has no chunk ranking to score.
-        return staged_run(
-            golden,
-            RunScorer(questions, scoring, chunks=False),
-            resolved,
-            overfetch=overfetch,
-            timeout=timeout,
-            progress=progress,
-            git_commit=git_commit,
-            now=now,
-            max_error_rate=max_error_rate,
-            provider=provider,
-            concurrency=concurrency,
-            repeat=repeat,
-            warmup=warmup,
-            machine=machine,
+        return priced(
+            staged_run(
+                golden,
+                RunScorer(questions, scoring, chunks=False),
+                resolved,
+                overfetch=overfetch,
+                timeout=timeout,
+                progress=progress,
+                git_commit=git_commit,
+                now=now,
+                max_error_rate=max_error_rate,
+                provider=provider,
+                concurrency=concurrency,
+                repeat=repeat,
+                warmup=warmup,
+                machine=machine,
+            ),
+            resolved_settings.costs,
         )
     if warmup:
         # The retriever itself: a chunk keeper remembers only what the run asks.
@@ -345,18 +358,21 @@ def evaluate(
                 answered, [ranking[: max(scoring.ks)] for ranking in keeper.chunks_of(texts)]
             )
         done += len(answered)
-    return finished_run(
-        golden,
-        scorer,
-        resolved,
-        overfetch=overfetch,
-        git_commit=git_commit,
-        now=now,
-        max_error_rate=max_error_rate,
-        provider=provider,
-        extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
-        notes=notes,
-        machine=machine,
+    return priced(
+        finished_run(
+            golden,
+            scorer,
+            resolved,
+            overfetch=overfetch,
+            git_commit=git_commit,
+            now=now,
+            max_error_rate=max_error_rate,
+            provider=provider,
+            extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
+            notes=notes,
+            machine=machine,
+        ),
+        resolved_settings.costs,
     )
 
 
@@ -446,6 +462,7 @@ def gate(
         cluster_by=_checked_cluster_field(cluster_by or record.cluster_by),
         candidate_record=record,
         latency_thresholds=thresholds.latency,
+        cost_thresholds=thresholds.cost,
     )
     return attrs.evolve(verdict, retriever_changes=retriever_changes(choice.record, record))
 

@@ -167,6 +167,7 @@ RULES: Mapping[str, Mapping[str, Rule]] = {
         "metrics": PASSED,
         "repeat": PASSED,
         "warmup": PASSED,
+        "costs": PASSED,
     },
     "gate": {
         "run": (_run, "a Run or a ResultRecord"),

@@ -148,6 +148,12 @@ if TYPE_CHECKING:
     from retrievalkit.stores.serialization import (
         load_summary as load_summary,
     )
+    from retrievalkit.usage import (
+        record_usage as record_usage,
+    )
+    from retrievalkit.usage import (
+        usage_of as usage_of,
+    )
 
 #: Each promised name and the module that holds it.
 _EXPORTS = {
@@ -186,6 +192,9 @@ _EXPORTS = {
     "embed_queries": "retrievalkit.embedders",
     # rerankers
     "Reranker": "retrievalkit.rerankers",
+    # the tokens an API call spent, for the run's cost (retrievalkit.usage)
+    "record_usage": "retrievalkit.usage",
+    "usage_of": "retrievalkit.usage",
     "corpus_hash": "retrievalkit.retrievers.dense",
     "document_text": "retrievalkit.retrievers.dense",
     "embed_corpus": "retrievalkit.retrievers.dense",

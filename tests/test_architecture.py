@@ -179,7 +179,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 #: formats and metrics below pipeline, pipeline below the API, render and serve on top
 #: (the command line over everything).
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "_version", "redaction", "model", "formats", "stats", "metrics"}),
+    frozenset({"errors", "_version", "redaction", "usage", "model", "formats", "stats", "metrics"}),
     frozenset(
         {
             "plugins.registry",

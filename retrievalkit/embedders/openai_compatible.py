@@ -4,7 +4,9 @@ The request is ``{"model", "input": [texts], "dimensions"?}``; the reply's ``dat
 one ``{"index", "embedding"}`` per text, put back in ``index`` order. Texts go in batches
 of ``batch_size``; each batch is one request with its own deadline and retries (see
 `retrievalkit.embedders.json_post`). The API key is read from ``api_key_env`` per request,
-never stored, never in ``model_id`` or a message.
+never stored, never in ``model_id`` or a message. The tokens a reply's ``usage`` reports
+are recorded for the question being asked (`retrievalkit.usage.record_usage`, under the
+model's name), so that a run's cost can be priced from them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from retrievalkit.embedders import SIMILARITIES
 from retrievalkit.embedders.json_post import JSONPoster, ModelServerError, check_url
 from retrievalkit.errors import InputError, PluginError
+from retrievalkit.usage import record_usage, usage_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -140,6 +143,9 @@ class OpenAICompatibleEmbedder:
             ) from None
         if matrix.ndim != 2 or not np.isfinite(matrix).all():
             raise PluginError(f"{where}: the embeddings are not finite vectors of one length")
+        usage = usage_of(reply)
+        if usage is not None:  # the question being asked pays for it (`retrievalkit.usage`)
+            record_usage(self.model, *usage)
         return matrix
 
 

@@ -17,6 +17,7 @@ import attrs
 
 from retrievalkit.errors import InputError
 from retrievalkit.formats.limits import (
+    COST_STATISTICS,
     LATENCY_STATISTICS,
     MAX_CONCURRENCY,
     MAX_K,
@@ -62,6 +63,19 @@ class RegressionConfig:
     slices: dict[str, dict[str, float]] = attrs.field(factory=dict)
     latency: dict[str, float] = attrs.field(factory=dict)
     """``[regression.latency]``: ``p50``/``p95``/``p99`` -> largest allowed relative increase."""
+    cost: dict[str, float] = attrs.field(factory=dict)
+    """``[regression.cost]``: ``per_question`` -> largest allowed relative increase."""
+
+
+@attrs.frozen
+class ModelPrice:
+    """``[costs."MODEL"]``: what 1,000 tokens of a model cost, in the currency you price in."""
+
+    input: float
+    output: float = 0.0
+
+    def document(self) -> dict[str, float]:
+        return {"input": self.input, "output": self.output}
 
 
 @attrs.frozen
@@ -117,6 +131,8 @@ class Config:
     judges: dict[str, PluginInstance] = attrs.field(factory=dict)
     sweeps: dict[str, SweepConfig] = attrs.field(factory=dict)
     drift: DriftConfig = attrs.field(factory=DriftConfig)
+    costs: dict[str, ModelPrice] = attrs.field(factory=dict)
+    """``[costs."MODEL"]``: model name -> its price per 1,000 tokens."""
 
 
 def find_config(explicit: str | None, directory: Path | None = None) -> Config:
@@ -253,7 +269,7 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
 
     known = {
         *("sets", "retrievers", "store", "regression", "eval", "generators", "judges"),
-        *("sweeps", "drift"),
+        *("sweeps", "drift", "costs"),
     }
     for key in table:
         if key not in known:
@@ -306,7 +322,51 @@ def parse_config(table: Mapping[str, Any], path: Path, *, prefix: str = "") -> C
         judges=_plugin_instances(table, "judges", fail),
         sweeps=parse_sweeps(_table(table, "sweeps", fail), fail),
         drift=_parse_drift(_table(table, "drift", fail), fail),
+        costs=_parse_costs(_table(table, "costs", fail), fail),
     )
+
+
+def _parse_costs(section: Mapping[str, Any], fail: Any) -> dict[str, ModelPrice]:
+    """``[costs."MODEL"]``: ``input`` (required) and ``output`` (default 0), each the
+    price of 1,000 tokens, a finite number >= 0."""
+    prices: dict[str, ModelPrice] = {}
+    for model, entry in section.items():
+        where = f'costs."{model}"'
+        if not model.strip():
+            raise fail(where, "a model name must not be empty")
+        if not isinstance(entry, Mapping):
+            raise fail(
+                where,
+                "must be a table of prices per 1,000 tokens",
+                hint=f'[costs."{model}"] with input = 0.00002 (and output = ... for output tokens)',
+            )
+        unknown = set(entry) - {"input", "output"}
+        if unknown:
+            raise fail(f"{where}.{sorted(unknown)[0]}", "unknown key", hint="known: input, output")
+        if "input" not in entry:
+            raise fail(
+                where,
+                "needs input = the price of 1,000 input tokens",
+                hint="input = 0 for a model that bills output tokens only",
+            )
+        found = {}
+        for key in ("input", "output"):
+            if key not in entry:
+                continue
+            value = entry[key]
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise fail(
+                    f"{where}.{key}",
+                    f"must be a price per 1,000 tokens, a number >= 0, got {value!r}",
+                )
+            found[key] = float(value)
+        prices[model] = ModelPrice(**found)
+    return prices
 
 
 def _parse_drift(section: Mapping[str, Any], fail: Any) -> DriftConfig:
@@ -372,6 +432,7 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
     require_significant = False
     slices: dict[str, dict[str, float]] = {}
     latency: dict[str, float] = {}
+    cost: dict[str, float] = {}
     for key, value in section.items():
         if key in ("max_top1_drop", "max_top3_drop"):
             name = _metric_name(
@@ -403,14 +464,44 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
             slices = _parse_slices(value, fail)
         elif key == "latency":
             latency = _parse_latency(value, fail)
+        elif key == "cost":
+            cost = _parse_cost_thresholds(value, fail)
         else:
             raise fail(
                 f"regression.{key}",
                 "unknown key",
                 hint="known: max_top1_drop, max_top3_drop, max_error_rate, require_significant, "
-                "[regression.metrics], [regression.slices], [regression.latency]",
+                "[regression.metrics], [regression.slices], [regression.latency], "
+                "[regression.cost]",
             )
-    return RegressionConfig(thresholds, max_error_rate, require_significant, slices, latency)
+    return RegressionConfig(thresholds, max_error_rate, require_significant, slices, latency, cost)
+
+
+def _parse_cost_thresholds(value: Any, fail: Any) -> dict[str, float]:
+    """``[regression.cost]``: ``per_question = 0.1`` (the candidate's cost per question at
+    most 10 % above the baseline's)."""
+    if not isinstance(value, Mapping):
+        raise fail(
+            "regression.cost",
+            "must be a table of statistic = largest relative increase, e.g. per_question = 0.1",
+        )
+    found: dict[str, float] = {}
+    for name, increase in value.items():
+        key = f"regression.cost.{name}"
+        if name not in COST_STATISTICS:
+            raise fail(key, "unknown cost statistic", hint="one of " + ", ".join(COST_STATISTICS))
+        if (
+            isinstance(increase, bool)
+            or not isinstance(increase, (int, float))
+            or not 0 <= increase <= MAX_LATENCY_INCREASE
+        ):
+            raise fail(
+                key,
+                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.1: at most "
+                f"10 % above the baseline), got {increase!r}",
+            )
+        found[name] = float(increase)
+    return found
 
 
 def _parse_latency(value: Any, fail: Any) -> dict[str, float]:

@@ -69,7 +69,12 @@ converter.register_unstructure_hook(
 # code) is written as it always was, so its JSON and its store digest do not change.
 converter.register_unstructure_hook(
     Manifest,
-    make_dict_unstructure_fn(Manifest, converter, machine=override(omit_if_default=True)),
+    make_dict_unstructure_fn(
+        Manifest,
+        converter,
+        machine=override(omit_if_default=True),
+        costs=override(omit_if_default=True),
+    ),
 )
 
 

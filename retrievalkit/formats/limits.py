@@ -25,6 +25,8 @@ MAX_WARMUP = 100_000
 MAX_TIMEOUT = 7 * 24 * 3600.0
 #: The latency statistics a threshold can name (`retrievalkit.stats.latency.QUANTILES`).
 LATENCY_STATISTICS = ("p50", "p95", "p99")
+#: The cost statistics a threshold can name (`retrievalkit.pipeline.gating.cost`).
+COST_STATISTICS = ("per_question",)
 #: A latency threshold is a relative increase: 100 lets the candidate be 101 times slower.
 MAX_LATENCY_INCREASE = 100.0
 #: Relevance grades: TREC uses 0-4; a million still sums exactly in a float.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, repeat
 from itertools import count as numbering
 from typing import TYPE_CHECKING
@@ -141,6 +141,8 @@ class RunScorer:
         self.ranking_lengths = np.zeros(count, dtype=np.int64)
         self.label_lengths = np.zeros(count, dtype=np.int64)
         self.errors: dict[int, str] = {}
+        #: Model -> each question's (input, output) tokens, for the models some question used.
+        self.tokens: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
         # Document id -> code, in the order first seen; a missing id gets the next code.
         self.documents: dict[str, int] = defaultdict(numbering().__next__)
         self._ranking_codes: list[npt.NDArray[np.int64]] = []
@@ -218,6 +220,8 @@ class RunScorer:
         # Python's round, as each outcome's latency always was (numpy's may differ by an ulp).
         self.latency[low:high] = list(map(round, answers.latency_ms, repeat(3)))
         self.returned[low:high] = answers.returned
+        if answers.usage is not None:
+            self._add_tokens(low, answers.usage)
         self.errored[low:high] = errored
         self.ranking_lengths[low:high] = ranking_lengths
         self.label_lengths[low:high] = label_lengths
@@ -225,6 +229,19 @@ class RunScorer:
         self._label_codes.append(label_codes)
         self._label_grades.append(label_grades)
         self.done = high
+
+    def _add_tokens(self, low: int, usage: Sequence[Mapping[str, tuple[int, int]] | None]) -> None:
+        count = len(self.questions)
+        for offset, spent in enumerate(usage):
+            for model, (inputs, outputs) in (spent or {}).items():
+                columns = self.tokens.get(model)
+                if columns is None:
+                    columns = self.tokens[model] = (
+                        np.zeros(count, dtype=np.int64),
+                        np.zeros(count, dtype=np.int64),
+                    )
+                columns[0][low + offset] += inputs
+                columns[1][low + offset] += outputs
 
     def short_of_documents(self, overfetch: int) -> str | None:
         """`pipeline.engine.diagnostics.short_of_documents_warning` of these retrievals."""
@@ -305,6 +322,7 @@ class RunScorer:
                 joined(self._label_codes),
                 joined(self._label_grades),
             ),
+            tokens=self.tokens,
         )
 
 

@@ -94,6 +94,24 @@ class LatencyChange:
 
 
 @attrs.frozen
+class CostChange:
+    """The paired change of the cost per question between two runs of the same questions:
+    the ratio candidate / baseline of the mean cost with its paired bootstrap interval
+    (`retrievalkit.stats.latency.paired_ratios`), each run priced at its own ``[costs]``."""
+
+    statistic: str
+    """``per_question``: the mean cost of a question."""
+    baseline: float
+    candidate: float
+    ratio: float | None
+    """candidate / baseline; None when the baseline's cost is 0."""
+    ci: tuple[float, float] | None
+    method: str
+    n: int
+    """Questions compared: those both runs asked (an errored one was billed too)."""
+
+
+@attrs.frozen
 class System:
     """One side of a comparison: a fresh or stored run, and its share of judged documents."""
 
@@ -156,6 +174,9 @@ class PairComparison:
     """The questions whose ``changed_by`` value moved most, largest move first."""
     latency: tuple[LatencyChange, ...] = ()
     """The paired change of p50, p95 and p99 latency, candidate / baseline."""
+    cost: CostChange | None = None
+    """The paired change of the cost per question, candidate / baseline; None unless both
+    runs recorded tokens of a priced model."""
 
 
 @attrs.frozen

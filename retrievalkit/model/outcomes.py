@@ -6,6 +6,8 @@ working. Code that reads many questions reads the columns instead:
 
 - `Outcomes.question_ids`, `Outcomes.metric_names`;
 - `Outcomes.values` (one metric, float64, NaN where undefined), `Outcomes.latency_ms`;
+- `Outcomes.tokens` (model -> each question's input and output tokens, as the APIs the
+  retriever called reported them; empty when none did);
 - `Outcomes.errors` (question index -> message) and `Outcomes.errored`;
 - `Outcomes.forms`, `Outcomes.hard_classes`, `Outcomes.question_texts` (what was asked, so
   a stored run shows its questions where its set cannot be found);
@@ -39,6 +41,7 @@ ERRORS = "errors"
 FORMS = "forms"
 HARD_CLASSES = "hard_classes"
 QUESTION_TEXTS = "question_texts"
+TOKENS = "tokens"
 DOCUMENTS = "documents"
 RANKINGS = "rankings"
 JUDGMENTS = "judgments"
@@ -54,6 +57,34 @@ class Rankings(NamedTuple):
     offsets: IntArray
     """``len + 1`` non-decreasing offsets into ``codes``, starting at 0."""
     codes: IntArray
+
+
+class TokenCounts(NamedTuple):
+    """One model's tokens, one count a question (0 where the question spent none)."""
+
+    input: IntArray
+    output: IntArray
+
+
+def token_columns(tokens: Mapping[str, Any] | None, count: int) -> dict[str, TokenCounts]:
+    """``model -> (input, output)`` checked: two arrays of ``count`` whole numbers >= 0
+    a model, read-only; a model whose counts are all 0 is left out."""
+    found: dict[str, TokenCounts] = {}
+    for model, pair in (tokens or {}).items():
+        if not isinstance(model, str) or not model:
+            raise ValueError("tokens must be keyed by model names")
+        inputs, outputs = pair
+        counts = TokenCounts(
+            _int_array(inputs, "input tokens"), _int_array(outputs, "output tokens")
+        )
+        for array in counts:
+            if array.shape != (count,):
+                raise ValueError(f"the tokens of {model} must be {count} counts")
+            if array.size and array.min() < 0:
+                raise ValueError(f"the tokens of {model} must not be negative")
+        if counts.input.any() or counts.output.any():
+            found[model] = counts
+    return found
 
 
 class Judgments(NamedTuple):
@@ -209,6 +240,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
             FORMS: tuple(i.form for i in items),
             HARD_CLASSES: tuple(i.hard_class for i in items),
             QUESTION_TEXTS: (None,) * count,
+            TOKENS: {},
             DOCUMENTS: tuple(vocabulary),
             RANKINGS: Rankings(read_only(ranking_offsets), _int_array(ranked, "ranking")),
             JUDGMENTS: Judgments(
@@ -234,6 +266,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
         documents: Sequence[str] = (),
         rankings: Rankings | tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
         judgments: Judgments | tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike] | None = None,
+        tokens: Mapping[str, tuple[npt.ArrayLike, npt.ArrayLike]] | None = None,
     ) -> Outcomes:
         """Outcomes from their columns, as a scorer computes them.
 
@@ -248,7 +281,9 @@ class Outcomes(Sequence["QuestionOutcome"]):
           may hold more than they use, say the whole corpus: only the used ones are
           stored, each once, sorted);
         - ``rankings``: ``(offsets, codes)``, see `Rankings` (empty rankings when omitted);
-        - ``judgments``: ``(offsets, codes, grades)``, see `Judgments`.
+        - ``judgments``: ``(offsets, codes, grades)``, see `Judgments`;
+        - ``tokens``: model -> ``(input, output)``, one token count each a question, see
+          `TokenCounts` (none when omitted).
 
         Raises ``ValueError`` when a column's length, an offset or a code does not fit.
         """
@@ -326,6 +361,7 @@ class Outcomes(Sequence["QuestionOutcome"]):
             FORMS: form_column,
             HARD_CLASSES: hard_column,
             QUESTION_TEXTS: text_column,
+            TOKENS: token_columns(tokens, count),
             DOCUMENTS: vocabulary,
             RANKINGS: ranked,
             JUDGMENTS: labels,
@@ -401,6 +437,13 @@ class Outcomes(Sequence["QuestionOutcome"]):
     @property
     def latency_ms(self) -> FloatArray:
         found: FloatArray = self._column(LATENCY)
+        return found
+
+    @property
+    def tokens(self) -> Mapping[str, TokenCounts]:
+        """Model -> each question's input and output tokens; empty when no question
+        recorded any (and for runs stored before tokens were kept)."""
+        found: Mapping[str, TokenCounts] = self._column(TOKENS)
         return found
 
     @property
@@ -621,6 +664,10 @@ class Outcomes(Sequence["QuestionOutcome"]):
             FORMS: tuple(forms[i] for i in picked.tolist()),
             HARD_CLASSES: tuple(hard[i] for i in picked.tolist()),
             QUESTION_TEXTS: tuple(self.question_texts[i] for i in picked.tolist()),
+            TOKENS: token_columns(
+                {model: (t.input[picked], t.output[picked]) for model, t in self.tokens.items()},
+                len(picked),
+            ),
             DOCUMENTS: self.documents,
             RANKINGS: Rankings(read_only(r_offsets), read_only(r_codes)),
             JUDGMENTS: Judgments(read_only(j_offsets), read_only(j_codes), read_only(j_grades)),
@@ -663,6 +710,13 @@ class Outcomes(Sequence["QuestionOutcome"]):
                 return False
         if not np.array_equal(self.latency_ms, other.latency_ms, equal_nan=True):
             return False
+        mine_tokens, their_tokens = self.tokens, other.tokens
+        if set(mine_tokens) != set(their_tokens) or not all(
+            np.array_equal(a, b)
+            for model in mine_tokens
+            for a, b in zip(mine_tokens[model], their_tokens[model], strict=True)
+        ):
+            return False
         if dict(self.errors) != dict(other.errors):
             return False
         if self.forms != other.forms or self.hard_classes != other.hard_classes:
@@ -697,8 +751,8 @@ class Outcomes(Sequence["QuestionOutcome"]):
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled (for example, to another process) with every column read.
         names = [
-            QUESTION_IDS, LATENCY, ERRORS, FORMS, HARD_CLASSES, QUESTION_TEXTS, DOCUMENTS,
-            RANKINGS, JUDGMENTS,
+            QUESTION_IDS, LATENCY, ERRORS, FORMS, HARD_CLASSES, QUESTION_TEXTS, TOKENS,
+            DOCUMENTS, RANKINGS, JUDGMENTS,
         ]  # fmt: skip
         columns = {name: self._column(name) for name in names}
         columns.update({column_name(m): self._metric(m) for m in self._metrics})

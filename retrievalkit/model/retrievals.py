@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import overload
 
 from retrievalkit.model.values import Retrieval
+
+#: A question's tokens: model -> (input tokens, output tokens) (`retrievalkit.usage`).
+Tokens = Mapping[str, tuple[int, int]]
 
 
 class Retrievals(Sequence[Retrieval]):
@@ -13,10 +16,12 @@ class Retrievals(Sequence[Retrieval]):
 
     What `ask_in_batches` yields: a sequence of `Retrieval` (indexing builds one), whose
     columns a scorer reads without any per-question object. ``errors`` maps the position
-    of each question that errored, in order, to its message.
+    of each question that errored, in order, to its message. ``usage`` holds each
+    question's tokens (model -> (input, output), None where none were recorded), or is
+    None when no question recorded any.
     """
 
-    __slots__ = ("errors", "latency_ms", "rankings", "returned")
+    __slots__ = ("errors", "latency_ms", "rankings", "returned", "usage")
 
     def __init__(
         self,
@@ -24,13 +29,20 @@ class Retrievals(Sequence[Retrieval]):
         latency_ms: list[float],
         returned: list[int],
         errors: dict[int, str],
+        usage: list[Tokens | None] | None = None,
     ) -> None:
         if not len(rankings) == len(latency_ms) == len(returned):
             raise ValueError("rankings, latency_ms and returned must have one entry a question")
+        if usage is not None and len(usage) != len(rankings):
+            raise ValueError("usage must have one entry a question")
         self.rankings = rankings
         self.latency_ms = latency_ms
         self.returned = returned
         self.errors = errors
+        self.usage = usage if usage is not None and any(usage) else None
+
+    def usage_at(self, position: int) -> Tokens | None:
+        return None if self.usage is None else self.usage[position]
 
     @classmethod
     def of(cls, retrievals: Iterable[Retrieval]) -> Retrievals:
@@ -47,6 +59,7 @@ class Retrievals(Sequence[Retrieval]):
                 for index, retrieval in enumerate(held)
                 if retrieval.error is not None
             },
+            [retrieval.usage for retrieval in held],
         )
 
     @classmethod
@@ -58,13 +71,15 @@ class Retrievals(Sequence[Retrieval]):
         latency: list[float] = []
         returned: list[int] = []
         errors: dict[int, str] = {}
+        usage: list[Tokens | None] = []
         for part in parts:
             low = len(rankings)
             errors.update((low + position, message) for position, message in part.errors.items())
             rankings += part.rankings
             latency += part.latency_ms
             returned += part.returned
-        return cls(rankings, latency, returned, errors)
+            usage += part.usage if part.usage is not None else [None] * len(part.rankings)
+        return cls(rankings, latency, returned, errors, usage)
 
     def __len__(self) -> int:
         return len(self.rankings)
@@ -88,6 +103,7 @@ class Retrievals(Sequence[Retrieval]):
                     for offset, position in enumerate(positions)
                     if position in errors
                 },
+                None if self.usage is None else self.usage[index],
             )
         position = range(len(self.rankings))[index]
         return Retrieval(
@@ -95,6 +111,7 @@ class Retrievals(Sequence[Retrieval]):
             self.latency_ms[position],
             self.errors.get(position),
             self.returned[position],
+            self.usage_at(position),
         )
 
     def __iter__(self) -> Iterator[Retrieval]:
@@ -102,7 +119,9 @@ class Retrievals(Sequence[Retrieval]):
         for position, (ranking, latency, returned) in enumerate(
             zip(self.rankings, self.latency_ms, self.returned, strict=True)
         ):
-            yield Retrieval(ranking, latency, errors.get(position), returned)
+            yield Retrieval(
+                ranking, latency, errors.get(position), returned, self.usage_at(position)
+            )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):

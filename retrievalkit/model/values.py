@@ -378,6 +378,9 @@ class Retrieval:
     error: str | None = None
     returned: int = 0
     """How many ids the retriever returned, before duplicates collapsed."""
+    usage: Mapping[str, tuple[int, int]] | None = None
+    """The tokens the question spent, model -> (input, output) (`retrievalkit.usage`);
+    None when nothing was recorded."""
 
 
 @attrs.frozen
@@ -480,3 +483,6 @@ class Manifest:
     machine: Machine | None = None
     """The machine the latencies were measured on; None for runs stored before it was
     recorded (and for runs built without asking a retriever)."""
+    costs: Mapping[str, Any] = attrs.field(factory=dict, converter=as_frozen_dict)
+    """``[costs]`` in effect for the run: model -> ``{"input", "output"}``, the price of
+    1,000 tokens; empty when none was given (the run's tokens then have no cost)."""

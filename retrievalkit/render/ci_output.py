@@ -41,7 +41,7 @@ def junit_xml(report: EvalReport, *, failed: str | None = None) -> str:
     ``failed`` is the reason an evaluation could not be carried out (too many errors):
     it becomes one errored test case, so the CI shows the run as broken, not as passed.
     """
-    from retrievalkit.render.text import comparison_line, latency_line, verdict_lines
+    from retrievalkit.render.text import check_line, comparison_line, verdict_lines
 
     record = report.record
     verdict = report.verdict
@@ -77,9 +77,9 @@ def junit_xml(report: EvalReport, *, failed: str | None = None) -> str:
             else:
                 out = ElementTree.SubElement(element, "system-out")
                 out.text = _xml_text(comparison_line(item, record.manifest.confidence))
-        for check in verdict.latency:
+        for check in verdict.ratio_checks:
             element = case(check.check)
-            line = latency_line(check, record.manifest.confidence)
+            line = check_line(check, record.manifest.confidence)
             if check.regressed:
                 failure = ElementTree.SubElement(element, "failure", type="regression")
                 failure.set("message", _xml_text(line))
@@ -155,8 +155,8 @@ def _escape_property(text: str) -> str:
 
 
 def workflow_annotations(report: EvalReport) -> list[str]:
-    """One ``::error`` workflow command per regressed metric, slice or latency check."""
-    from retrievalkit.render.text import comparison_line, latency_line
+    """One ``::error`` workflow command per regressed metric, slice, latency or cost check."""
+    from retrievalkit.render.text import check_line, comparison_line
 
     if report.verdict is None or not report.verdict.regressed:
         return []
@@ -174,10 +174,10 @@ def workflow_annotations(report: EvalReport) -> list[str]:
         + [
             f"::error title={title}::"
             + _escape_data(
-                f"{latency_line(item, record.manifest.confidence)} "
+                f"{check_line(item, record.manifest.confidence)} "
                 f"against {report.verdict.baseline_run_id}"
             )
-            for item in report.verdict.latency_failures
+            for item in report.verdict.ratio_failures
         ]
         + [
             f"::error title={title}::"

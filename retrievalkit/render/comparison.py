@@ -249,6 +249,21 @@ def latency_note(pair: PairComparison) -> str:
     )
 
 
+def cost_note(pair: PairComparison, confidence: float) -> str | None:
+    """``Cost per question: 0.001 -> 0.0012, ratio 1.200x (95% CI [...]), over N
+    questions, paired bootstrap``; None when the two runs have no cost to compare."""
+    from retrievalkit.render.text import price
+
+    change = pair.cost
+    if change is None:
+        return None
+    return (
+        f"Cost per question: {price(change.baseline)} -> {price(change.candidate)}, ratio "
+        f"{ratio(change.ratio)} ({percent(confidence)} CI {ratio_interval(change.ci)}), over "
+        f"the {change.n} questions both asked, {change.method} interval."
+    )
+
+
 def _escape(text: str) -> str:
     return printable(text.replace("\n", " ")).replace("|", "\\|")
 
@@ -282,6 +297,9 @@ def render_comparison_markdown(comparison: Comparison) -> str:
             lines += ["", "### Latency", ""]
             lines += _markdown_table(latency_columns(comparison), latency_rows(pair))
             lines += ["", latency_note(pair)]
+        spent = cost_note(pair, comparison.confidence)
+        if spent is not None:
+            lines += ["", "### Cost", "", _escape(spent)]
         lines += ["", f"### Questions that changed most ({_escape(pair.changed_by)})", ""]
         if pair.changed:
             rows = [change_row(change) for change in pair.changed]
@@ -356,6 +374,9 @@ def comparison_renderable(comparison: Comparison) -> Group:
                 )
             )
             parts.append(plain(latency_note(pair)))
+        spent = cost_note(pair, comparison.confidence)
+        if spent is not None:
+            parts.append(plain(spent))
         if not pair.changed:
             parts.append(plain(f"No question changed its {pair.changed_by}."))
             continue

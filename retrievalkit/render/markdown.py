@@ -14,6 +14,7 @@ from retrievalkit.render.terminal import printable
 from retrievalkit.render.text import (
     breakdown_columns,
     breakdown_rows,
+    cost_line,
     hits_cell,
     interval,
     latency_rows,
@@ -52,6 +53,11 @@ def render_markdown(report: EvalReport, *, question_limit: int | None = None) ->
         lines += ["", "## Latency", "", f"| statistic | value | {level} CI | method |"]
         lines.append("|---|---:|---|---|")
         lines += [f"| {name} | {value} | {ci} | {method} |" for name, value, ci, method in latency]
+    from retrievalkit.metrics.cost import run_cost
+
+    spent = cost_line(run_cost(record), level)
+    if spent is not None:
+        lines += ["", "## Cost", "", _escape(spent)]
     lines += stages_markdown(record)
     if report.extra_labels is not None:
         effect = report.extra_labels

@@ -48,15 +48,17 @@ class EvalReport:
     @property
     def warnings(self) -> tuple[str, ...]:
         """What the reader must know before trusting the numbers (e.g. pooling bias)."""
+        from retrievalkit.metrics.cost import record_costs, unpriced_warning
         from retrievalkit.metrics.judged_share import judged_shares, judged_warning
         from retrievalkit.pipeline.engine.diagnostics import chunk_id_warning
 
         pooling = judged_warning(self.record.model, judged_shares(self.record.metrics))
         chunks = chunk_id_warning(self.record.outcomes)
-        found = tuple(warning for warning in (pooling, chunks) if warning is not None)
+        unpriced = unpriced_warning(record_costs(self.record))
+        found = tuple(warning for warning in (pooling, chunks, unpriced) if warning is not None)
         # What the gate says too (clustering by a field some questions lack) is said once,
-        # with the gate.
-        said = () if self.verdict is None else self.verdict.warnings
+        # with the gate; what the record says, once.
+        said = (*found, *(() if self.verdict is None else self.verdict.warnings))
         return found + tuple(warning for warning in self.diagnostics if warning not in said)
 
 
@@ -169,6 +171,7 @@ def run_latency(record: ResultRecord) -> dict[str, Any]:
 
 
 def summary(report: EvalReport) -> dict[str, Any]:
+    from retrievalkit.metrics.cost import run_cost
     from retrievalkit.render.stages import stages_document
 
     record = report.record
@@ -200,6 +203,7 @@ def summary(report: EvalReport) -> dict[str, Any]:
         ],
         "latency_ms": latency_summary(record_latencies(record)),
         "latency": run_latency(record),
+        "cost": run_cost(record),
         "saved_to": report.saved_to,
         "not_saved_reason": report.not_saved_reason,
         "manifest": unstructure(record.manifest),

@@ -20,6 +20,7 @@ from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import (
     breakdown_columns,
     breakdown_rows,
+    cost_line,
     hits_cell,
     interval,
     latency_rows,
@@ -176,6 +177,11 @@ def eval_renderable(
         for row in latency:
             timing.add_row(*(plain(cell) for cell in row))
         parts.append(fit(timing, drop=("method", "CI")))
+    from retrievalkit.metrics.cost import run_cost
+
+    spent = cost_line(run_cost(record), level)
+    if spent is not None:
+        parts.append(plain(spent))
     from retrievalkit.render.stages import stages_renderable
 
     parts += stages_renderable(record)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from retrievalkit.formats.numbers import NONE as NONE
 from retrievalkit.formats.numbers import (
@@ -23,6 +24,8 @@ from retrievalkit.metrics.definitions import headline
 from retrievalkit.model.comparisons import LatencyChange, MetricDifference
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import MetricValue
+from retrievalkit.pipeline.gating.cost import CHECK_PREFIX as COST_CHECK_PREFIX
+from retrievalkit.pipeline.gating.cost import CostCheck
 from retrievalkit.pipeline.gating.gate import MetricComparison, Verdict
 from retrievalkit.pipeline.gating.latency import LatencyCheck
 
@@ -111,19 +114,20 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
             f"clustered by {verdict.cluster_by}: cluster bootstrap intervals, sign-flip "
             "test on cluster sums"
         )
-    failed = verdict.failures or verdict.latency_failures
+    failed = verdict.failures or verdict.latency_failures or verdict.cost_failures
+    ratios = verdict.ratio_checks
     if verdict.regressed and not failed and verdict.note:
         lines.append(f"GATE FAILED against {baseline}: {verdict.note}")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.checked)
-        lines.extend("  " + latency_line(item, confidence) for item in verdict.latency)
+        lines.extend("  " + check_line(item, confidence) for item in ratios)
     elif verdict.regressed:
         lines.append(f"REGRESSION against {baseline}:")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.failures)
-        lines.extend("  " + latency_line(item, confidence) for item in verdict.latency_failures)
+        lines.extend("  " + check_line(item, confidence) for item in verdict.ratio_failures)
     else:
         lines.append(f"no regression against {baseline}")
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.checked)
-        lines.extend("  " + latency_line(item, confidence) for item in verdict.latency)
+        lines.extend("  " + check_line(item, confidence) for item in ratios)
     excused = [
         item
         for item in verdict.checked
@@ -139,16 +143,24 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
     if slower and verdict.regressed:
         lines.append("slower past the threshold, but the interval reaches below it:")
         lines.extend("  " + latency_line(item, confidence) for item in slower)
+    dearer = [item for item in verdict.cost if not item.regressed and _above(item)]
+    if dearer and verdict.regressed:
+        lines.append("dearer past the threshold, but the interval reaches below it:")
+        lines.extend("  " + check_line(item, confidence) for item in dearer)
     if verdict.unchecked:
         lines.append("NOT checked (each fails the gate):")
         lines.extend(f"  {item}" for item in verdict.unchecked)
     from retrievalkit.pipeline.gating.latency import MACHINE_WARNING_PREFIX
 
     timing = [item for item in verdict.warnings if item.startswith(MACHINE_WARNING_PREFIX)]
-    power = [item for item in verdict.warnings if item not in timing]
+    costs = [item for item in verdict.warnings if item.startswith(COST_CHECK_PREFIX)]
+    power = [item for item in verdict.warnings if item not in timing and item not in costs]
     if timing:
         lines.append("latency timing (a warning, never a failure):")
         lines.extend(f"  warning: {item}" for item in timing)
+    if costs:
+        lines.append("cost (a warning, never a failure):")
+        lines.extend(f"  warning: {item}" for item in costs)
     if power:
         lines.append("thresholds below what the set can detect (retrievalkit power):")
         lines.extend(f"  warning: {item}" for item in power)
@@ -183,8 +195,27 @@ def comparison_line(item: MetricComparison, confidence: float) -> str:
     )
 
 
-def _above(item: LatencyCheck) -> bool:
+def _above(item: LatencyCheck | CostCheck) -> bool:
     return item.ratio is not None and item.ratio > 1.0 + item.threshold
+
+
+def check_line(item: LatencyCheck | CostCheck, confidence: float) -> str:
+    """The line of a gated ratio: `latency_line` or `cost_check_line`."""
+    if isinstance(item, CostCheck):
+        return cost_check_line(item, confidence)
+    return latency_line(item, confidence)
+
+
+def cost_check_line(item: CostCheck, confidence: float) -> str:
+    """``cost.per_question: 0.0012 -> 0.0015 (ratio 1.250x, 95% CI [1.201, 1.302], paired
+    bootstrap over 300 questions, allowed increase +10%)``."""
+    note = ", not significant" if _above(item) and not item.regressed else ""
+    return (
+        f"{item.check}: {price(item.baseline)} -> {price(item.candidate)} "
+        f"(ratio {ratio(item.ratio)}, {percent(confidence)} CI {ratio_interval(item.ci)}, "
+        f"{item.method} over {item.n} questions, allowed increase {increase(item.threshold)}"
+        f"{note})"
+    )
 
 
 def latency_line(item: LatencyCheck, confidence: float) -> str:
@@ -243,6 +274,31 @@ def latency_rows(latency: Mapping[str, object]) -> list[tuple[str, str, str, str
             )
         )
     return rows
+
+
+def price(value: float) -> str:
+    """A cost, to 4 significant digits (token prices run to 1e-5 and below)."""
+    return f"{value:.4g}"
+
+
+def cost_line(cost: Mapping[str, Any] | None, level: str) -> str | None:
+    """``Cost: 0.0001234 per question (95% CI [...]), 0.004936 in all (40 questions);
+    tokens: MODEL 1,800 in, 0 out`` of a run's ``cost`` (`metrics.cost.run_cost`); None
+    for a run without tokens."""
+    if not cost:
+        return None
+    tokens = "; ".join(
+        f"{model} {counts['input']:,} in, {counts['output']:,} out"
+        for model, counts in cost["tokens"].items()
+    )
+    each = cost.get("per_question")
+    if not isinstance(each, Mapping):
+        return f"Cost: none priced ([costs] has no price for the models used); tokens: {tokens}"
+    low, high = each["ci"]
+    return (
+        f"Cost: {price(each['value'])} per question ({level} CI [{price(low)}, {price(high)}]), "
+        f"{price(cost['total'])} in all ({cost['questions']} questions); tokens: {tokens}"
+    )
 
 
 def hits_cell(scores: Mapping[str, float | None], name: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from retrievalkit.embedders.json_post import JSONPoster, ModelServerError, check_url
 from retrievalkit.errors import InputError, PluginError
 from retrievalkit.rerankers.passages import CandidatePassages, collapse_max
+from retrievalkit.usage import record_usage, usage_of
 
 FORMATS = ("cohere", "jina", "tei")
 
@@ -83,7 +84,11 @@ class RerankAPIReranker:
             reply = self._poster.post(body)
         except ModelServerError as error:
             raise PluginError(f"reranker rerank-api ({self.format}): {error}") from None
-        return self._read(reply, len(texts))
+        scores = self._read(reply, len(texts))
+        usage = usage_of(reply)
+        if usage is not None:  # the question being asked pays for it (`retrievalkit.usage`)
+            record_usage(self.model or "rerank-api", *usage)
+        return scores
 
     def _read(self, reply: Any, count: int) -> list[float]:
         where = f"{self._poster.url} ({self.format} format)"

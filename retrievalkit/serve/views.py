@@ -364,6 +364,8 @@ def _verdict(
             baseline_kind=kind,
             latency_thresholds=thresholds.latency,
             candidate_machine=manifest.machine,
+            cost_thresholds=thresholds.cost,
+            candidate_costs=manifest.costs,
         )
         if verdict.regressed:
             from retrievalkit.formats.numbers import ratio
@@ -374,7 +376,7 @@ def _verdict(
                     for item in verdict.failures
                     if item.difference is not None
                 ]
-                + [f"{item.check} {ratio(item.ratio)}" for item in verdict.latency_failures]
+                + [f"{item.check} {ratio(item.ratio)}" for item in verdict.ratio_failures]
             )
             return VerdictCell(f"regressed: {dropped}", True, baseline.run_id)
         return VerdictCell(f"passed against the {kind}", False, baseline.run_id)

@@ -139,6 +139,25 @@ def _percentile_interval(draws: npt.NDArray[np.float64], level: float) -> list[f
     return [float(np.quantile(draws, tail)), float(np.quantile(draws, 1.0 - tail))]
 
 
+def bootstrap_mean(
+    values: npt.ArrayLike, level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> dict[str, object]:
+    """``{"value", "ci", "method"}``: the mean of ``values`` (finite, at least one) with
+    its percentile bootstrap interval (the mean latency's, and a run's cost per question)."""
+    array = np.asarray(values, dtype=np.float64)
+    if not len(array):
+        raise ValueError("a mean needs at least one value")
+    rng = np.random.default_rng(seed)
+    means = np.concatenate(
+        [array[picks].mean(axis=1) for picks in _resampled_blocks(len(array), resamples, rng)]
+    )
+    return {
+        "value": float(array.mean()),
+        "ci": _percentile_interval(means, level),
+        "method": MEAN_METHOD,
+    }
+
+
 def latency_summary(
     latency_ms: npt.ArrayLike, level: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> dict[str, object]:
@@ -157,15 +176,7 @@ def latency_summary(
             "ci": [float(ordered[lower - 1]), float(ordered[upper - 1])],
             "method": QUANTILE_METHOD,
         }
-    rng = np.random.default_rng(seed)
-    means = np.concatenate(
-        [values[picks].mean(axis=1) for picks in _resampled_blocks(len(values), resamples, rng)]
-    )
-    summary["mean"] = {
-        "value": float(values.mean()),
-        "ci": _percentile_interval(means, level),
-        "method": MEAN_METHOD,
-    }
+    summary["mean"] = bootstrap_mean(values, level, resamples, seed)
     summary["questions"] = len(values)
     summary["level"] = level
     return summary

@@ -25,6 +25,9 @@ second bytes, ...), compressed together with zlib. Every column round-trips exac
 - strings (question ids, document ids, error messages, hard classes) are UTF-8 text
   joined by NUL, or with explicit lengths when one holds a NUL;
 - forms and hard classes are dictionary-encoded; errors are sparse (index, message);
+- tokens (each question's input and output tokens, model by model) are stored as the
+  model names and two integer arrays a model in the narrowest type, in a column that
+  exists only when some question recorded tokens: a run stored before it has none;
 - question texts (what each question asked, so that a store copied elsewhere shows its
   questions without their set) are dictionary-encoded like labels, in a column that exists
   only when some text is known: a run stored before it reads every text as None;
@@ -60,6 +63,7 @@ from retrievalkit.model.outcomes import (
     QUESTION_IDS,
     QUESTION_TEXTS,
     RANKINGS,
+    TOKENS,
     FloatArray,
     IntArray,
     Judgments,
@@ -67,6 +71,7 @@ from retrievalkit.model.outcomes import (
     MetricColumn,
     Outcomes,
     Rankings,
+    TokenCounts,
     check_codes,
     check_offsets,
     column_name,
@@ -523,6 +528,7 @@ def column_names(outcomes: Outcomes) -> list[str]:
         FORMS,
         HARD_CLASSES,
         *((QUESTION_TEXTS,) if _has_texts(outcomes) else ()),
+        *((TOKENS,) if _has_tokens(outcomes) else ()),
         DOCUMENTS,
         RANKINGS,
         JUDGMENTS,
@@ -537,6 +543,15 @@ def _has_texts(outcomes: Outcomes) -> bool:
     if isinstance(source, StoredColumns) and source.names is not None:
         return QUESTION_TEXTS in source.names
     return any(text is not None for text in outcomes.question_texts)
+
+
+def _has_tokens(outcomes: Outcomes) -> bool:
+    """Whether ``outcomes`` hold some question's tokens (for stored outcomes, read from
+    the header, no column decoded)."""
+    source = outcomes.source
+    if isinstance(source, StoredColumns) and source.names is not None:
+        return TOKENS in source.names
+    return bool(outcomes.tokens)
 
 
 def columns_header(outcomes: Outcomes) -> dict[str, Any]:
@@ -575,6 +590,13 @@ def encode_columns(outcomes: Outcomes) -> dict[str, bytes]:
     ]
     if _has_texts(outcomes):
         labelled.append((QUESTION_TEXTS, outcomes.question_texts))
+    tokens = outcomes.tokens
+    if tokens:
+        arrays: dict[str, npt.NDArray[Any]] = dict(_pack_strings("model.", list(tokens)))
+        for number, counts in enumerate(tokens.values()):
+            arrays[f"input.{number}"] = _narrowest(counts.input)
+            arrays[f"output.{number}"] = _narrowest(counts.output)
+        columns[TOKENS] = _pack(arrays, {"models": len(tokens)})
     for name, labels in labelled:
         vocabulary, codes = _dictionary(labels)
         # A form is stored as its value (a form is a str enum: its value is itself).
@@ -688,6 +710,8 @@ class StoredColumns:
                 return tuple(self._documents().names())
             if name == QUESTION_TEXTS and (self.names is None or name not in self.names):
                 return (None,) * len(outcomes)  # stored before question texts were kept
+            if name == TOKENS and (self.names is None or name not in self.names):
+                return {}  # no question recorded tokens, or stored before they were kept
             return self._decode(name, self.load(name), outcomes)
 
     def document_count(self) -> int:
@@ -734,6 +758,15 @@ class StoredColumns:
             return tuple(_unpack_strings("", arrays, count))
         if name == LATENCY:
             return read_only(sized(_decode_floats(arrays)))
+        if name == TOKENS:
+            models = _unpack_strings("model.", arrays, meta["models"])
+            return {
+                model: TokenCounts(
+                    read_only(sized(arrays[f"input.{number}"]).astype(np.int64)),
+                    read_only(sized(arrays[f"output.{number}"]).astype(np.int64)),
+                )
+                for number, model in enumerate(models)
+            }
         if name == ERRORS:
             index = arrays["index"].astype(np.int64).tolist()
             messages = _unpack_strings("message.", arrays, len(index))

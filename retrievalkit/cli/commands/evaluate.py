@@ -17,6 +17,7 @@ from retrievalkit.cli.commands.options import (
     add_interval_options,
     add_metric,
     console,
+    cost_increase,
     evaluation_settings,
     fraction,
     latency_increase,
@@ -102,6 +103,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the baseline's, as a relative increase (p95=0.2: 20 %%), by the paired ratio over the "
         "questions both runs answered (repeatable; also [regression.latency]; default: latency "
         "is not gated)",
+    )
+    parser.add_argument(
+        "--max-cost-increase",
+        type=cost_increase,
+        metavar="X",
+        help="gate cost too: the candidate's mean cost per question may be at most X above "
+        "the baseline's, as a relative increase (0.1: 10 %%), by the paired ratio over the "
+        "questions both runs asked, each run priced by its [costs]; a baseline without a "
+        "cost skips the check with a warning (also [regression.cost] per_question; default: "
+        "cost is not gated)",
     )
     parser.add_argument(
         "--baseline",

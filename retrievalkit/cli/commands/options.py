@@ -82,6 +82,19 @@ def latency_increase(text: str) -> tuple[str, float]:
     return next(iter(checked.items()))  # type: ignore[no-any-return]
 
 
+def cost_increase(text: str) -> float:
+    """``0.1``: the largest allowed relative increase of the cost per question."""
+    from retrievalkit.pipeline.engine.arguments import check_cost_thresholds
+
+    value = _number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"expected a relative increase such as 0.1 (10 %), got {text!r}"
+        )
+    checked = _checked(lambda: check_cost_thresholds({"per_question": value}, field=""))
+    return checked["per_question"]  # type: ignore[no-any-return]
+
+
 def confidence_level(text: str) -> float:
     """A confidence level strictly between 0 and 1, such as 0.95."""
     from retrievalkit.pipeline.engine.arguments import check_confidence
@@ -240,8 +253,8 @@ def stored_run(args: argparse.Namespace, config: Config) -> tuple[ResultStore, R
 
 
 def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
-    """The gate's thresholds: the configuration's, with --max-top1/3-drop and
-    --max-latency-increase over them."""
+    """The gate's thresholds: the configuration's, with --max-top1/3-drop,
+    --max-latency-increase and --max-cost-increase over them."""
     from retrievalkit.pipeline.gating.thresholds import Thresholds
 
     overrides = {
@@ -253,9 +266,17 @@ def thresholds(args: argparse.Namespace, config: Config) -> Thresholds:
         if value is not None
     }
     latency = dict(getattr(args, "max_latency_increase", None) or ())
-    gate = Thresholds.from_config(config, latency, **overrides)
+    increase = getattr(args, "max_cost_increase", None)
+    cost = None if increase is None else {"per_question": increase}
+    gate = Thresholds.from_config(config, latency, cost, **overrides)
     if getattr(args, "require_significant", False):
-        gate = Thresholds(gate.metrics, gate.slices, require_significant=True, latency=gate.latency)
+        gate = Thresholds(
+            gate.metrics,
+            gate.slices,
+            require_significant=True,
+            latency=gate.latency,
+            cost=gate.cost,
+        )
     return gate
 
 

@@ -145,6 +145,8 @@ def _gate(
         baseline_kind=kind,
         latency_thresholds=gated.latency,
         candidate_machine=record.manifest.machine,
+        cost_thresholds=gated.cost,
+        candidate_costs=record.manifest.costs,
     )
     verdict = attrs.evolve(verdict, retriever_changes=retriever_changes(baseline, record))
     return verdict, None

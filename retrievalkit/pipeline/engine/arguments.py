@@ -232,6 +232,87 @@ def check_latency_thresholds(value: Any, *, field: str = "latency") -> dict[str,
     return found
 
 
+def check_cost_thresholds(value: Any, *, field: str = "cost") -> dict[str, float]:
+    """``per_question`` -> largest allowed relative increase of the cost per question
+    (0.1: 10 % above the baseline), a number from 0 to 100."""
+    from retrievalkit.formats.limits import COST_STATISTICS, MAX_LATENCY_INCREASE
+
+    if not isinstance(value, Mapping):
+        raise InputError(
+            "must map per_question to the largest allowed relative increase, e.g. "
+            f'{{"per_question": 0.1}}, got {value!r}',
+            field=field,
+        )
+    found: dict[str, float] = {}
+    for name, increase in value.items():
+        key = f"{field}.{name}"
+        if name not in COST_STATISTICS:
+            raise InputError(
+                f"unknown cost statistic {name!r}",
+                field=key,
+                hint="one of " + ", ".join(COST_STATISTICS),
+            )
+        if (
+            isinstance(increase, bool)
+            or not isinstance(increase, (int, float))
+            or not 0 <= increase <= MAX_LATENCY_INCREASE
+        ):
+            raise InputError(
+                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.1: at most "
+                f"10 % above the baseline), got {increase!r}",
+                field=key,
+            )
+        found[name] = float(increase)
+    return found
+
+
+def check_costs(value: Any, *, field: str = "costs") -> dict[str, dict[str, float]]:
+    """Model -> ``{"input": PRICE, "output": PRICE}`` (``output`` 0 when left out), each
+    the price of 1,000 tokens, a finite number >= 0; a bare number is the input price."""
+    if not isinstance(value, Mapping):
+        raise InputError(
+            'must map model names to prices per 1,000 tokens, e.g. {"text-embedding-3-small": '
+            f'{{"input": 0.00002}}}}, got {value!r}',
+            field=field,
+        )
+    found: dict[str, dict[str, float]] = {}
+    for model, price in value.items():
+        key = f"{field}.{model}"
+        if not isinstance(model, str) or not model.strip():
+            raise InputError(f"a model name must be a non-empty string, got {model!r}", field=field)
+        if isinstance(price, (int, float)) and not isinstance(price, bool):
+            price = {"input": price}
+        if (
+            not isinstance(price, Mapping)
+            or "input" not in price
+            or set(price)
+            - {
+                "input",
+                "output",
+            }
+        ):
+            raise InputError(
+                f'must be {{"input": PRICE, "output": PRICE}} (output optional), got {price!r}',
+                field=key,
+            )
+        checked = {}
+        for part in ("input", "output"):
+            amount = price.get(part, 0.0)
+            if (
+                isinstance(amount, bool)
+                or not isinstance(amount, (int, float))
+                or not math.isfinite(amount)
+                or amount < 0
+            ):
+                raise InputError(
+                    f"must be a price per 1,000 tokens, a number >= 0, got {amount!r}",
+                    field=f"{key}.{part}",
+                )
+            checked[part] = float(amount)
+        found[model] = checked
+    return found
+
+
 def check_slice_thresholds(value: Any, *, field: str = "slices") -> dict[str, dict[str, float]]:
     """``FIELD=LABEL`` -> metric thresholds, as `check_metric_thresholds` checks them."""
     if not isinstance(value, Mapping):

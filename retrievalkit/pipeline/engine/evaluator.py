@@ -4,7 +4,9 @@ This is the only place that calls retrievers. It applies the scoring protocol's
 fetching rules (ask for ``max(k) * overfetch`` ids, collapse duplicates to their first
 occurrence, keep the best ``max(k)`` distinct documents) and turns every failure of a
 retriever into an explicit error outcome instead of losing the question: an exception,
-a broken result, or no answer within the per-question timeout.
+a broken result, or no answer within the per-question timeout. Each question is asked
+with a `retrievalkit.usage.Meter` of its own, so the tokens its API calls report
+(`retrievalkit.usage.record_usage`) are kept with its answer.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from retrievalkit.model.retrievals import Retrievals as Retrievals
 from retrievalkit.model.values import GoldenQuestion
 from retrievalkit.model.values import Retrieval as Retrieval
 from retrievalkit.redaction import scrub
+from retrievalkit.usage import Meter, QuestionMeters, metered, reset_meter, set_meter
 
 T = TypeVar("T")
 
@@ -262,16 +265,18 @@ def ask_in_batches(
     batched = callable(getattr(retriever, "retrieve_many", None))
 
     def ask(text: str, call: Callable[..., Any] = call_with_timeout) -> Retrieval:
+        meter = Meter()
         start = time.perf_counter()
         try:
-            ids = call(lambda: retriever.retrieve(text, limit), timeout)
+            ids = call(metered(meter, lambda: retriever.retrieve(text, limit)), timeout)
             ranking = distinct_ranking(ids, limit, depth, notes, text)
         except KeyboardInterrupt:
             raise  # an interrupted run, whoever raised it
         except BaseException as error:  # SystemExit too: that question's error outcome
             elapsed = (time.perf_counter() - start) * 1000.0
-            return Retrieval((), elapsed, describe(error))
-        return Retrieval(ranking, (time.perf_counter() - start) * 1000.0, returned=len(ids))
+            return Retrieval((), elapsed, describe(error), usage=meter.tokens())
+        elapsed = (time.perf_counter() - start) * 1000.0
+        return Retrieval(ranking, elapsed, returned=len(ids), usage=meter.tokens())
 
     def once(texts: list[str], tell: ProgressCallback, noted: ReturnedIds | None) -> Retrievals:
         if batched:
@@ -320,7 +325,7 @@ def with_median_latency(first: Retrievals, asks: Sequence[Sequence[float]]) -> R
     """``first``'s rankings, counts and errors, with each question's latency the median of
     its latencies in ``asks`` (one sequence an ask, the questions in the same order)."""
     medians = [float(statistics.median(each)) for each in zip(*asks, strict=True)]
-    return Retrievals(first.rankings, medians, first.returned, first.errors)
+    return Retrievals(first.rankings, medians, first.returned, first.errors, first.usage)
 
 
 class SharedProgress:
@@ -393,39 +398,47 @@ def _ask_one_by_one(
     errors: dict[int, str] = {}
     keep, took, counted = rankings.append, latencies.append, returned.append
     clock, distinct, unique, join = time.perf_counter, dict.fromkeys, set, "".join
-    for position, text in enumerate(texts):
-        start = clock()
-        try:
-            ids = retrieve(text, limit)
-            kind = type(ids)
-            if (kind is list or kind is tuple) and len(ids) <= limit:
-                try:
-                    joined = join(ids)
-                except TypeError:
-                    distinct_ranking(ids, limit, depth)
-                    raise
-                if needs_cleaning(joined) or "" in ids:
-                    ranking = distinct_ranking(ids, limit, depth, notes, text)
+    # One meter object for the loop, told which question is asked: cheaper than a new
+    # meter and context variable a question, in the loop that asks fastest.
+    meters = QuestionMeters()
+    metering = set_meter(meters)
+    try:
+        for position, text in enumerate(texts):
+            meters.at = position
+            start = clock()
+            try:
+                ids = retrieve(text, limit)
+                kind = type(ids)
+                if (kind is list or kind is tuple) and len(ids) <= limit:
+                    try:
+                        joined = join(ids)
+                    except TypeError:
+                        distinct_ranking(ids, limit, depth)
+                        raise
+                    if needs_cleaning(joined) or "" in ids:
+                        ranking = distinct_ranking(ids, limit, depth, notes, text)
+                    else:
+                        ranking = tuple(ids[:depth])  # as in distinct_ranking
+                        if len(unique(ranking)) != len(ranking):
+                            ranking = tuple(distinct(ids))[:depth]
                 else:
-                    ranking = tuple(ids[:depth])  # as in distinct_ranking
-                    if len(unique(ranking)) != len(ranking):
-                        ranking = tuple(distinct(ids))[:depth]
+                    ranking = distinct_ranking(ids, limit, depth, notes, text)
+            except KeyboardInterrupt:
+                raise  # an interrupted run, whoever raised it
+            except BaseException as error:  # SystemExit too: that question's error outcome
+                took((clock() - start) * 1000.0)
+                keep(())
+                counted(0)
+                errors[position] = describe(error)
             else:
-                ranking = distinct_ranking(ids, limit, depth, notes, text)
-        except KeyboardInterrupt:
-            raise  # an interrupted run, whoever raised it
-        except BaseException as error:  # SystemExit too: that question's error outcome
-            took((clock() - start) * 1000.0)
-            keep(())
-            counted(0)
-            errors[position] = describe(error)
-        else:
-            took((clock() - start) * 1000.0)
-            keep(ranking)
-            counted(len(ids))
-        if progress is not None:
-            progress(1)
-    return Retrievals(rankings, latencies, returned, errors)
+                took((clock() - start) * 1000.0)
+                keep(ranking)
+                counted(len(ids))
+            if progress is not None:
+                progress(1)
+    finally:
+        reset_meter(metering)
+    return Retrievals(rankings, latencies, returned, errors, meters.usage(len(texts)))
 
 
 def _evaluate_concurrently(
@@ -499,12 +512,12 @@ def _evaluate_batched(
     """``_BATCH`` questions a call of ``retrieve_many``; ``concurrency`` calls at once."""
 
     def ask(batch: list[str]) -> Retrievals:
+        meter = Meter()
         began = time.perf_counter()
         try:
             bound = None if timeout is None else timeout * len(batch)
             answers = call_with_timeout(
-                lambda batch=batch: list(retriever.retrieve_many(batch, limit)),  # type: ignore[misc]
-                bound,
+                metered(meter, lambda: list(retriever.retrieve_many(batch, limit))), bound
             )
             if len(answers) != len(batch):
                 raise ValueError(
@@ -530,7 +543,9 @@ def _evaluate_batched(
                     errors[position] = describe(error)
             rankings.append(())
             returned.append(0)
-        return Retrievals(rankings, [each] * len(batch), returned, errors)
+        return Retrievals(
+            rankings, [each] * len(batch), returned, errors, shared_usage(meter, len(batch))
+        )
 
     batches = [texts[start : start + _BATCH] for start in range(0, len(texts), _BATCH)]
     if concurrency <= 1 or len(batches) <= 1:
@@ -540,6 +555,23 @@ def _evaluate_batched(
             advance(len(batch))
         return Retrievals.joined(parts)
     return _batches_concurrently(ask, batches, concurrency, advance)
+
+
+def shared_usage(meter: Meter, count: int) -> list[Any] | None:
+    """The tokens of one call for ``count`` questions, shared evenly among them in whole
+    tokens (the first questions take the remainder, one token each), so that the
+    questions' tokens add up to the call's; None when the call recorded none."""
+    spent = meter.tokens()
+    if spent is None or count < 1:
+        return None
+    shares: list[dict[str, tuple[int, int]]] = [{} for _ in range(count)]
+    for model, (inputs, outputs) in spent.items():
+        for position, share in enumerate(shares):
+            share[model] = (
+                inputs // count + (position < inputs % count),
+                outputs // count + (position < outputs % count),
+            )
+    return list(shares)
 
 
 def _batches_concurrently(

@@ -453,6 +453,23 @@ def scored_run(
     )
 
 
+def priced(run: Run, costs: Mapping[str, Mapping[str, float]]) -> Run:
+    """``run`` with ``costs`` (model -> price of 1,000 tokens) in its manifest, so that its
+    record prices its tokens wherever it is read again, and a warning naming each model
+    whose tokens have no price (`retrievalkit.metrics.cost`)."""
+    from retrievalkit.metrics.cost import record_costs, unpriced_warning
+
+    if costs:
+        manifest = attrs.evolve(
+            run.record.manifest, costs={model: dict(price) for model, price in costs.items()}
+        )
+        run = attrs.evolve(run, record=attrs.evolve(run.record, manifest=manifest))
+    warning = unpriced_warning(record_costs(run.record))
+    if warning is not None:
+        run = attrs.evolve(run, warnings=(*run.warnings, warning))
+    return run
+
+
 def finished_run(
     golden: GoldenQuestionSet,
     scorer: RunScorer,

@@ -27,6 +27,7 @@ computed, and its cut-off added to `k`, so that a gate never meets a metric its 
 | `max_error_rate` | 0 (any error fails the run); `None` accepts any |
 | `slices`, `metrics` | none besides the default table |
 | `cluster_by`, `chunk_separator` | none |
+| `costs` | none: `[costs."MODEL"]`, model by model, the given prices winning |
 
 Each value is checked by `retrievalkit.pipeline.engine.arguments`, the checks of the
 command line's options, with the same words.
@@ -35,7 +36,7 @@ command line's options, with the same words.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -81,6 +82,8 @@ class EvalSettings:
     """Times each question is asked; its latency is the median, its ranking the first."""
     warmup: int = 0
     """Questions asked first (the set's first, cycling) whose answers are discarded."""
+    costs: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
+    """Model -> ``{"input", "output"}``, the price of 1,000 tokens (`[costs]`)."""
 
     @classmethod
     def resolve(
@@ -102,6 +105,7 @@ class EvalSettings:
         gated: Iterable[str] | None = None,
         repeat: int | None = None,
         warmup: int | None = None,
+        costs: Mapping[str, Any] | None = None,
     ) -> EvalSettings:
         """The settings of a run: each given value (not None), else `config`'s, else the
         default. `gated` names the metrics a gate will check (default: the configuration's
@@ -145,6 +149,10 @@ class EvalSettings:
             chunk_separator=_first(chunk_separator, table.chunk_separator),
             repeat=arguments.check_repeat(_first(repeat, table.repeat, 1)),
             warmup=arguments.check_warmup(_first(warmup, table.warmup, 0)),
+            costs={
+                **{model: price.document() for model, price in config.costs.items()},
+                **({} if costs is None else arguments.check_costs(costs)),
+            },
         )
 
     def arguments(self) -> dict[str, Any]:
@@ -167,6 +175,7 @@ class EvalSettings:
             "chunk_separator": self.chunk_separator,
             "repeat": self.repeat,
             "warmup": self.warmup,
+            "costs": self.costs,
         }
 
 

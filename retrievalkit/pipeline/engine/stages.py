@@ -52,10 +52,12 @@ from retrievalkit.pipeline.engine.evaluator import (
     describe_retriever_error,
     distinct_ranking,
     in_threads,
+    shared_usage,
     with_median_latency,
 )
 from retrievalkit.redaction import scrub
 from retrievalkit.stats.paired import paired_test, verdict
+from retrievalkit.usage import Meter, metered
 
 #: Stage names whose stage consumes the stages before it, and the words their labels use.
 CONSUMING = {
@@ -195,16 +197,17 @@ def ask_stages(
         else [[t] for t in texts]
     )
 
-    def fetch(group: list[str]) -> tuple[list[Any], float]:
-        """A group's answers (an exception in place of each answer it cost), and the
-        milliseconds each question took."""
+    def fetch(group: list[str]) -> tuple[list[Any], float, list[Any] | None]:
+        """A group's answers (an exception in place of each answer it cost), the
+        milliseconds each question took, and each question's tokens (`shared_usage`)."""
+        meter = Meter()
         start = time.perf_counter()
         try:
             bound = None if timeout is None else timeout * len(group)
             if batched:
                 asked = list(group)
                 answers: list[Any] = call_with_timeout(
-                    partial(retriever.retrieve_many_stages, asked, limit), bound
+                    metered(meter, partial(retriever.retrieve_many_stages, asked, limit)), bound
                 )
                 answers = list(answers)
                 if len(answers) != len(group):
@@ -215,21 +218,26 @@ def ask_stages(
             else:
                 text = group[0]
                 answers = [
-                    call_with_timeout(partial(retriever.retrieve_stages, text, limit), bound)
+                    call_with_timeout(
+                        metered(meter, partial(retriever.retrieve_stages, text, limit)), bound
+                    )
                 ]
         except KeyboardInterrupt:
             raise  # an interrupted run, whoever raised it
         except BaseException as error:  # SystemExit too: the group's error outcomes
             answers = [error] * len(group)
-        return answers, (time.perf_counter() - start) * 1000.0 / len(group)
+        each = (time.perf_counter() - start) * 1000.0 / len(group)
+        return answers, each, shared_usage(meter, len(group))
 
     # Asked ``concurrency`` groups at once; checked below in the set's order, so the
     # stage names every question must repeat are the first question's either way.
     fetched = None
+    usage: list[Any] = []
     if concurrency > 1:
         fetched = _fetched_concurrently(fetch, groups, concurrency, progress)
     for number, group in enumerate(groups):
-        answers, each = fetched[number] if fetched is not None else fetch(group)
+        answers, each, spent = fetched[number] if fetched is not None else fetch(group)
+        usage += spent if spent is not None else [None] * len(group)
         for text, answer in zip(group, answers, strict=True):
             position = len(rankings)
             try:
@@ -253,22 +261,22 @@ def ask_stages(
             latency.append(each)
         if progress is not None and fetched is None:
             progress(len(group))
-    return Retrievals(rankings, latency, returned, errors), stages
+    return Retrievals(rankings, latency, returned, errors, usage), stages
 
 
 def _fetched_concurrently(
-    fetch: Callable[[list[str]], tuple[list[Any], float]],
+    fetch: Callable[[list[str]], tuple[list[Any], float, list[Any] | None]],
     groups: list[list[str]],
     concurrency: int,
     progress: Callable[[int], None] | None,
-) -> list[tuple[list[Any], float]]:
+) -> list[tuple[list[Any], float, list[Any] | None]]:
     """``fetch`` of every group from ``concurrency`` daemon threads, as the evaluator asks
     concurrently, in the groups' order; a group that raised holds its error for each question."""
     return in_threads(
         fetch,
         groups,
         concurrency,
-        failed=lambda group, error: ([error] * len(group), 0.0),
+        failed=lambda group, error: ([error] * len(group), 0.0, None),
         done=progress,
         name="retrievalkit-stages",
     )

@@ -28,12 +28,14 @@ from retrievalkit.metrics.definitions import metric_order
 from retrievalkit.metrics.judged_share import judged_warning
 from retrievalkit.metrics.scoring import Pairing, as_columns, metric_column, positions_of
 from retrievalkit.model.comparisons import ComparedRuns as ComparedRuns
+from retrievalkit.model.comparisons import CostChange
 from retrievalkit.model.comparisons import MetricDelta as MetricDelta
 from retrievalkit.model.comparisons import PairComparison as PairComparison
 from retrievalkit.model.comparisons import QuestionChange as QuestionChange
 from retrievalkit.model.comparisons import System as System
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
+from retrievalkit.pipeline.gating.cost import pair_cost_change
 from retrievalkit.pipeline.gating.differences import paired_fields
 from retrievalkit.pipeline.gating.latency import answered_latencies, latency_changes
 from retrievalkit.pipeline.gating.unjudged import disagreement_warning, judged_context
@@ -89,6 +91,12 @@ class Side:
     label: str
     record: ResultRecord
     saved_to: str | None = None
+
+
+def _cost(change: CostChange | str) -> CostChange | None:
+    """A pair's cost change; None when the runs have no cost to compare (the reason is
+    the gate's to give, where a cost threshold is checked)."""
+    return None if isinstance(change, str) else change
 
 
 def compare_records(
@@ -288,6 +296,7 @@ def compare_records(
                     judged=context,
                 )
             )
+        paired = Pairing(tuple(shared), all_positions[left], all_positions[right])
         pairs.append(
             PairComparison(
                 baseline=sides[left].label,
@@ -303,14 +312,22 @@ def compare_records(
                     texts,
                 ),
                 latency=latency_changes(
-                    *answered_latencies(
-                        columns[left],
-                        columns[right],
-                        Pairing(tuple(shared), all_positions[left], all_positions[right]),
-                    ),
+                    *answered_latencies(columns[left], columns[right], paired),
                     resamples=resamples,
                     confidence=confidence,
                     seed=seed,
+                ),
+                cost=_cost(
+                    pair_cost_change(
+                        columns[left],
+                        sides[left].record.manifest.costs,
+                        columns[right],
+                        sides[right].record.manifest.costs,
+                        paired,
+                        resamples=resamples,
+                        confidence=confidence,
+                        seed=seed,
+                    )
                 ),
             )
         )

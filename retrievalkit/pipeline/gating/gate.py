@@ -17,7 +17,7 @@ each metric and slice that failed, with both values.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -27,6 +27,7 @@ from retrievalkit.errors import InputError
 from retrievalkit.model.comparisons import MetricDifference
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, Machine, QuestionOutcome
+from retrievalkit.pipeline.gating.cost import CostCheck, cost_checks, pair_cost_change
 from retrievalkit.pipeline.gating.differences import paired_fields
 from retrievalkit.pipeline.gating.latency import (
     LatencyCheck,
@@ -109,11 +110,31 @@ class Verdict:
     latency: tuple[LatencyCheck, ...] = ()
     """The latency checks (``latency.p95``: the paired ratio candidate / baseline against
     its largest allowed relative increase); empty when no latency threshold is set."""
+    cost: tuple[CostCheck, ...] = ()
+    """The cost checks (``cost.per_question``: the paired ratio of the mean cost per
+    question against its largest allowed relative increase); empty when no cost threshold
+    is set, or when it was skipped (a run without a cost: then a warning says so)."""
 
     @property
     def latency_failures(self) -> tuple[LatencyCheck, ...]:
         """The latency checks that regressed."""
         return tuple(item for item in self.latency if item.regressed)
+
+    @property
+    def cost_failures(self) -> tuple[CostCheck, ...]:
+        """The cost checks that regressed."""
+        return tuple(item for item in self.cost if item.regressed)
+
+    @property
+    def ratio_checks(self) -> tuple[LatencyCheck | CostCheck, ...]:
+        """The latency checks, then the cost checks: each a paired ratio against its
+        largest allowed relative increase."""
+        return (*self.latency, *self.cost)
+
+    @property
+    def ratio_failures(self) -> tuple[LatencyCheck | CostCheck, ...]:
+        """The latency and cost checks that regressed."""
+        return tuple(item for item in self.ratio_checks if item.regressed)
 
 
 def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
@@ -127,7 +148,10 @@ def settle_sequentially(verdict: Verdict, result: SequentialResult) -> Verdict:
     return attrs.evolve(
         verdict,
         sequential=result,
-        regressed=result.decision != PASS or unchecked or bool(verdict.latency_failures),
+        regressed=result.decision != PASS
+        or unchecked
+        or bool(verdict.latency_failures)
+        or bool(verdict.cost_failures),
         failures=failures,
     )
 
@@ -172,6 +196,8 @@ def compare_runs(
     candidate_record: ResultRecord | None = None,
     latency_thresholds: Mapping[str, float] | None = None,
     candidate_machine: Machine | None = None,
+    cost_thresholds: Mapping[str, float] | None = None,
+    candidate_costs: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """The verdict of a candidate's outcomes against a stored baseline run.
 
@@ -180,7 +206,8 @@ def compare_runs(
     form and hard class its outcome carries. With ``cluster_by`` every paired test
     treats the questions' clusters as the unit (`retrievalkit.stats.clusters`); the
     labels come from ``questions``, else from the records (``candidate_record``, the
-    baseline).
+    baseline). ``cost_thresholds`` price each run at its own ``[costs]``: the candidate's
+    are ``candidate_costs``, else ``candidate_record``'s, else the baseline's.
     """
     before = as_columns(baseline.outcomes)
     after = as_columns(candidate)
@@ -274,6 +301,28 @@ def compare_runs(
         timed_apart = machine_warning(baseline.manifest.machine, candidate_machine)
         if timed_apart is not None:
             warnings.append(timed_apart)
+    cost: tuple[CostCheck, ...] = ()
+    if cost_thresholds:
+        if candidate_costs is None:
+            candidate_costs = (
+                candidate_record.manifest.costs
+                if candidate_record is not None
+                else baseline.manifest.costs
+            )
+        change = pair_cost_change(
+            before,
+            baseline.manifest.costs,
+            after,
+            candidate_costs,
+            pairing,
+            resamples=resamples,
+            confidence=confidence,
+            seed=seed,
+        )
+        cost, skipped = cost_checks(
+            change, cost_thresholds, require_significant=require_significant
+        )
+        warnings.extend(skipped)
     failures = tuple(item for item in checked if item.regressed)
     total = len(gates) + len(latency_thresholds or {})
     note = None
@@ -288,7 +337,10 @@ def compare_runs(
         )
     return Verdict(
         baseline_run_id=baseline.run_id,
-        regressed=bool(failures) or any(item.regressed for item in latency) or note is not None,
+        regressed=bool(failures)
+        or any(item.regressed for item in latency)
+        or any(item.regressed for item in cost)
+        or note is not None,
         note=note,
         failures=failures,
         checked=tuple(checked),
@@ -300,6 +352,7 @@ def compare_runs(
         warnings=tuple(warnings),
         cluster_by=cluster_by,
         latency=latency,
+        cost=cost,
     )
 
 

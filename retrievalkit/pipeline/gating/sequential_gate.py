@@ -7,7 +7,7 @@ asks, scores and gates the questions asked.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -49,6 +49,7 @@ def evaluate_sequentially(
     cluster_by: str | None = None,
     repeat: int = 1,
     warmup: int = 0,
+    costs: Mapping[str, Mapping[str, float]] | None = None,
 ) -> tuple[Run, Verdict, SequentialResult]:
     """Ask ``golden``'s questions in a seeded random order until the gate is settled.
 
@@ -72,6 +73,7 @@ def evaluate_sequentially(
     from retrievalkit.pipeline.engine.run import (
         as_config,
         checked_clusters,
+        priced,
         resolve_retriever,
         scored_run,
     )
@@ -200,6 +202,7 @@ def evaluate_sequentially(
         notes=notes,
         machine=machine,
     )
+    run = priced(run, costs or {})
     verdict = compare_runs(
         run.record.outcomes,
         golden.content_hash,
@@ -215,5 +218,7 @@ def evaluate_sequentially(
         cluster_by=cluster_by,
         latency_thresholds=thresholds.latency,
         candidate_machine=run.record.manifest.machine,
+        cost_thresholds=thresholds.cost,
+        candidate_costs=run.record.manifest.costs,
     )
     return run, settle_sequentially(verdict, result), result

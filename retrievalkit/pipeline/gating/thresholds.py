@@ -43,6 +43,12 @@ def _latency_thresholds(value: Any) -> Mapping[str, float]:
     return check_latency_thresholds(value)
 
 
+def _cost_thresholds(value: Any) -> Mapping[str, float]:
+    from retrievalkit.pipeline.engine.arguments import check_cost_thresholds
+
+    return check_cost_thresholds(value)
+
+
 def _flag(value: Any) -> bool:
     from retrievalkit.pipeline.engine.arguments import check_flag
 
@@ -57,10 +63,13 @@ class Thresholds:
     `latency` maps ``p50``, ``p95``, ``p99`` to the largest allowed relative increase
     of that latency quantile (`{"p95": 0.2}`: the candidate's p95 at most 20 % above the
     baseline's, by the paired ratio of the two runs); empty: latency is not gated.
+    `cost` maps ``per_question`` the same way to the largest allowed relative increase
+    of the mean cost per question (`{"per_question": 0.1}`); a baseline without a cost
+    skips it with a warning, never a failure.
 
     With `require_significant`, a drop past its threshold is a regression only when
     the paired test finds the difference significant, and a latency increase past its
-    threshold only when the ratio's whole interval lies above it.
+    threshold only when the ratio's whole interval lies above it (a cost increase too).
     """
 
     metrics: Mapping[str, float] = attrs.field(
@@ -73,9 +82,10 @@ class Thresholds:
     latency: Mapping[str, float] = attrs.field(
         factory=dict, converter=_latency_thresholds, kw_only=True
     )
+    cost: Mapping[str, float] = attrs.field(factory=dict, converter=_cost_thresholds, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
-        if not self.metrics and not self.slices and not self.latency:
+        if not self.metrics and not self.slices and not self.latency and not self.cost:
             raise InputError(
                 "no metric to gate: a gate with nothing to check would always pass",
                 field="thresholds",
@@ -87,11 +97,12 @@ class Thresholds:
         cls,
         config: Config,
         latency: Mapping[str, float] | None = None,
+        cost: Mapping[str, float] | None = None,
         **overrides: float,
     ) -> Thresholds:
         """The configuration's `[regression]` thresholds over the defaults; `overrides`
-        (metric name to drop) win over both, and `latency` (statistic to increase) over
-        `[regression.latency]`."""
+        (metric name to drop) win over both, `latency` (statistic to increase) over
+        `[regression.latency]`, and `cost` over `[regression.cost]`."""
         from retrievalkit.pipeline.gating.gate import DEFAULT_THRESHOLDS
 
         metrics = {**DEFAULT_THRESHOLDS, **config.regression.thresholds, **overrides}
@@ -100,6 +111,7 @@ class Thresholds:
             config.regression.slices,
             config.regression.require_significant,
             latency={**config.regression.latency, **(latency or {})},
+            cost={**config.regression.cost, **(cost or {})},
         )
 
     def metric_names(self) -> list[str]:
