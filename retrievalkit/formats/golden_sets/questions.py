@@ -177,8 +177,8 @@ def _parse_hard_class(hard_class: Any, fail: Any) -> str | None:
     check_text(hard_class, "hard_class", fail)
     # A set has a handful of classes: one string each instead of one a question.
     if len(HARD_CLASSES) < HARD_CLASSES_KEPT:
-        hard_class = HARD_CLASSES.setdefault(hard_class, hard_class)
-    return hard_class
+        return HARD_CLASSES.setdefault(hard_class, hard_class)
+    return str(hard_class)
 
 
 def _parse_chunks(chunks: Any, fail: Any) -> list[str]:
