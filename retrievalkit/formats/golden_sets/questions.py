@@ -153,19 +153,7 @@ def _check_fields(data: Any, fail: Any, may_hold_surrogates: bool) -> None:
 
 def _parse_expected(expected: Any, fail: Any) -> list[str]:
     """``expected``: a list of distinct, clean document ids (empty: nothing answers)."""
-    if not isinstance(expected, list) or not _all_strings(expected):
-        raise fail("must be a list of document id strings", field="expected")
-    if not _all_clean_ids(expected):
-        for item in expected:
-            if not is_clean_id(item):
-                raise fail(
-                    f"document id {item!r} is empty or has spaces or control characters",
-                    field="expected",
-                )
-    if len(set(expected)) != len(expected):
-        twice = sorted({item for item in expected if expected.count(item) > 1})[0]
-        raise fail(f"document id '{twice}' is listed twice", field="expected")
-    return expected
+    return _parse_ids(expected, fail, "expected", "document")
 
 
 def _parse_hard_class(hard_class: Any, fail: Any) -> str | None:
@@ -183,18 +171,24 @@ def _parse_hard_class(hard_class: Any, fail: Any) -> str | None:
 
 def _parse_chunks(chunks: Any, fail: Any) -> list[str]:
     """``expected_chunks``: a list of distinct, clean chunk ids."""
-    if not isinstance(chunks, list) or not _all_strings(chunks):
-        raise fail("must be a list of chunk id strings", field="expected_chunks")
-    for item in chunks:
-        if not is_clean_id(item):
-            raise fail(
-                f"chunk id {item!r} is empty or has spaces or control characters",
-                field="expected_chunks",
-            )
-    if len(set(chunks)) != len(chunks):
-        twice = sorted({item for item in chunks if chunks.count(item) > 1})[0]
-        raise fail(f"chunk id '{twice}' is listed twice", field="expected_chunks")
-    return chunks
+    return _parse_ids(chunks, fail, "expected_chunks", "chunk")
+
+
+def _parse_ids(ids: Any, fail: Any, field: str, noun: str) -> list[str]:
+    """A list of distinct ids, each non-empty, without spaces or control characters."""
+    if not isinstance(ids, list) or not _all_strings(ids):
+        raise fail(f"must be a list of {noun} id strings", field=field)
+    if not _all_clean_ids(ids):
+        for item in ids:
+            if not is_clean_id(item):
+                raise fail(
+                    f"{noun} id {item!r} is empty or has spaces or control characters",
+                    field=field,
+                )
+    if len(set(ids)) != len(ids):
+        twice = sorted({item for item in ids if ids.count(item) > 1})[0]
+        raise fail(f"{noun} id '{twice}' is listed twice", field=field)
+    return ids
 
 
 KNOWN_SET = frozenset(KNOWN_FIELDS)
