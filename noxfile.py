@@ -1,6 +1,7 @@
 """How to work on retrievalkit: every session here is what CI runs.
 
-nox                      # tests, integration (starts Elasticsearch), lint, typecheck, docs
+nox                      # lint and typecheck, then every other session below but bench,
+                         # mutants and repeat, side by side (`nox -s side-by-side`)
 nox -s tests             # unit tests of the core: all on 3.11, PORTABILITY_TESTS on the
                          # other supported Pythons found (pyenv's included)
 nox -s minimums          # the lowest dependency versions pyproject.toml allows
@@ -39,24 +40,10 @@ import nox.virtualenv
 # the fallback explicitly keeps a `pip install nox` without uv free of a warning per session.
 nox.options.default_venv_backend = "uv" if nox.virtualenv.HAS_UV else "virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-# Lint and types first: the cheapest checks fail a run within a minute, not at its end.
-nox.options.sessions = [
-    "lint",
-    "typecheck",
-    "tests",
-    "minimums",
-    "package",
-    "integration",
-    "postgres",
-    "models",
-    "haystack",
-    "langchain",
-    "llamaindex",
-    "vectordb",
-    "ray",
-    "mlflow",
-    "docs",
-]
+# Lint and types first: the cheapest checks fail a run within minutes, not at its end. Then
+# every other session side by side (scripts/nox_parallel.py): their installs one after
+# another, their tests together, the core suite's two pytest processes counting as two.
+nox.options.sessions = ["lint", "typecheck", "side-by-side"]
 
 ROOT = Path(__file__).resolve().parent
 
@@ -93,6 +80,27 @@ PORTABILITY_TESTS = (
     "tests/test_plugin_collisions.py",
     "tests/test_plugin_loading.py",
 )
+#: What `nox -s side-by-side` runs, the core suite first and then the longest tests first,
+#: so that the short sessions fill the gaps at the end. The package build comes last, when
+#: no install runs any more: it writes the source tree's egg-info, as editable installs do.
+SIDE_BY_SIDE = (
+    f"tests-{PYTHON}",
+    "integration",
+    "postgres",
+    "mlflow",
+    "models",
+    "ray",
+    "vectordb",
+    "haystack",
+    "langchain",
+    "llamaindex",
+    *(f"tests-{version}" for version in TEST_PYTHONS if version != PYTHON),
+    "minimums",
+    "docs",
+    "package",
+)
+#: Slots a session's tests take: the core suite runs one pytest per core (two on CI).
+SIDE_BY_SIDE_WEIGHTS = {f"tests-{PYTHON}": 2}
 ES_PORT = os.environ.get("RETRIEVALKIT_ES_PORT", "9200")
 #: A 7.17 node with Elasticsearch's own rank-eval module (not on Maven Central for 8.x/9.x),
 #: the reference for the _rank_eval parity test.
@@ -520,6 +528,22 @@ def mlflow(session: nox.Session) -> None:
         *session.posargs,
         env={"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"},
     )
+
+
+@nox.session(name="side-by-side", python=False)
+def side_by_side(session: nox.Session) -> None:
+    """Every default session after lint and typecheck, side by side (scripts/nox_parallel.py).
+
+    Installs run one at a time while the tests of the sessions already installed run
+    together in the machine's cores plus one slots (the core suite takes two); each
+    session's output prints whole when it ends, and a table of install and test times
+    ends the run. ``nox -s side-by-side -- --slots 2`` changes the slots.
+    """
+    weights = [f"--weight={name}={weight}" for name, weight in SIDE_BY_SIDE_WEIGHTS.items()]
+    session.run(
+        sys.executable, "scripts/nox_parallel.py", *weights, "--last", "package",
+        *session.posargs, *SIDE_BY_SIDE, external=True,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)
