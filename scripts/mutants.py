@@ -241,8 +241,8 @@ TARGETS: dict[str, Target] = {
     ),
     # The latency thresholds of the gate, and its warning for runs timed apart.
     "latency-gate": Target(
-        ("retrievalkit/pipeline/gating/latency.py",),
-        ("tests/test_gate_latency.py", "tests/test_timing.py"),
+        ("retrievalkit/pipeline/gating/latency.py", "retrievalkit/pipeline/gating/increases.py"),
+        ("tests/test_gate_latency.py", "tests/test_timing.py", "tests/test_gate_increases.py"),
     ),
     # Team-draft interleaving: the merged ranking, the credit of each click, the verdict.
     "interleaving": Target(

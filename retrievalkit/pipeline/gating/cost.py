@@ -26,6 +26,7 @@ import numpy.typing as npt
 from retrievalkit.formats.limits import COST_STATISTICS
 from retrievalkit.metrics.cost import question_costs
 from retrievalkit.model.comparisons import CostChange
+from retrievalkit.pipeline.gating.increases import increase_verdict
 from retrievalkit.stats.latency import RATIO_METHOD, paired_ratios
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 CHECK_PREFIX = "cost."
 #: The most resamples a cost interval takes (the run's count when it is smaller).
 COST_RESAMPLES = 1000
-_TOLERANCE = 1e-9
 
 
 @attrs.frozen
@@ -150,10 +150,9 @@ def cost_checks(
                 "(a warning, not a failure)"
             )
             continue
-        limit = 1.0 + threshold + _TOLERANCE
-        above = change.ratio > limit
-        significant = None if change.ci is None else change.ci[0] > limit
-        regressed = above and (not require_significant or bool(significant))
+        regressed, significant = increase_verdict(
+            change.ratio, change.ci, threshold, require_significant=require_significant
+        )
         checks.append(
             CostCheck(
                 **attrs.asdict(change, recurse=False),

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retrievalkit.model.comparisons import LatencyChange
+from retrievalkit.pipeline.gating.increases import increase_verdict
 from retrievalkit.stats.latency import QUANTILES, RATIO_METHOD, paired_ratios
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 LATENCY_STATISTICS: tuple[str, ...] = tuple(QUANTILES)
 #: How a latency check is named in a verdict, JUnit and the job summary.
 CHECK_PREFIX = "latency."
-_TOLERANCE = 1e-9
 
 
 @attrs.frozen
@@ -143,10 +143,9 @@ def latency_checks(
                 "latency? a run built from outcomes without latency_ms has none)"
             )
             continue
-        limit = 1.0 + threshold + _TOLERANCE
-        above = change.ratio > limit
-        significant = None if change.ci is None else change.ci[0] > limit
-        regressed = above and (not require_significant or bool(significant))
+        regressed, significant = increase_verdict(
+            change.ratio, change.ci, threshold, require_significant=require_significant
+        )
         checks.append(
             LatencyCheck(
                 **attrs.asdict(change, recurse=False),
