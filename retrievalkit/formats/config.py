@@ -21,13 +21,13 @@ from retrievalkit.formats.limits import (
     LATENCY_STATISTICS,
     MAX_CONCURRENCY,
     MAX_K,
-    MAX_LATENCY_INCREASE,
     MAX_OVERFETCH,
     MAX_REPEAT,
     MAX_RESAMPLES,
     MAX_TIMEOUT,
     MAX_WARMUP,
     check_path,
+    check_relative_increases,
 )
 from retrievalkit.formats.sweep_table import SweepConfig, parse_sweeps
 from retrievalkit.formats.text_files import key_line, read_text, toml_error_line
@@ -480,57 +480,29 @@ def _parse_regression(section: Mapping[str, Any], fail: Any) -> RegressionConfig
 def _parse_cost_thresholds(value: Any, fail: Any) -> dict[str, float]:
     """``[regression.cost]``: ``per_question = 0.1`` (the candidate's cost per question at
     most 10 % above the baseline's)."""
-    if not isinstance(value, Mapping):
-        raise fail(
-            "regression.cost",
-            "must be a table of statistic = largest relative increase, e.g. per_question = 0.1",
-        )
-    found: dict[str, float] = {}
-    for name, increase in value.items():
-        key = f"regression.cost.{name}"
-        if name not in COST_STATISTICS:
-            raise fail(key, "unknown cost statistic", hint="one of " + ", ".join(COST_STATISTICS))
-        if (
-            isinstance(increase, bool)
-            or not isinstance(increase, (int, float))
-            or not 0 <= increase <= MAX_LATENCY_INCREASE
-        ):
-            raise fail(
-                key,
-                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.1: at most "
-                f"10 % above the baseline), got {increase!r}",
-            )
-        found[name] = float(increase)
-    return found
+    return check_relative_increases(
+        value,
+        kind="cost",
+        statistics=COST_STATISTICS,
+        example=0.1,
+        field="regression.cost",
+        shape="must be a table of statistic = largest relative increase, e.g. per_question = 0.1",
+        error=lambda key, message, hint: fail(key, message, hint=hint),
+    )
 
 
 def _parse_latency(value: Any, fail: Any) -> dict[str, float]:
     """``[regression.latency]``: ``p95 = 0.2`` (the candidate's p95 at most 20 % above the
     baseline's)."""
-    if not isinstance(value, Mapping):
-        raise fail(
-            "regression.latency",
-            "must be a table of statistic = largest relative increase, e.g. p95 = 0.2",
-        )
-    found: dict[str, float] = {}
-    for name, increase in value.items():
-        key = f"regression.latency.{name}"
-        if name not in LATENCY_STATISTICS:
-            raise fail(
-                key, "unknown latency statistic", hint="one of " + ", ".join(LATENCY_STATISTICS)
-            )
-        if (
-            isinstance(increase, bool)
-            or not isinstance(increase, (int, float))
-            or not 0 <= increase <= MAX_LATENCY_INCREASE
-        ):
-            raise fail(
-                key,
-                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.2: at most "
-                f"20 % above the baseline), got {increase!r}",
-            )
-        found[name] = float(increase)
-    return found
+    return check_relative_increases(
+        value,
+        kind="latency",
+        statistics=LATENCY_STATISTICS,
+        example=0.2,
+        field="regression.latency",
+        shape="must be a table of statistic = largest relative increase, e.g. p95 = 0.2",
+        error=lambda key, message, hint: fail(key, message, hint=hint),
+    )
 
 
 def _parse_slices(value: Any, fail: Any) -> dict[str, dict[str, float]]:

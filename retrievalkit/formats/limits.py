@@ -8,6 +8,8 @@ or a RecursionError deep inside a run into one line that names the option or the
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from retrievalkit.errors import InputError
 
@@ -38,6 +40,48 @@ MAX_LINE_BYTES = 16 << 20
 #: Bytes in one path component and in a whole path (Linux's NAME_MAX and PATH_MAX).
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4_096
+
+
+def check_relative_increases(
+    value: Any,
+    *,
+    kind: str,
+    statistics: tuple[str, ...],
+    example: float,
+    field: str,
+    shape: str,
+    error: Callable[[str, str, str | None], Exception],
+) -> dict[str, float]:
+    """``statistic -> largest relative increase`` of a latency or cost threshold, each
+    from 0 to `MAX_LATENCY_INCREASE` (0.2: at most 20 % above the baseline).
+
+    The configuration's ``[regression.latency]``/``[regression.cost]`` and the Python
+    API's ``Thresholds(latency=..., cost=...)`` read them alike; ``error(key, message,
+    hint)`` makes each side's error (``key`` is ``field.statistic``), and ``shape`` says
+    what ``value`` must be when it is not a mapping; ``example`` is the increase the
+    message shows.
+    """
+    if not isinstance(value, Mapping):
+        raise error(field, shape, None)
+    found: dict[str, float] = {}
+    for name, increase in value.items():
+        key = f"{field}.{name}"
+        if name not in statistics:
+            hint = "one of " + ", ".join(statistics)
+            raise error(key, f"unknown {kind} statistic {name!r}", hint)
+        if (
+            isinstance(increase, bool)
+            or not isinstance(increase, (int, float))
+            or not 0 <= increase <= MAX_LATENCY_INCREASE
+        ):
+            raise error(
+                key,
+                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} ({example:g}: "
+                f"at most {example * 100:g} % above the baseline), got {increase!r}",
+                None,
+            )
+        found[name] = float(increase)
+    return found
 
 
 def line_too_long(size: int, *, source: str, line: int) -> InputError:

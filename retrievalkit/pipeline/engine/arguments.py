@@ -198,72 +198,42 @@ def check_metric_thresholds(value: Any, *, field: str = "thresholds") -> dict[st
     return metrics
 
 
+def _input_error(key: str, message: str, hint: str | None) -> InputError:
+    return InputError(message, field=key, hint=hint)
+
+
 def check_latency_thresholds(value: Any, *, field: str = "latency") -> dict[str, float]:
     """``p50``/``p95``/``p99`` -> largest allowed relative increase (0.2: 20 % above the
     baseline), a number from 0 to 100."""
-    from retrievalkit.formats.limits import LATENCY_STATISTICS, MAX_LATENCY_INCREASE
+    from retrievalkit.formats.limits import LATENCY_STATISTICS, check_relative_increases
 
-    if not isinstance(value, Mapping):
-        raise InputError(
-            f"must map p50, p95 or p99 to the largest allowed relative increase, e.g. "
-            f'{{"p95": 0.2}}, got {value!r}',
-            field=field,
-        )
-    found: dict[str, float] = {}
-    for name, increase in value.items():
-        key = f"{field}.{name}"
-        if name not in LATENCY_STATISTICS:
-            raise InputError(
-                f"unknown latency statistic {name!r}",
-                field=key,
-                hint="one of " + ", ".join(LATENCY_STATISTICS),
-            )
-        if (
-            isinstance(increase, bool)
-            or not isinstance(increase, (int, float))
-            or not 0 <= increase <= MAX_LATENCY_INCREASE
-        ):
-            raise InputError(
-                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.2: at most "
-                f"20 % above the baseline), got {increase!r}",
-                field=key,
-            )
-        found[name] = float(increase)
-    return found
+    return check_relative_increases(
+        value,
+        kind="latency",
+        statistics=LATENCY_STATISTICS,
+        example=0.2,
+        field=field,
+        shape="must map p50, p95 or p99 to the largest allowed relative increase, e.g. "
+        f'{{"p95": 0.2}}, got {value!r}',
+        error=_input_error,
+    )
 
 
 def check_cost_thresholds(value: Any, *, field: str = "cost") -> dict[str, float]:
     """``per_question`` -> largest allowed relative increase of the cost per question
     (0.1: 10 % above the baseline), a number from 0 to 100."""
-    from retrievalkit.formats.limits import COST_STATISTICS, MAX_LATENCY_INCREASE
+    from retrievalkit.formats.limits import COST_STATISTICS, check_relative_increases
 
-    if not isinstance(value, Mapping):
-        raise InputError(
-            "must map per_question to the largest allowed relative increase, e.g. "
-            f'{{"per_question": 0.1}}, got {value!r}',
-            field=field,
-        )
-    found: dict[str, float] = {}
-    for name, increase in value.items():
-        key = f"{field}.{name}"
-        if name not in COST_STATISTICS:
-            raise InputError(
-                f"unknown cost statistic {name!r}",
-                field=key,
-                hint="one of " + ", ".join(COST_STATISTICS),
-            )
-        if (
-            isinstance(increase, bool)
-            or not isinstance(increase, (int, float))
-            or not 0 <= increase <= MAX_LATENCY_INCREASE
-        ):
-            raise InputError(
-                f"must be a relative increase from 0 to {MAX_LATENCY_INCREASE:g} (0.1: at most "
-                f"10 % above the baseline), got {increase!r}",
-                field=key,
-            )
-        found[name] = float(increase)
-    return found
+    return check_relative_increases(
+        value,
+        kind="cost",
+        statistics=COST_STATISTICS,
+        example=0.1,
+        field=field,
+        shape="must map per_question to the largest allowed relative increase, e.g. "
+        f'{{"per_question": 0.1}}, got {value!r}',
+        error=_input_error,
+    )
 
 
 def check_costs(value: Any, *, field: str = "costs") -> dict[str, dict[str, float]]:
