@@ -95,6 +95,12 @@ SUMMARIES: dict[str, tuple[str, str]] = {
         "Grade a stored run's unlabelled top-k documents with a judge (e.g. a language model) "
         "and write them to a labels file that eval --extra-labels merges.",
     ),
+    "pool": (
+        "pool",
+        "Say which unjudged (question, document) pairs of stored runs' top documents to label "
+        "next, best first: those that could flip or settle the runs' comparison (minimal test "
+        "collections), or plain depth pooling; written as JSON Lines.",
+    ),
     "judge_agreement": (
         "judge-agreement",
         "Measure a judge against human labels on a sample: Cohen's kappa and the confusion "
