@@ -348,6 +348,10 @@ def test_bad_options_are_refused_naming_the_option(
         cli(*base, "--run", a, "--run", a, "--output", "p.jsonl"), "field '--run'", "given twice"
     )
     assert_refused(
+        cli(*base, "--run", a, "--run", b, "--priority", "bpref", "--output", "p.jsonl"),
+        "field '--priority'", "one of dcg, precision, depth",
+    )  # fmt: skip
+    assert_refused(
         cli(*base, "--run", a, "--output", "p.jsonl"), "field '--run'", "needs two runs or more"
     )
     assert not (tmp_path / "p.jsonl").exists()

@@ -21,8 +21,6 @@ NAME, HELP = SUMMARIES["pool"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from retrievalkit.pipeline.authoring.pool import DEFAULT_PRIORITY, PRIORITIES
-
     parser.add_argument(
         "--set",
         required=True,
@@ -52,8 +50,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--priority",
-        choices=PRIORITIES,
-        default=DEFAULT_PRIORITY,
+        default="dcg",
+        metavar="PRIORITY",
+        # Checked by rk.pool, which names the priorities it offers (importing them here
+        # would cost every start-up the pool module's imports).
         help="dcg (default): how much the runs' DCG@depth difference would change were the "
         "document relevant, summed over pairs of runs; precision: the same for "
         "precision@depth; depth: the best rank any run gave it, ties by number of runs",

@@ -41,13 +41,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from retrievalkit.errors import InputError
-from retrievalkit.model.records import ResultRecord
-from retrievalkit.model.values import GoldenQuestionSet
+
+if TYPE_CHECKING:
+    from retrievalkit.model.records import ResultRecord
+    from retrievalkit.model.values import GoldenQuestionSet
 
 #: The orders a pool can be written in; the first is the default.
 PRIORITIES = ("dcg", "precision", "depth")
