@@ -396,3 +396,76 @@ def test_the_python_api_refuses_as_the_command_line_does(
         rk.pool("demo", demo_runs, budget=0)
     with pytest.raises(InputError, match=r"field '--run'.*not of 'demo'"):
         rk.pool("demo", [demo_runs[0], attrs.evolve(demo_runs[1], set="other")])
+
+
+# --- judge --pool -------------------------------------------------------------------------
+
+
+def test_judge_grades_the_queued_pairs_into_the_labels_file(
+    cli: RunCli, tmp_path: Path, demo_runs: list[ResultRecord]
+) -> None:
+    """The stand-in judge grades len(prompt) % 4; the pairs already in the labels file are
+    not asked again, and a second pass asks nothing."""
+    from chat_stand_in import Received, Reply, chat_stand_in
+    from test_judge import write_judge_config
+
+    from retrievalkit.formats.labels import read_labels
+
+    def grade(request: Received, earlier: int) -> Reply:
+        return Reply(str(len(request.prompt) % 4))
+
+    a, b = (r.run_id for r in demo_runs)
+    made = cli("pool", "--set", "demo", "--run", a, "--run", b, "--store", STORE,
+               "--budget", "8", "--output", "pool.jsonl")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    queued = [
+        (line["question_id"], line["document"]) for line in pool_lines(tmp_path / "pool.jsonl")
+    ]
+    assert len(queued) == 8
+    write_labels([Label(*queued[0], 2, "human", "ann")], tmp_path / "labels.tsv")
+    with chat_stand_in(grade) as server:
+        write_judge_config(tmp_path, server.url)
+        judged = cli("judge", "--pool", "pool.jsonl", "--judge", "local", "--corpus",
+                     str(DEMO_CORPUS), "--output", "labels.tsv")  # fmt: skip
+        assert judged.returncode == 0, judged.stderr
+        assert "7 unlabelled pairs to grade" in judged.stdout and "1 already labelled" in (
+            judged.stdout
+        )
+        assert len(server.received) == 7
+        prompts = [request.prompt for request in server.received]
+        server.clear()
+        again = cli("judge", "--pool", "pool.jsonl", "--judge", "local", "--corpus",
+                    str(DEMO_CORPUS), "--output", "labels.tsv")  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert "0 unlabelled pairs" in again.stdout and server.received == []
+    labels = read_labels(tmp_path / "labels.tsv")
+    assert [label.pair for label in labels] == queued  # the human label first, then in order
+    assert labels[0].grade == 2 and labels[0].is_human
+    assert sorted(label.grade for label in labels[1:]) == sorted(len(p) % 4 for p in prompts)
+    # Pooled again with these labels, none of the judged pairs is queued.
+    again_pooled = rk.pool("demo", demo_runs, extra_labels=[tmp_path / "labels.tsv"])
+    pooled = {(q.question_id, q.document) for q in again_pooled.pairs}
+    assert not {label.pair for label in labels} & pooled
+
+
+def test_judge_refuses_a_bad_pool_line_and_a_run_with_a_pool(cli: RunCli, tmp_path: Path) -> None:
+    (tmp_path / "pool.jsonl").write_text(
+        '{"question_id": "q01", "question": "How?", "document": "doc-a"}\n'
+        '{"question_id": "q02", "question": "Why?"}\n',
+        encoding="utf-8",
+    )
+    common = ("--judge", "local", "--corpus", str(DEMO_CORPUS), "--output", "labels.tsv")
+    (tmp_path / "retrievalkit.toml").write_text(
+        '[judges.local]\nplugin = "openai-compatible"\nbase_url = "http://127.0.0.1:9"\n'
+        'model = "m"\n',
+        encoding="utf-8",
+    )
+    assert_refused(
+        cli("judge", "--pool", "pool.jsonl", *common),
+        "pool.jsonl, line 2, field 'document'",
+        "must be a non-empty string",
+    )
+    assert_refused(cli("judge", "RUN", "--pool", "pool.jsonl", *common),
+                   "field 'RUN_ID/--pool'", "one of the two")  # fmt: skip
+    assert_refused(cli("judge", *common), "field 'RUN_ID/--pool'")
+    assert not (tmp_path / "labels.tsv").exists()
