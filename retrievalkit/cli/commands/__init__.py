@@ -92,8 +92,9 @@ SUMMARIES: dict[str, tuple[str, str]] = {
     ),
     "judge": (
         "judge",
-        "Grade a stored run's unlabelled top-k documents with a judge (e.g. a language model) "
-        "and write them to a labels file that eval --extra-labels merges.",
+        "Grade a stored run's unlabelled top-k documents, or the pairs a pool file queues "
+        "(--pool), with a judge (e.g. a language model) and write them to a labels file that "
+        "eval --extra-labels merges.",
     ),
     "pool": (
         "pool",
