@@ -7,6 +7,7 @@ The Python API (the command line is a shell over it):
 - `gate(run, store, thresholds) -> Verdict`: compare with the baseline and decide;
 - `compare(runs) -> Comparison`: paired comparison of two or more runs;
 - `fidelity(set, candidate, reference)`: label-free overlap with a reference retriever;
+- `pool(set, runs, depth=10)`: the unjudged pairs to label next to settle a comparison;
 - `drift(log, retriever, against) -> DriftResult`: label-free comparison on a query log;
 - `sweep(set, NAME) -> SweepResult`: tune a retriever over a grid, confirm the winner held out;
 - `record_usage(model, input_tokens, output_tokens)`: the tokens an API call spent, for
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         load_config,
         load_set,
         open_store,
+        pool,
         power,
         sweep,
     )
@@ -67,6 +69,7 @@ _EXPORTS = {
     "fidelity": "retrievalkit.api",
     "gate": "retrievalkit.api",
     "power": "retrievalkit.api",
+    "pool": "retrievalkit.api",
     "interleave_credit": "retrievalkit.api",
     "load_config": "retrievalkit.api",
     "load_set": "retrievalkit.api",
@@ -114,6 +117,7 @@ __all__ = [
     "load_set",
     "open_store",
     "parse_metric",
+    "pool",
     "power",
     "record_usage",
     "sweep",

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from retrievalkit.formats.sweep_table import SweepConfig
     from retrievalkit.model.interleaving import InterleaveCredit
     from retrievalkit.model.values import GoldenQuestion
+    from retrievalkit.pipeline.authoring.pool import Pool
     from retrievalkit.pipeline.drift.engine import DriftResult
     from retrievalkit.pipeline.gating.comparison import Comparison
     from retrievalkit.pipeline.gating.fidelity import FidelityReport
@@ -708,6 +709,106 @@ def _checked_cluster_field(cluster_by: str | None) -> str | None:
     from retrievalkit.pipeline.engine.clustering import checked_cluster_by
 
     return checked_cluster_by(cluster_by)
+
+
+def pool(
+    set: GoldenQuestionSet | str | os.PathLike[str],
+    runs: Sequence[str | Run | ResultRecord],
+    *,
+    depth: int = 10,
+    budget: int | None = None,
+    priority: str = "dcg",
+    extra_labels: Sequence[str | os.PathLike[str]] = (),
+    store: ResultStore | str | None = None,
+    config: Config | str | os.PathLike[str] | None = None,
+) -> Pool:
+    """The (question, document) pairs to label next so that a comparison of `runs` is
+    settled: every pair the runs rank in their top `depth` that no label holds (the set's
+    expected documents and grades, grade 0 included, and the `extra_labels` files), best
+    first, at most `budget`.
+
+    `runs` are stored run ids (looked up in `store`, default the configuration's) or
+    `Run`/`ResultRecord` objects, all of `set` and scored on the same questions.
+    `priority` is `"dcg"` (default: how much the question's DCG@depth difference
+    between the runs would change were the document relevant rather than not, summed
+    over every pair of runs; minimal test collections, Carterette, Allan & Sitaraman
+    2006), `"precision"` (the same for precision@depth) or `"depth"` (depth pooling:
+    1 / the best rank any run gave it, ties by the number of runs); the formulas and a
+    worked example are in `retrievalkit.pipeline.authoring.pool`. No-answer questions
+    are left out. Returns a `retrievalkit.pipeline.authoring.pool.Pool`;
+    `retrievalkit pool` writes it as JSON Lines.
+    """
+    check_arguments("pool", locals())
+    import sys
+
+    from retrievalkit.formats.labels import read_extra_labels
+    from retrievalkit.formats.limits import MAX_K
+    from retrievalkit.pipeline.authoring.pool import (
+        PRIORITIES,
+        build_pool,
+        check_depth,
+        check_runs,
+    )
+    from retrievalkit.pipeline.engine.arguments import check_count
+
+    depth = check_count(depth, field="--depth", maximum=MAX_K)
+    if budget is not None:
+        budget = check_count(budget, field="--budget", maximum=sys.maxsize)
+    if priority not in PRIORITIES:
+        raise InputError(
+            f"unknown priority {priority!r}",
+            field="--priority",
+            hint=f"one of {', '.join(PRIORITIES)}",
+        )
+    if not runs:
+        raise InputError("no run to pool", field="--run", hint="give two or more --run RUN_ID")
+    settings = as_config(config)
+    # What is not a store is refused before anything is read, whether it is used or not.
+    opened: ResultStore | None = None if store is None else _gate_store(store)
+    records: list[ResultRecord] = []
+    for given in runs:
+        if isinstance(given, Run):
+            records.append(given.record)
+            continue
+        if isinstance(given, ResultRecord):
+            records.append(given)
+            continue
+        if opened is None:
+            opened = open_store(config=settings)
+        record = opened.get(given)
+        if record is None:
+            raise InputError(
+                f"no run {given} in {opened.url}",
+                field="--run",
+                hint="retrievalkit history --set S --retriever R lists the stored runs",
+            )
+        records.append(record)
+    golden = set if isinstance(set, GoldenQuestionSet) else load_set(set, config=settings)
+    warnings = check_runs(golden, records)
+    check_depth(records, depth)
+    try:
+        labels = read_extra_labels([os.fspath(path) for path in extra_labels])
+    except InputError as error:
+        if error.field is not None:
+            raise
+        raise InputError(
+            error.detail,
+            source=error.source,
+            line=error.line,
+            field="--extra-labels",
+            hint=error.hint,
+        ) from None
+    warnings += labels.warnings
+    warnings += labels.unknown_questions([q.id for q in golden.questions], f"set {golden.name}")
+    return build_pool(
+        golden,
+        records,
+        depth=depth,
+        priority=priority,
+        budget=budget,
+        labelled={label.pair for label in labels},
+        warnings=warnings,
+    )
 
 
 def fidelity(

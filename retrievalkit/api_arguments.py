@@ -208,6 +208,22 @@ RULES: Mapping[str, Mapping[str, Rule]] = {
         "confidence": PASSED,
         "config": CONFIG,
     },
+    "pool": {
+        "set": SET,
+        "runs": (
+            lambda value: _sequence(value) and all(_text(item) or _run(item) for item in value),
+            "a list of stored run ids, Run or ResultRecord",
+        ),
+        "depth": PASSED,
+        "budget": PASSED,
+        "priority": TEXT,
+        "extra_labels": (
+            lambda value: _sequence(value) and all(_path(item) for item in value),
+            "a list of labels file paths",
+        ),
+        "store": PASSED,
+        "config": CONFIG,
+    },
     "fidelity": {
         "set": SET,
         "candidate": RETRIEVER,

@@ -30,7 +30,7 @@ QUESTIONS = [
 GOLDEN = GoldenQuestionSet(name="arguments", questions=QUESTIONS)
 PUBLIC = [
     "load_config", "load_set", "open_store", "evaluate", "gate", "compare", "power",
-    "fidelity", "sweep", "parse_metric",
+    "fidelity", "pool", "sweep", "parse_metric",
 ]  # fmt: skip
 
 
@@ -61,6 +61,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
         "compare": {"runs": [run, other], "resamples": 20},
         "power": {"set": GOLDEN},
         "fidelity": {"set": GOLDEN, "candidate": Finder(), "reference": Finder()},
+        "pool": {"set": GOLDEN, "runs": [run, other], "store": "memory:"},
         "sweep": {
             "set": demo,
             "sweep": rk.SweepConfig("s", "lexical", {"k1": (0.9, 1.5)}),
@@ -118,7 +119,8 @@ FLAGS = {
 def _names_argument(error: RetrievalkitError, argument: str) -> bool:
     field = getattr(error, "field", None) or ""
     flag = FLAGS.get(argument, "--" + argument.replace("_", "-"))
-    return field in (argument, flag) or argument in str(error) or flag in str(error)
+    names = (argument, flag, *flag.split("/"))  # "--retriever/--run": either one
+    return field in names or argument in str(error) or flag in str(error)
 
 
 #: Arguments whose None takes the default although the signature gives a value: the

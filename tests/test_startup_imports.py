@@ -180,6 +180,7 @@ def commands_imported(modules: set[str]) -> list[str]:
         (("list", "--format", "json"), "listing"),
         (("eval", "--help"), "evaluate"),
         (("compare", "--help"), "compare"),
+        (("pool", "--help"), "pool"),
     ],
 )
 def test_listing_and_help_import_no_plugin_and_no_heavy_library(

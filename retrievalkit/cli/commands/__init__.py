@@ -92,8 +92,15 @@ SUMMARIES: dict[str, tuple[str, str]] = {
     ),
     "judge": (
         "judge",
-        "Grade a stored run's unlabelled top-k documents with a judge (e.g. a language model) "
-        "and write them to a labels file that eval --extra-labels merges.",
+        "Grade a stored run's unlabelled top-k documents, or the pairs a pool file queues "
+        "(--pool), with a judge (e.g. a language model) and write them to a labels file that "
+        "eval --extra-labels merges.",
+    ),
+    "pool": (
+        "pool",
+        "Say which unjudged (question, document) pairs of stored runs' top documents to label "
+        "next, best first: those that could flip or settle the runs' comparison (minimal test "
+        "collections), or plain depth pooling; written as JSON Lines.",
     ),
     "judge_agreement": (
         "judge-agreement",

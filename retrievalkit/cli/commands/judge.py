@@ -17,8 +17,10 @@ from retrievalkit.formats.numbers import number
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config, PluginInstance
     from retrievalkit.formats.corpus import CorpusDocument
+    from retrievalkit.formats.labels import Label
     from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import GoldenQuestionSet
+    from retrievalkit.pipeline.authoring.judging import JudgeTask
 
 NAME, HELP = SUMMARIES["judge"]
 
@@ -53,7 +55,15 @@ def add_judge_options(parser: argparse.ArgumentParser) -> None:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_id", metavar="RUN_ID", help="the run whose results to judge")
+    parser.add_argument(
+        "run_id", nargs="?", metavar="RUN_ID", help="the run whose results to judge (or --pool)"
+    )
+    parser.add_argument(
+        "--pool",
+        metavar="FILE",
+        help="judge the pairs queued in a pool file (retrievalkit pool --output) instead of "
+        "a run's top k, in its order; --k and --set are not used",
+    )
     add_judge_options(parser)
     parser.add_argument(
         "--k",
@@ -131,20 +141,56 @@ def _question_texts(
     return {question.id: question.question for question in golden.questions}
 
 
-def run(args: argparse.Namespace) -> int:
-    from retrievalkit.formats.labels import label_effect, read_labels, write_labels
-    from retrievalkit.pipeline.authoring.judging import JudgeTask, judge_pairs
+def _pool_tasks(pool: Path, known: set[tuple[str, str]]) -> tuple[list[JudgeTask], int]:
+    """The pairs of a pool file that ``known`` does not hold, and how many it holds."""
+    from retrievalkit.formats.pool_file import read_pool
+    from retrievalkit.pipeline.authoring.judging import JudgeTask
 
+    tasks: list[JudgeTask] = []
+    labelled = 0
+    for pair in read_pool(pool):
+        if (pair.question_id, pair.document) in known:
+            labelled += 1
+            continue
+        tasks.append(JudgeTask(pair.question_id, pair.question, pair.document))
+    return tasks, labelled
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrievalkit.formats.labels import label_effect, read_labels
+    from retrievalkit.pipeline.authoring.judging import JudgeTask
+
+    if (args.run_id is None) == (args.pool is None):
+        raise InputError(
+            "give a stored run (RUN_ID) or a pool file (--pool), one of the two",
+            field="RUN_ID/--pool",
+            hint="e.g. retrievalkit judge RUN_ID ... or retrievalkit judge --pool pool.jsonl ...",
+        )
     config = load_config(args)
-    _, record = stored_run(args, config)
     output = Path(args.output)
+    if args.pool is not None:
+        from retrievalkit.cli.commands.collisions import check_run_outputs
+
+        check_run_outputs([("--output", output)], None, [("--pool", args.pool)])
     existing = read_labels(output) if output.exists() else []
+    known = {(label.question_id, label.document_id) for label in existing}
+    if args.pool is not None:
+        tasks, labelled = _pool_tasks(Path(args.pool), known)
+        documents = corpus_documents(args)
+        instance, judge = open_judge(args.judge, args.option, config)
+        print(
+            f"judge: pool {args.pool}: {len(tasks)} unlabelled pairs to grade with "
+            f"{instance.name} ({judge.model}, prompt {judge.prompt_version}); {labelled} "
+            "already labelled"
+        )
+        _judge_and_write(args, tasks, documents, instance, judge, existing, output)
+        return EXIT_OK
+    _, record = stored_run(args, config)
     texts = _question_texts(args, record, config)
     documents = corpus_documents(args)
     instance, judge = open_judge(args.judge, args.option, config)
 
-    known = {(label.question_id, label.document_id) for label in existing}
-    tasks: list[JudgeTask] = []
+    tasks = []
     labelled = 0
     for outcome in record.outcomes:
         if outcome.error is not None or not outcome.expected:
@@ -165,6 +211,33 @@ def run(args: argparse.Namespace) -> int:
         f"documents in the top {args.k} to grade with {instance.name} ({judge.model}, prompt "
         f"{judge.prompt_version}); {labelled} already labelled"
     )
+    labels = _judge_and_write(args, tasks, documents, instance, judge, existing, output)
+    effect = label_effect(record.outcomes, record.manifest.ks, labels, sources=[str(output)])
+    depth = max([k for k in record.manifest.ks if k <= args.k] or [min(record.manifest.ks)])
+    for name in (f"judged@{depth}", f"hit@{depth}", f"ndcg@{depth}", "rr"):
+        if name not in effect.before:
+            continue
+        print(
+            f"judge: {name}: {_number(effect.before[name])} with the set's labels, "
+            f"{_number(effect.after[name])} with these labels"
+        )
+    return EXIT_OK
+
+
+def _judge_and_write(
+    args: argparse.Namespace,
+    tasks: list[JudgeTask],
+    documents: dict[str, CorpusDocument],
+    instance: PluginInstance,
+    judge: Any,
+    existing: list[Label],
+    output: Path,
+) -> list[Label]:
+    """Grade ``tasks``, report the failures, and write the labels file with the new labels
+    after the ``existing`` ones (unchanged when none could be judged: exit code 3)."""
+    from retrievalkit.formats.labels import write_labels
+    from retrievalkit.pipeline.authoring.judging import judge_pairs
+
     with progress_bar(args, len(tasks), f"judging with {instance.name}") as advance:
         result = judge_pairs(tasks, documents, judge, judge_name=instance.name, progress=advance)
     report_failures(
@@ -180,17 +253,7 @@ def run(args: argparse.Namespace) -> int:
     write_labels(labels, output)
     relevant = sum(1 for label in result.labels if label.grade >= 1)
     print(f"judge: {counts}; {relevant} graded relevant; {len(labels)} labels in {output}")
-
-    effect = label_effect(record.outcomes, record.manifest.ks, labels, sources=[str(output)])
-    depth = max([k for k in record.manifest.ks if k <= args.k] or [min(record.manifest.ks)])
-    for name in (f"judged@{depth}", f"hit@{depth}", f"ndcg@{depth}", "rr"):
-        if name not in effect.before:
-            continue
-        print(
-            f"judge: {name}: {_number(effect.before[name])} with the set's labels, "
-            f"{_number(effect.after[name])} with these labels"
-        )
-    return EXIT_OK
+    return labels
 
 
 def _number(value: float | None) -> str:
