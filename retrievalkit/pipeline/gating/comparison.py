@@ -416,12 +416,17 @@ def tukey_adjusted(
     (Bonferroni): Tukey controls the error over the pairs of one metric, the product over
     every pair and metric.
     """
-    from retrievalkit.stats.tukey import tukey_hsd
+    from retrievalkit.stats.tukey import TukeyTest, tukey_hsd
 
-    tests = {
-        metric: tukey_hsd(matrix, permutations=DEFAULT_PERMUTATIONS, seed=seed)
-        for metric, matrix in matrices.items()
-    }
+    # Metrics that score every question alike (hit@1, recall@1 and precision@1 with one
+    # relevant document) share one test: same scores and seed, same p-values.
+    by_scores: dict[bytes, TukeyTest] = {}
+    tests = {}
+    for metric, matrix in matrices.items():
+        key = np.ascontiguousarray(matrix).tobytes()
+        if key not in by_scores:
+            by_scores[key] = tukey_hsd(matrix, permutations=DEFAULT_PERMUTATIONS, seed=seed)
+        tests[metric] = by_scores[key]
     tested = {
         delta.metric
         for _, deltas in raw_pairs
