@@ -497,6 +497,7 @@ def compare(
     questions: Sequence[GoldenQuestion] | None = None,
     all_pairs: bool = False,
     control: str | None = None,
+    correction: str | None = None,
 ) -> Comparison:
     """Compare every run after the first with the first (the baseline), paired question
     by question: differences with paired intervals and p-values, win/tie/loss counts
@@ -515,6 +516,11 @@ def compare(
     `all_pairs` compares every pair of runs, `control` (a label, run id or retriever
     name) every run with that one; both need the same questions in every run and
     Holm-adjust each ``p_adjusted`` over the whole family of pairs and metrics.
+
+    `correction` ``"tukey"`` adjusts with the randomised Tukey HSD instead (10,000
+    permutations seeded by `seed`): every pair of one metric over the systems at once,
+    then, with `all_pairs` or `control`, Bonferroni over the metrics; ``"holm"`` or None
+    (the default) is Holm's step-down.
     """
     check_arguments("compare", locals())
     from retrievalkit.pipeline.engine import arguments
@@ -525,6 +531,7 @@ def compare(
     if resamples is not None:
         resamples = arguments.check_resamples(resamples)
     seed = arguments.check_seed(seed)
+    correction = arguments.check_correction(correction)
     if isinstance(changed, bool) or not isinstance(changed, int) or changed < 0:
         raise InputError(f"must be 0 or more, got {changed!r}", field="--changed")
     if labels is not None and len(labels) != len(runs):
@@ -569,6 +576,7 @@ def compare(
         questions=held,
         pairing=_pairing(all_pairs, control),
         control=control,
+        correction=correction,
     )
     # What the identity rule changed in a side's ids is said here too, never silently.
     noted = [

@@ -191,6 +191,7 @@ RULES: Mapping[str, Mapping[str, Rule]] = {
         "questions": _optional((_questions, "a list of GoldenQuestion")),
         "all_pairs": FLAG,
         "control": _optional(TEXT),
+        "correction": PASSED,
     },
     "power": {
         "set": SET,

@@ -135,7 +135,7 @@ class MetricDelta(MetricDifference):
 
     p_holm: float | None = attrs.field(default=None, kw_only=True)
     """The Holm-adjusted p-value (and ``p_floor`` adjusted too); None with a single
-    candidate."""
+    candidate, or under another correction."""
     p_adjusted: float | None = attrs.field(default=None, kw_only=True)
     """The p-value adjusted for multiple comparisons by ``ComparedRuns.correction`` over
     its ``family``; None when nothing is adjusted."""
@@ -191,12 +191,15 @@ class ComparedRuns:
     confidence: float
     resamples: int
     correction: str | None
-    """``holm`` with more than one candidate, else None."""
+    """``holm`` (the default with more than one pair), ``tukey`` (the randomised Tukey
+    HSD over the systems, when asked for), else None."""
     warnings: tuple[str, ...]
     cluster_by: str | None = None
     """The field whose clusters the paired tests treated as the unit; None: questions."""
     pairing: str = "baseline"
     """``baseline`` (each against the first), ``all-pairs`` or ``control``."""
     family: str | None = None
-    """What ``correction`` adjusts over: ``candidates`` (each metric over the candidates)
-    or ``pairs and metrics`` (every pair and metric at once); None without correction."""
+    """What ``correction`` adjusts over: ``candidates`` (Holm, each metric over the
+    candidates), ``systems`` (Tukey, each metric over the systems) or ``pairs and
+    metrics`` (every pair and metric: Holm at once, or Tukey per metric and Bonferroni
+    over the metrics); None without correction."""

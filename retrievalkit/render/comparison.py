@@ -51,11 +51,26 @@ def header_line(comparison: Comparison) -> str:
 
 
 def _correction_text(comparison: Comparison) -> str:
+    if comparison.correction == "tukey":
+        if comparison.family == "pairs and metrics":
+            return (
+                " · randomised Tukey HSD over the systems (10,000 permutations), "
+                "Bonferroni over the metrics"
+            )
+        return " · randomised Tukey HSD over the systems (10,000 permutations)"
     if comparison.correction != "holm":
         return ""
     if comparison.family == "pairs and metrics":
         return " · Holm-corrected over every pair and metric"
     return " · Holm-corrected over the candidates"
+
+
+#: The column of the adjusted p-values, by correction.
+_ADJUSTED_COLUMNS = {"holm": "p (Holm)", "tukey": "p (Tukey)"}
+
+
+def _adjusted_column(comparison: Comparison) -> str:
+    return _ADJUSTED_COLUMNS.get(comparison.correction or "", "p (adjusted)")
 
 
 def effect_text(delta: MetricDelta) -> str:
@@ -72,7 +87,9 @@ def effect_text(delta: MetricDelta) -> str:
 
 def _significance_note(comparison: Comparison) -> str:
     alpha = 1.0 - comparison.confidence
-    which = "Holm-adjusted p" if comparison.correction == "holm" else "p"
+    which = {"holm": "Holm-adjusted p", "tukey": "Tukey-adjusted p"}.get(
+        comparison.correction or "", "p"
+    )
     return (
         f"* significant: {which} < {alpha:.2f}; unresolvable (? in the terminal): so few "
         "questions differ that "
@@ -109,12 +126,14 @@ def system_rows(comparison: Comparison) -> list[list[str]]:
 def metric_columns(
     comparison: Comparison, pair: PairComparison, *, compact: bool = False
 ) -> list[str]:
-    """Markdown shows raw and Holm p-values; the compact terminal table only the decisive one."""
+    """Markdown shows raw and adjusted p-values; the compact terminal table only the
+    decisive one."""
     columns = ["metric", pair.baseline, pair.candidate, "diff" if compact else "difference", "CI"]
+    adjusted = _adjusted_column(comparison)
     if compact:
-        columns.append("p (Holm)" if comparison.correction else "p")
+        columns.append(adjusted if comparison.correction else "p")
     else:
-        columns += ["p", "p (Holm)"] if comparison.correction else ["p"]
+        columns += ["p", adjusted] if comparison.correction else ["p"]
     columns.append("W/T/L")
     if _has_judged(pair):
         columns.append("judged")
@@ -183,7 +202,7 @@ def metric_rows(
         if not compact or not comparison.correction:
             row.append(p_text(delta.p_value))
         if comparison.correction:
-            row.append(p_text(delta.p_holm))
+            row.append(p_text(delta.p_adjusted))
         row.append(f"{delta.wins}/{delta.ties}/{delta.losses}")
         if _has_judged(pair):
             row.append(judged_cell(delta))

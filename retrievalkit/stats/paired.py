@@ -27,7 +27,8 @@ reported. The smallest p-value the test can ever give with m discordant question
 ``unresolvable``: no outcome of these questions could have been significant.
 
 **Significant** means, everywhere in retrievalkit: that two-sided p-value (Holm-adjusted
-when several candidates are compared with one baseline) is below alpha = 1 - confidence.
+when several candidates are compared with one baseline, or adjusted by the randomised
+Tukey HSD of `retrievalkit.stats.tukey` when asked for) is below alpha = 1 - confidence.
 """
 
 from __future__ import annotations

@@ -104,6 +104,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="compare every system with this one (a label, run id or retriever name), "
         "Holm-adjusting over all pairs and metrics",
     )
+    parser.add_argument(
+        "--correction",
+        metavar="METHOD",
+        help="how the p-values of many comparisons are adjusted: holm (the default) or "
+        "tukey (randomised Tukey HSD over the systems, 10,000 seeded permutations)",
+    )
     add_cluster_by(parser)
     add_metric(parser)
     add_common(parser)
@@ -117,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         warn_returned_ids,
     )
     from retrievalkit.formats.labels import label_effect, read_extra_labels
+    from retrievalkit.pipeline.engine.arguments import check_correction
     from retrievalkit.pipeline.engine.record import git_commit
     from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
     from retrievalkit.render.comparison import (
@@ -150,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
     # The retrievers run now are evaluated exactly as `eval` would, so their records are
     # the ones eval stores (and can serve as its baselines).
     settings = evaluation_settings(args, config)
+    # Refused before any retriever runs, not after all of them.
+    check_correction(args.correction, cluster_by=settings.get("cluster_by"))
     store = open_configured_store(args, config)
     extra_labels = read_extra_labels(args.extra_labels)
     golden = load_set(args.set, config=config) if args.set else None
@@ -202,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
         questions=None if golden is None else golden.questions,
         all_pairs=args.all_pairs,
         control=args.control,
+        correction=args.correction,
     )
     if not args.no_save:
         from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_saved

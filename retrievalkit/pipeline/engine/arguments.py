@@ -143,6 +143,32 @@ def check_confidence(value: Any, *, field: str = "--confidence") -> float:
     return float(value)
 
 
+#: How ``compare`` adjusts the p-values of many comparisons: Holm's step-down (the
+#: default) or the randomised Tukey HSD over the systems (`retrievalkit.stats.tukey`).
+CORRECTIONS = ("holm", "tukey")
+
+
+def check_correction(
+    value: Any, *, cluster_by: str | None = None, field: str = "--correction"
+) -> str | None:
+    """A correction of `CORRECTIONS`, or None for the default; ``tukey`` shuffles scores
+    question by question, so it does not go with a ``cluster_by``."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in CORRECTIONS:
+        raise InputError(
+            f"unknown correction {value!r}", field=field, hint=f"one of {', '.join(CORRECTIONS)}"
+        )
+    if value == "tukey" and cluster_by is not None:
+        raise InputError(
+            "tukey shuffles the systems' scores question by question, so it cannot treat "
+            f"clusters of questions (--cluster-by {cluster_by}) as the unit",
+            field=field,
+            hint="use --correction holm with --cluster-by, or leave --cluster-by out",
+        )
+    return value
+
+
 def check_seed(value: Any, *, field: str = "--seed") -> int:
     if not _is_whole(value) or value < 0:
         raise InputError(f"expected a whole number >= 0, got {value!r}", field=field)

@@ -12,6 +12,13 @@ Holm-corrected over the candidates (the family is "every candidate against the
 baseline on this metric"); metrics are not corrected against each other, because they
 are views of the same rankings rather than separate experiments: choose the metric you
 decide on before looking.
+
+``correction`` ``tukey`` adjusts instead with the randomised Tukey HSD of
+`retrievalkit.stats.tukey` (Carterette 2012): each metric's pairs over the systems at once,
+from one set of seeded permutations of the systems' scores within each question. With
+``all-pairs`` and ``control`` those p-values are then multiplied by the number of metrics
+tested (Bonferroni over the metrics), so the guarantee is the same as Holm's over pairs
+and metrics; with the baseline pairing, metrics are not corrected against each other.
 """
 
 from __future__ import annotations
@@ -35,13 +42,14 @@ from retrievalkit.model.comparisons import QuestionChange as QuestionChange
 from retrievalkit.model.comparisons import System as System
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
+from retrievalkit.pipeline.engine.arguments import check_correction
 from retrievalkit.pipeline.gating.cost import pair_cost_change
 from retrievalkit.pipeline.gating.differences import paired_fields
 from retrievalkit.pipeline.gating.latency import answered_latencies, latency_changes
 from retrievalkit.pipeline.gating.unjudged import disagreement_warning, judged_context
 from retrievalkit.stats.clusters import paired_test_by
 from retrievalkit.stats.effect_size import paired_effect_size
-from retrievalkit.stats.paired import TIE, verdict
+from retrievalkit.stats.paired import DEFAULT_PERMUTATIONS, TIE, verdict
 from retrievalkit.stats.paired import holm as holm
 
 if TYPE_CHECKING:
@@ -113,6 +121,7 @@ def compare_records(
     questions: Sequence[GoldenQuestion] = (),
     pairing: str = "baseline",
     control: str | None = None,
+    correction: str | None = None,
 ) -> Comparison:
     """Compare every side after the first with the first, paired question by question.
 
@@ -123,6 +132,9 @@ def compare_records(
     With ``cluster_by`` the paired tests treat clusters of questions as the unit; the
     labels come from ``questions`` (the set), else from the records
     (`retrievalkit.pipeline.engine.clustering.paired_clusters`).
+
+    ``correction`` is ``holm`` (the default, where there is more than one pair) or
+    ``tukey`` (`tukey_adjusted`, from permutations seeded by ``seed``).
     """
     if len(sides) < 2:
         raise InputError(
@@ -134,6 +146,7 @@ def compare_records(
         raise InputError(
             f"unknown pairing {pairing!r}", field="pairing", hint=f"one of {', '.join(PAIRINGS)}"
         )
+    check_correction(correction, cluster_by=cluster_by)
     order = _pair_order(sides, pairing, control)
     hashes = {side.record.manifest.set_hash for side in sides}
     same_set = len(hashes) == 1
@@ -231,26 +244,24 @@ def compare_records(
         ]
         raw_pairs.append(((left, right), deltas))
     family = pairing != "baseline"
-    correction = "holm" if family or len(raw_pairs) > 1 else None
+    if correction is None:
+        correction = "holm" if family or len(raw_pairs) > 1 else None
     alpha = 1.0 - confidence
-    adjusted: dict[tuple[int, str], float | None] = {}
-    floors: dict[tuple[int, str], float | None] = {}
-    if family:
-        keys = [
-            (index, delta.metric) for index, (_, deltas) in enumerate(raw_pairs) for delta in deltas
-        ]
-        raw = [delta.p_value for _, deltas in raw_pairs for delta in deltas]
-        lowest = [delta.p_floor for _, deltas in raw_pairs for delta in deltas]
-        adjusted = dict(zip(keys, holm(raw), strict=True))
-        floors = dict(zip(keys, holm(lowest), strict=True))
-    elif correction:
-        for metric_index, metric in enumerate(metrics):
-            group = [deltas[metric_index].p_value for _, deltas in raw_pairs]
-            for pair_index, value in enumerate(holm(group)):
-                adjusted[(pair_index, metric)] = value
-            lowest = [deltas[metric_index].p_floor for _, deltas in raw_pairs]
-            for pair_index, value in enumerate(holm(lowest)):
-                floors[(pair_index, metric)] = value
+    if correction == "tukey":
+        matrices = {
+            metric: np.column_stack(
+                [
+                    metric_column(column, metric)[positions]
+                    for column, positions in zip(columns, all_positions, strict=True)
+                ]
+            )
+            for metric in metrics
+        }
+        adjusted, floors = tukey_adjusted(matrices, raw_pairs, seed=seed, across_metrics=family)
+    else:
+        adjusted, floors = holm_adjusted(
+            raw_pairs, metrics, family=family, correct=bool(correction)
+        )
     # What the runs stored, then what the caller gives (the set as it is now) over it.
     texts = {
         question_id: text
@@ -262,8 +273,8 @@ def compare_records(
     for pair_index, ((left, right), deltas) in enumerate(raw_pairs):
         finished = []
         for delta in deltas:
-            p_holm = adjusted.get((pair_index, delta.metric))
-            decisive = p_holm if correction else delta.p_value
+            p_adjusted = adjusted.get((pair_index, delta.metric))
+            decisive = p_adjusted if correction else delta.p_value
             floor = floors.get((pair_index, delta.metric)) if correction else delta.p_floor
             said = verdict(decisive, floor, alpha)
             significant = None if said is None else said == "significant"
@@ -288,8 +299,8 @@ def compare_records(
             finished.append(
                 attrs.evolve(
                     delta,
-                    p_holm=p_holm,
-                    p_adjusted=p_holm,
+                    p_holm=p_adjusted if correction == "holm" else None,
+                    p_adjusted=p_adjusted,
                     p_floor=floor,
                     verdict=said,
                     significant=significant,
@@ -343,8 +354,97 @@ def compare_records(
         warnings=tuple(warnings),
         cluster_by=cluster_by,
         pairing=pairing,
-        family="pairs and metrics" if family else ("candidates" if correction else None),
+        family=_family(correction, family),
     )
+
+
+def _family(correction: str | None, family: bool) -> str | None:
+    """What ``correction`` adjusts over (`ComparedRuns.family`)."""
+    if correction is None:
+        return None
+    if family:
+        return "pairs and metrics"
+    return "systems" if correction == "tukey" else "candidates"
+
+
+Adjusted = dict[tuple[int, str], float | None]
+"""Adjusted p-values (or floors) keyed (pair index, metric)."""
+
+
+def holm_adjusted(
+    raw_pairs: Sequence[tuple[tuple[int, int], Sequence[MetricDelta]]],
+    metrics: Sequence[str],
+    *,
+    family: bool,
+    correct: bool,
+) -> tuple[Adjusted, Adjusted]:
+    """Holm's p-values and floors: over every pair and metric at once with ``family``,
+    else (when ``correct``) each metric over the pairs; empty when nothing is corrected."""
+    adjusted: Adjusted = {}
+    floors: Adjusted = {}
+    if family:
+        keys = [
+            (index, delta.metric) for index, (_, deltas) in enumerate(raw_pairs) for delta in deltas
+        ]
+        raw = [delta.p_value for _, deltas in raw_pairs for delta in deltas]
+        lowest = [delta.p_floor for _, deltas in raw_pairs for delta in deltas]
+        adjusted = dict(zip(keys, holm(raw), strict=True))
+        floors = dict(zip(keys, holm(lowest), strict=True))
+    elif correct:
+        for metric_index, metric in enumerate(metrics):
+            group = [deltas[metric_index].p_value for _, deltas in raw_pairs]
+            for pair_index, value in enumerate(holm(group)):
+                adjusted[(pair_index, metric)] = value
+            lowest = [deltas[metric_index].p_floor for _, deltas in raw_pairs]
+            for pair_index, value in enumerate(holm(lowest)):
+                floors[(pair_index, metric)] = value
+    return adjusted, floors
+
+
+def tukey_adjusted(
+    matrices: Mapping[str, npt.NDArray[np.float64]],
+    raw_pairs: Sequence[tuple[tuple[int, int], Sequence[MetricDelta]]],
+    *,
+    seed: int,
+    across_metrics: bool,
+) -> tuple[Adjusted, Adjusted]:
+    """Each pair's randomised Tukey HSD p-value and floor, keyed (pair index, metric).
+
+    ``matrices`` holds each metric's scores, questions x systems. A difference without a
+    test (no question where both sides are defined) stays without one. With
+    ``across_metrics`` each value is multiplied by the number of metrics tested
+    (Bonferroni): Tukey controls the error over the pairs of one metric, the product over
+    every pair and metric.
+    """
+    from retrievalkit.stats.tukey import TukeyTest, tukey_hsd
+
+    # Metrics that score every question alike (hit@1, recall@1 and precision@1 with one
+    # relevant document) share one test: same scores and seed, same p-values.
+    by_scores: dict[bytes, TukeyTest] = {}
+    tests = {}
+    for metric, matrix in matrices.items():
+        key = np.ascontiguousarray(matrix).tobytes()
+        if key not in by_scores:
+            by_scores[key] = tukey_hsd(matrix, permutations=DEFAULT_PERMUTATIONS, seed=seed)
+        tests[metric] = by_scores[key]
+    tested = {
+        delta.metric
+        for _, deltas in raw_pairs
+        for delta in deltas
+        if delta.p_value is not None and tests[delta.metric].questions
+    }
+    factor = len(tested) if across_metrics else 1
+    adjusted: Adjusted = {}
+    floors: Adjusted = {}
+    for index, ((left, right), deltas) in enumerate(raw_pairs):
+        for delta in deltas:
+            if delta.metric not in tested or delta.p_value is None:
+                adjusted[(index, delta.metric)] = floors[(index, delta.metric)] = None
+                continue
+            test = tests[delta.metric]
+            adjusted[(index, delta.metric)] = min(1.0, factor * float(test.p_values[left, right]))
+            floors[(index, delta.metric)] = min(1.0, factor * test.floor)
+    return adjusted, floors
 
 
 #: How the sides are paired: each with the first, every pair, each with a control.
