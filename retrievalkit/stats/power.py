@@ -87,9 +87,7 @@ class Spread:
     rate p - d, independent of the run: it wins on (1 - p)(p - d) of the questions and
     loses on p (1 - p + d), so the discordance falls with the drop when p < 1/2 and rises
     when p > 1/2 (2 p (1 - p) holds only at d = 0)."""
-    pilot: npt.NDArray[np.float64] | None = attrs.field(
-        default=None, eq=False, repr=False
-    )
+    pilot: npt.NDArray[np.float64] | None = attrs.field(default=None, eq=False, repr=False)
     """Continuous metrics: per-question differences of the pilot, centred on 0 (the run
     against its baseline, or pairs of the run's own values). A drop d shifts them by -d,
     and the power is simulated from them (`SIMULATED`)."""
@@ -259,9 +257,7 @@ def binary_alternative(drop: float, spread: Spread) -> tuple[float, float]:
     return discordance, min(1.0, (discordance + drop) / (2.0 * discordance))
 
 
-def simulated_power(
-    drop: float, n: int, pilot: npt.NDArray[np.float64], alpha: float
-) -> float:
+def simulated_power(drop: float, n: int, pilot: npt.NDArray[np.float64], alpha: float) -> float:
     """The share of `SIMULATIONS` seeded sets of ``n`` differences, drawn from ``pilot``
     and shifted by -``drop``, whose drop the gate's sign-flip test finds.
 
