@@ -81,7 +81,7 @@ def test_hit_rate_power_is_what_the_gate_achieves(rate: float, drop: float) -> N
 
 
 def test_a_fixed_discordance_over_promises_at_low_rates() -> None:
-    """The count of a discordance fixed at 2p(1 - p), power's model before 0.9, asks for
+    """The count of a discordance fixed at 2p(1 - p), the model power used before, asks for
     more questions than needed at a low rate: an independent candidate whose rate falls
     by d differs on 2p(1 - p) - d(1 - 2p) of the questions, fewer than that."""
     rate, drop = 0.15, 0.1

@@ -9,17 +9,31 @@ the least to the most informed:
   spread is largest when every question moves by a full 1 either way. The sign-flip
   test is then the exact sign test, whose power is computed exactly.
 - ``one run`` (no baseline): a run's own values, with the candidate assumed to vary
-  independently of it (no pairing benefit): a 0/1 metric at rate p has discordance
-  2p(1 - p); a continuous one a difference spread of sqrt(2) times its own.
+  independently of it (no pairing benefit): for a 0/1 metric at rate p, a candidate at
+  rate p - d; for a continuous one, the difference of two of the run's values drawn at
+  random (a spread sqrt(2) times the run's own).
 - ``against baseline``: the discordance (0/1 metrics) or the spread of the differences
   (continuous metrics) actually seen between the run and its baseline.
 
-0/1 metrics use the exact sign test with the discordance ``max(observed, drop)`` (a drop
-of d needs at least a share d of the questions to change); continuous metrics the normal
-approximation of the sign-flip test, Phi((d sqrt(n) - z sqrt(sd^2 + d^2)) / sd): its flips
-spread by the differences' second moment about 0, which a drop adds to, so the plain
-z-test's Phi(d sqrt(n) / sd - z) promises too much power at large drops. The floor of
-the exact test (at least `min_discordant` questions must differ) is checked as well.
+How the power is found (a row's ``method``):
+
+- `EXACT`, 0/1 metrics: the exact sign test of the discordant questions. With a run's
+  rate p (``one run``) the candidate is one at rate p - d independent of it
+  (`binary_alternative`); otherwise the discordance is ``max(observed, drop)`` (a drop
+  of d needs at least a share d of the questions to change) and the losses outnumber
+  the wins by d.
+- `SIMULATED`, continuous metrics with a pilot, up to `SIMULATE_UP_TO` questions:
+  `SIMULATIONS` seeded sets drawn from the pilot's centred differences, shifted by the
+  drop, through the normal tail of the sign-flip test (`simulated_power`).
+- `NORMAL`, clusters and larger continuous sets: Phi((d sqrt(n) - z sqrt(sd^2 + d^2)) /
+  sd), as the sign-flip test's flips spread by the differences' second moment about 0,
+  which a drop adds to (the plain z-test's Phi(d sqrt(n) / sd - z) promises too much
+  power at large drops).
+
+The floor of the exact test (at least `min_discordant` questions must differ) is checked
+as well. The questions needed for a drop are topic set size design (Sakai 2016, "Topic
+set size design", Information Retrieval Journal 19) from a pilot, for the gate's test
+rather than the t-test.
 """
 
 from __future__ import annotations
