@@ -73,12 +73,35 @@ def _notes(report: PowerReport) -> list[str]:
             "paired test flips whole clusters; a row counts its clusters, and the questions "
             "needed are that many clusters of the set's mean size."
         )
+    notes.append(_methods_note(report))
     if any(row.below_detectable for row in report.rows):
         notes.append(
             "!: the allowed drop is below what the set can detect, so a drop between the "
             "two passes or fails by chance; raise the threshold or add questions."
         )
     return notes
+
+
+def _methods_note(report: PowerReport) -> str:
+    """Which rows' power is exact, simulated (with its Monte Carlo error) or approximate."""
+    from retrievalkit.stats.power import EXACT, NORMAL, SIMULATED, SIMULATIONS
+
+    used = {row.method for row in report.rows} | {
+        row.needed_method for row in report.rows if row.needed_method is not None
+    }
+    parts = []
+    if EXACT in used:
+        parts.append("exact for 0/1 metrics (the sign test of the questions that differ)")
+    if SIMULATED in used:
+        errors = [row.mc_error for row in report.rows if row.mc_error is not None]
+        error = f", Monte Carlo error ±{100 * max(errors):.1f} points" if errors else ""
+        parts.append(
+            f"simulated for continuous metrics ({SIMULATIONS:,} seeded sets drawn from the "
+            f"pilot's differences{error})"
+        )
+    if NORMAL in used:
+        parts.append("the normal approximation of the sign-flip test (clusters, large sets)")
+    return "power: " + "; ".join(parts) + "."
 
 
 def render_power_table(report: PowerReport, console: Console) -> None:

@@ -9,17 +9,31 @@ the least to the most informed:
   spread is largest when every question moves by a full 1 either way. The sign-flip
   test is then the exact sign test, whose power is computed exactly.
 - ``one run`` (no baseline): a run's own values, with the candidate assumed to vary
-  independently of it (no pairing benefit): a 0/1 metric at rate p has discordance
-  2p(1 - p); a continuous one a difference spread of sqrt(2) times its own.
+  independently of it (no pairing benefit): for a 0/1 metric at rate p, a candidate at
+  rate p - d; for a continuous one, the difference of two of the run's values drawn at
+  random (a spread sqrt(2) times the run's own).
 - ``against baseline``: the discordance (0/1 metrics) or the spread of the differences
   (continuous metrics) actually seen between the run and its baseline.
 
-0/1 metrics use the exact sign test with the discordance ``max(observed, drop)`` (a drop
-of d needs at least a share d of the questions to change); continuous metrics the normal
-approximation of the sign-flip test, Phi((d sqrt(n) - z sqrt(sd^2 + d^2)) / sd): its flips
-spread by the differences' second moment about 0, which a drop adds to, so the plain
-z-test's Phi(d sqrt(n) / sd - z) promises too much power at large drops. The floor of
-the exact test (at least `min_discordant` questions must differ) is checked as well.
+How the power is found (a row's ``method``):
+
+- `EXACT`, 0/1 metrics: the exact sign test of the discordant questions. With a run's
+  rate p (``one run``) the candidate is one at rate p - d independent of it
+  (`binary_alternative`); otherwise the discordance is ``max(observed, drop)`` (a drop
+  of d needs at least a share d of the questions to change) and the losses outnumber
+  the wins by d.
+- `SIMULATED`, continuous metrics with a pilot, up to `SIMULATE_UP_TO` questions:
+  `SIMULATIONS` seeded sets drawn from the pilot's centred differences, shifted by the
+  drop, through the normal tail of the sign-flip test (`simulated_power`).
+- `NORMAL`, clusters and larger continuous sets: Phi((d sqrt(n) - z sqrt(sd^2 + d^2)) /
+  sd), as the sign-flip test's flips spread by the differences' second moment about 0,
+  which a drop adds to (the plain z-test's Phi(d sqrt(n) / sd - z) promises too much
+  power at large drops).
+
+The floor of the exact test (at least `min_discordant` questions must differ) is checked
+as well. The questions needed for a drop are topic set size design (Sakai 2016, "Topic
+set size design", Information Retrieval Journal 19) from a pilot, for the gate's test
+rather than the t-test.
 """
 
 from __future__ import annotations
@@ -42,6 +56,22 @@ DEFAULT_POWER = 0.8
 WORST_CASE = "worst case"
 ONE_RUN = "one run"
 AGAINST_BASELINE = "against baseline"
+#: How a row's power was found: the exact power of the sign-flip test of {-1, 0, 1}
+#: differences (0/1 metrics), a seeded simulation of it from the pilot's differences
+#: (continuous metrics, up to `SIMULATE_UP_TO` questions), or its normal approximation
+#: (continuous metrics past that, and clusters).
+EXACT = "exact"
+SIMULATED = "simulated"
+NORMAL = "normal"
+#: Simulated sets per set size, and the seed of their draws: the Monte Carlo standard
+#: error of a simulated power near 80 % is sqrt(0.8 x 0.2 / 4000) = 0.6 points.
+SIMULATIONS = 4000
+SIMULATION_SEED = 2016
+#: Set sizes up to which a continuous metric's power is simulated; past it the normal
+#: approximation is within a point of the simulation (docs/power.md).
+SIMULATE_UP_TO = 2000
+#: Pairs of a run's own values drawn for the differences of an independent candidate.
+_PILOT_PAIRS = 20_000
 #: Sets are searched up to this many questions for "questions needed".
 _MAX_QUESTIONS = 10_000_000
 
@@ -66,6 +96,25 @@ class Spread:
     """With clusters of 0/1 values: the mean cluster size. A drop d then moves at least a
     share d of the questions, which spreads the units by d (1 - d) / size at least, however
     alike the runs were."""
+    rate: float | None = None
+    """0/1 metrics of one run (`ONE_RUN`): the run's rate p. The candidate is then one at
+    rate p - d, independent of the run: it wins on (1 - p)(p - d) of the questions and
+    loses on p (1 - p + d), so the discordance falls with the drop when p < 1/2 and rises
+    when p > 1/2 (2 p (1 - p) holds only at d = 0)."""
+    pilot: npt.NDArray[np.float64] | None = attrs.field(default=None, eq=False, repr=False)
+    """Continuous metrics: per-question differences of the pilot, centred on 0 (the run
+    against its baseline, or pairs of the run's own values). A drop d shifts them by -d,
+    and the power is simulated from them (`SIMULATED`)."""
+
+    @property
+    def method(self) -> str:
+        """How the power of this spread is found: `EXACT`, `SIMULATED` or `NORMAL` (the
+        simulation gives way to `NORMAL` past `SIMULATE_UP_TO` questions)."""
+        if self.binary and self.size_factor == 1.0:
+            return EXACT
+        if self.pilot is not None and self.size_factor == 1.0:
+            return SIMULATED
+        return NORMAL
 
 
 def min_discordant(alpha: float) -> int:
@@ -84,8 +133,28 @@ def spread_of_run(values: npt.NDArray[np.float64]) -> Spread:
         return worst_case()
     if np.all((defined == 0.0) | (defined == 1.0)):
         rate = float(defined.mean())
-        return Spread(True, 2.0 * rate * (1.0 - rate), 0.0, ONE_RUN)
-    return Spread(False, 0.0, math.sqrt(2.0) * float(defined.std()), ONE_RUN)
+        return Spread(True, 2.0 * rate * (1.0 - rate), 0.0, ONE_RUN, rate=rate)
+    return Spread(
+        False,
+        0.0,
+        math.sqrt(2.0) * float(defined.std()),
+        ONE_RUN,
+        pilot=_independent_differences(defined),
+    )
+
+
+def _independent_differences(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Differences of an independent candidate: every ordered pair of two of ``values``
+    (up to `_PILOT_PAIRS` of them, else that many seeded pairs), centred on 0."""
+    if values.size * (values.size - 1) <= _PILOT_PAIRS:
+        left, right = np.meshgrid(values, values, indexing="ij")
+        off = ~np.eye(values.size, dtype=bool)
+        pairs = (right - left)[off]
+    else:
+        rng = np.random.default_rng(SIMULATION_SEED)
+        chosen = rng.integers(0, values.size, (2, _PILOT_PAIRS))
+        pairs = values[chosen[1]] - values[chosen[0]]
+    return np.asarray(pairs - pairs.mean(), dtype=np.float64)
 
 
 def spread_of_pair(baseline: npt.NDArray[np.float64], candidate: npt.NDArray[np.float64]) -> Spread:
@@ -97,7 +166,8 @@ def spread_of_pair(baseline: npt.NDArray[np.float64], candidate: npt.NDArray[np.
     differences = after - before
     if np.all(np.isin(before, (0.0, 1.0))) and np.all(np.isin(after, (0.0, 1.0))):
         return Spread(True, float((np.abs(differences) > TIE).mean()), 0.0, AGAINST_BASELINE)
-    return Spread(False, 0.0, float(differences.std()), AGAINST_BASELINE)
+    centred = np.asarray(differences - differences.mean(), dtype=np.float64)
+    return Spread(False, 0.0, float(differences.std()), AGAINST_BASELINE, pilot=centred)
 
 
 def spread_of_clusters(
@@ -165,7 +235,10 @@ def power_at(drop: float, n: int, spread: Spread, alpha: float) -> float:
             ndtr((drop * math.sqrt(n) - z * math.sqrt(factor)) / math.sqrt(factor * (1 - drop**2)))
         )
     if spread.binary:
-        return _sign_test_power(drop, n, max(spread.discordance, drop), alpha)
+        discordance, lose = binary_alternative(drop, spread)
+        return _sign_test_power(drop, n, discordance, alpha, lose=lose)
+    if spread.pilot is not None and spread.size_factor == 1.0 and n <= SIMULATE_UP_TO:
+        return simulated_power(drop, n, spread.pilot, alpha)
 
     sd = max(spread.sd, 1e-12)
     if spread.binary_questions:
@@ -175,6 +248,84 @@ def power_at(drop: float, n: int, spread: Spread, alpha: float) -> float:
     # (clusters of unequal sizes m: n (sd^2 + drop^2 E[m^2] / E[m]^2)).
     critical = -ndtri(alpha / 2.0) * math.sqrt(1.0 + spread.size_factor * (drop / sd) ** 2)
     return float(ndtr(drop * math.sqrt(n) / sd - critical))
+
+
+def binary_alternative(drop: float, spread: Spread) -> tuple[float, float]:
+    """(discordance, share of the discordant questions that are losses) under a drop of
+    ``drop``, for a 0/1 metric's spread.
+
+    With the run's rate p (`ONE_RUN`) the candidate is one at rate q = p - d independent
+    of it: losses p (1 - q), wins (1 - p) q (a drop past p is one to rate 0). Otherwise
+    (the worst case, or the discordance seen against a baseline) the discordance is
+    ``max(discordance, d)`` and the losses outnumber the wins by d.
+    """
+    if spread.rate is not None:
+        rate = spread.rate
+        after = max(0.0, rate - drop)
+        losses, wins = rate * (1.0 - after), (1.0 - rate) * after
+        discordance = losses + wins
+        if discordance <= 0.0:
+            return 0.0, 1.0
+        return min(1.0, discordance), losses / discordance
+    discordance = min(1.0, max(spread.discordance, drop))
+    return discordance, min(1.0, (discordance + drop) / (2.0 * discordance))
+
+
+def simulated_power(drop: float, n: int, pilot: npt.NDArray[np.float64], alpha: float) -> float:
+    """The share of `SIMULATIONS` seeded sets of ``n`` differences, drawn from ``pilot``
+    and shifted by -``drop``, whose drop the gate's sign-flip test finds.
+
+    The test rejects when the sum S of the differences lies past z = Phi^-1(1 - alpha/2)
+    times the spread of its sign flips, sqrt(sum of squares) Q, and S < 0: the normal
+    tail of the sign-flip distribution (within a point of the enumerated and Monte Carlo
+    test for sets of 30 and more, docs/power.md). Each set needs only the sum and the
+    sum of squares of its draws, kept per size, so every drop is two passes over 4,000
+    numbers; the same draws for every drop make the power rise with it.
+    """
+    from scipy.special import ndtri
+
+    sums, squares = _pilot_sums(n, pilot)
+    total = sums - n * drop
+    flips = np.sqrt(np.maximum(squares - 2.0 * drop * sums + n * drop * drop, 0.0))
+    critical = -float(ndtri(alpha / 2.0))
+    return float(np.mean((total < 0.0) & (-total > critical * flips)))
+
+
+def simulation_error(power: float) -> float:
+    """The Monte Carlo standard error of a simulated power."""
+    return math.sqrt(max(power * (1.0 - power), 0.0) / SIMULATIONS)
+
+
+_PILOT_SUMS: dict[tuple[int, int, int], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]
+_PILOT_SUMS = {}
+
+
+def _pilot_sums(
+    n: int, pilot: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Sum and sum of squares of each of `SIMULATIONS` seeded sets of ``n`` draws from
+    ``pilot`` (the last few asked are kept: a search asks one size at many drops)."""
+    key = (hash(pilot.tobytes()), pilot.size, n)
+    found = _PILOT_SUMS.pop(key, None)
+    if found is None:
+        rng = np.random.default_rng([SIMULATION_SEED, n])
+        sums = np.zeros(SIMULATIONS)
+        squares = np.zeros(SIMULATIONS)
+        rows = max(1, _DRAWS_PER_BATCH // max(n, 1))
+        for start in range(0, SIMULATIONS, rows):
+            stop = min(SIMULATIONS, start + rows)
+            draws = pilot[rng.integers(0, pilot.size, (stop - start, n))]
+            sums[start:stop] = draws.sum(axis=1)
+            squares[start:stop] = (draws * draws).sum(axis=1)
+        found = (sums, squares)
+    _PILOT_SUMS[key] = found
+    while len(_PILOT_SUMS) > _CRITICAL_KEPT:
+        del _PILOT_SUMS[next(iter(_PILOT_SUMS))]
+    return found
+
+
+#: Draws held in memory at once while simulating (8 MB of float64).
+_DRAWS_PER_BATCH = 1_000_000
 
 
 def _reaches(drop: float, n: int, spread: Spread, alpha: float, power: float) -> bool:
@@ -194,18 +345,20 @@ def _reaches(drop: float, n: int, spread: Spread, alpha: float, power: float) ->
     """
     if n < min_discordant(alpha) or drop <= 0.0 or not spread.binary or spread.size_factor != 1:
         return power_at(drop, n, spread, alpha) >= power
-    discordance = min(1.0, max(spread.discordance, drop))
+    discordance, lose = binary_alternative(drop, spread)
+    if discordance <= 0.0:
+        return power_at(drop, n, spread, alpha) >= power
     every = _binomial_window(n, discordance)
     for exponent in _QUICK_EXPONENTS:
         low, high = _binomial_window(n, discordance, exponent)
         if (low, high) == every:
             break
-        partial = _sign_test_sum(drop, n, discordance, alpha, low, high)
+        partial = _sign_test_sum(drop, n, discordance, alpha, low, high, lose=lose)
         if partial > power + _ROUNDING:
             return True
         if partial + 4.0 * math.exp(-exponent) + _ROUNDING < power:
             return False
-    return _sign_test_power(drop, n, discordance, alpha) >= power
+    return _sign_test_power(drop, n, discordance, alpha, lose=lose) >= power
 
 
 #: The windows `_reaches` tries before the exact power: counts within n KL <= 12 (all
@@ -215,9 +368,11 @@ _QUICK_EXPONENTS = (12.0, 36.0)
 _ROUNDING = 1e-12
 
 
-def _sign_test_power(drop: float, n: int, discordance: float, alpha: float) -> float:
+def _sign_test_power(
+    drop: float, n: int, discordance: float, alpha: float, *, lose: float | None = None
+) -> float:
     """Exact power of the two-sided sign test: M ~ Bin(n, discordance) questions differ,
-    each a loss with chance (discordance + drop) / (2 discordance).
+    each a loss with chance ``lose`` (by default (discordance + drop) / (2 discordance)).
 
     Only the counts m whose chance is representable at all are evaluated: outside the
     window of `_binomial_window` the chance of m is below the smallest float, so its
@@ -225,8 +380,10 @@ def _sign_test_power(drop: float, n: int, discordance: float, alpha: float) -> f
     over all n + 1 terms, in the same order, so the power is the same to the last bit.
     """
     discordance = min(1.0, discordance)
+    if discordance <= 0.0:
+        return 0.0
     low, high = _binomial_window(n, discordance)
-    return _sign_test_sum(drop, n, discordance, alpha, low, high, whole=True)
+    return _sign_test_sum(drop, n, discordance, alpha, low, high, whole=True, lose=lose)
 
 
 def _sign_test_sum(
@@ -238,11 +395,13 @@ def _sign_test_sum(
     high: int,
     *,
     whole: bool = False,
+    lose: float | None = None,
 ) -> float:
     """The terms of the sign test's power for the counts ``low..high``, summed (``whole``:
     laid out among the n + 1 terms of every count, the others 0, as the exact power)."""
     binomial = _binomial()
-    lose = min(1.0, (discordance + drop) / (2.0 * discordance))
+    if lose is None:
+        lose = min(1.0, (discordance + drop) / (2.0 * discordance))
     counts = np.arange(low, high + 1)
     critical = _critical_losses(n, alpha)(low, high)
     reachable = critical <= counts
@@ -466,6 +625,12 @@ class PowerRow:
     needed_clusters: int | None = None
     """With clusters: the clusters needed to find ``drop``; ``needed`` is as many clusters
     of the mean size."""
+    method: str = EXACT
+    """How the power behind ``detectable`` was found: `EXACT`, `SIMULATED` or `NORMAL`."""
+    mc_error: float | None = None
+    """With `SIMULATED`: the Monte Carlo standard error of the power at ``detectable``."""
+    needed_method: str | None = None
+    """How the power behind ``needed`` was found (None without ``drop``)."""
 
     @property
     def below_detectable(self) -> bool:
@@ -494,6 +659,14 @@ def power_row(
     needed = needed_units
     if clusters is not None and needed_units is not None:
         needed = math.ceil(needed_units * n / max(clusters, 1))
+    detectable = detectable_drop(units, spread, alpha, power)
+    method = _method_at(spread, units)
+    mc_error = None
+    if method == SIMULATED and detectable is not None:
+        mc_error = round(simulation_error(power_at(detectable, units, spread, alpha)), 4)
+    needed_method = None
+    if drop is not None:
+        needed_method = _method_at(spread, needed_units or _MAX_QUESTIONS)
     return PowerRow(
         metric=metric,
         slice=slice_name,
@@ -501,13 +674,21 @@ def power_row(
         basis=spread.basis,
         discordance=round(spread.discordance, 6) if spread.binary else None,
         sd=None if spread.binary else round(spread.sd, 6),
-        detectable=detectable_drop(units, spread, alpha, power),
+        detectable=detectable,
         threshold=threshold,
         drop=drop,
         needed=needed,
         clusters=clusters,
         needed_clusters=None if clusters is None else needed_units,
+        method=method,
+        mc_error=mc_error,
+        needed_method=needed_method,
     )
+
+
+def _method_at(spread: Spread, units: int) -> str:
+    method = spread.method
+    return NORMAL if method == SIMULATED and units > SIMULATE_UP_TO else method
 
 
 def undetectable_warning(row: PowerRow) -> str:
