@@ -12,7 +12,9 @@ with ppi-python's normal interval at the same weight times that widening.
 from __future__ import annotations
 
 import inspect
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -245,10 +247,11 @@ def test_labelling_priority_puts_the_judges_likely_errors_first() -> None:
 
 
 def test_without_labels_the_priority_is_the_judges_spread() -> None:
+    """|Dhat - mean(Dhat)| with mean 0.025: 0.025, 0.475, 0.525, 0.075."""
     dhat = np.array([0.0, 0.5, -0.5, 0.1])
     ranked = labelling_priority(dhat, np.zeros(4), np.full(4, np.nan), np.full(4, np.nan))
-    assert [index for index, _ in ranked] == [1, 2, 3, 0]
-    assert ranked[0][1] == pytest.approx(0.5 - dhat.mean())
+    assert [index for index, _ in ranked] == [2, 1, 3, 0]
+    assert [score for _, score in ranked] == pytest.approx([0.525, 0.475, 0.075, 0.025])
 
 
 def test_the_python_api_names_them() -> None:
@@ -256,3 +259,108 @@ def test_the_python_api_names_them() -> None:
     found: Any = rk.corrected_difference(*arrays, resamples=200)
     assert found == corrected_difference(*arrays, resamples=200)
     assert rk.labelling_priority(*arrays) == labelling_priority(*arrays)
+
+
+CONFIG = """\
+[eval]
+k = [1, 3, 5]
+
+[retrievers.short]
+plugin = "bm25"
+corpus = "{corpus}"
+doc_id_separator = "#"
+max_doc_words = 12
+
+[retrievers.full]
+plugin = "bm25"
+corpus = "{corpus}"
+doc_id_separator = "#"
+"""
+
+
+def test_compare_reports_each_pairs_judge_corrected_difference(cli: Any, tmp_path: Path) -> None:
+    """Two stored runs, a lenient judge grading every unjudged document either returned in
+    its top 5, and humans grading every second question (half of those documents relevant):
+    ``compare --extra-labels`` gives the pair's PPI difference as the library computes it
+    from the same records, and ``--label-next`` the library's ranking."""
+    from retrievalkit.demo import DEMO_CORPUS
+    from retrievalkit.formats.labels import paired_correction, read_label_files
+
+    (tmp_path / "retrievalkit.toml").write_text(CONFIG.format(corpus=DEMO_CORPUS), "utf-8")
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    run_ids = []
+    for name in ("full", "short"):
+        done = cli("eval", "--set", "demo", "--retriever", name, "--store", store,
+                   "--format", "json")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        run_ids.append(json.loads(done.stdout)["run_id"])
+    records = [rk.open_store(store).get(run_id) for run_id in run_ids]
+    assert all(record is not None for record in records)
+    rows = ["query-id\tcorpus-id\tscore\tjudge"]
+    sampled = set()
+    for index, outcome in enumerate(records[0].outcomes):  # type: ignore[union-attr]
+        other = records[1].outcomes[index]  # type: ignore[union-attr]
+        assert other.question_id == outcome.question_id
+        unjudged = dict.fromkeys(
+            doc
+            for doc in [*outcome.ranking[:5], *other.ranking[:5]]
+            if doc not in outcome.judgments
+        )
+        for position, doc in enumerate(unjudged):
+            rows.append(f"{outcome.question_id}\t{doc}\t1\tmodel")
+            if index % 2 == 0:
+                rows.append(f"{outcome.question_id}\t{doc}\t{position % 2}\thuman")
+                sampled.add(outcome.question_id)
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    args = ("compare", "--run", run_ids[0], "--run", run_ids[1], "--store", store,
+            "--extra-labels", str(labels))  # fmt: skip
+    done = cli(*args, "--format", "json", "--label-next", "4", "--resamples", "500")
+    assert done.returncode == 0, done.stderr
+    (pair,) = json.loads(done.stdout)["pairs"]
+    expected = paired_correction(
+        records[1].outcomes,  # type: ignore[union-attr]
+        records[0].outcomes,  # type: ignore[union-attr]
+        [1, 3, 5],
+        read_label_files([str(labels)]),
+        resamples=500,
+    )
+    assert expected is not None
+    for metric in ("hit@1", "rr", "ndcg@5"):
+        found, want = pair["ppi"][metric], expected.differences[metric]
+        assert found["mean"] == pytest.approx(want.mean, abs=1e-12), metric
+        assert found["ci"] == pytest.approx(list(want.ci), abs=1e-12), metric
+        assert found["human_ci"] == pytest.approx(list(want.human_ci), abs=1e-12), metric
+        assert found["weight"] == pytest.approx(want.weight, abs=1e-12)
+        assert found["width"] == pytest.approx(want.ci[1] - want.ci[0], abs=1e-12)
+        column = expected.split[0][metric] - expected.split[1][metric]
+        defined = {qid for qid, value in zip(expected.questions, column) if not np.isnan(value)}
+        assert found["labelled"] == len(sampled & defined) and found["method"] == "ppi-bca"
+        assert found["labelled"] + found["unlabelled"] == len(defined)
+    # The candidate is the second run: the judge-only difference is its mean minus the first's.
+    rr = pair["ppi"]["rr"]
+    assert rr["judge_mean"] == pytest.approx(
+        float(np.nanmean(expected.split[0]["rr"] - expected.split[1]["rr"]))
+    )
+    assert pair["label_next"]["metric"] == "rr"
+    assert pair["label_next"]["questions"] == expected.label_next("rr", 4)
+    assert not set(pair["label_next"]["questions"]) & sampled
+    markdown = cli(*args, "--format", "markdown", "--resamples", "200").stdout
+    assert "## Judge-corrected difference (PPI): short against full" in markdown
+    assert "| metric | judge's labels | corrected |" in markdown
+    table = cli(*args, "--resamples", "200", "--label-next", "3")
+    assert "Judge-corrected difference (PPI)" in table.stdout, table.stderr
+    assert "label next (for rr): " in table.stdout
+
+
+def test_label_next_without_human_labels_is_refused(cli: Any, tmp_path: Path) -> None:
+    common = ("compare", "--set", "demo", "--retriever", "bm25-demo", "--retriever",
+              "bm25-demo", "--no-save", "--store", "memory:")  # fmt: skip
+    done = cli(*common, "--label-next", "3")
+    assert done.returncode == 2 and "--label-next" in done.stderr
+    labels = tmp_path / "labels.tsv"
+    labels.write_text("query-id\tcorpus-id\tscore\tjudge\nq1\tdoc-x\t1\tmodel\n", "utf-8")
+    done = cli(*common, "--label-next", "3", "--extra-labels", str(labels))
+    assert done.returncode == 2 and "has none" in done.stderr, done.stderr
+    done = cli(*common, "--label-next", "-1")
+    assert done.returncode == 2 and "--label-next" in done.stderr

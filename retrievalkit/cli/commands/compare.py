@@ -89,7 +89,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FILE",
         help="also show each system's judged share and metrics with these labels merged in "
-        "(e.g. from retrievalkit judge; repeatable)",
+        "(e.g. from retrievalkit judge; repeatable); with human rows (judge = human) for a "
+        "sample of the questions, also each pair's judge-corrected (PPI) difference",
+    )
+    parser.add_argument(
+        "--label-next",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --extra-labels holding human rows: list the N questions without human "
+        "labels whose labels would narrow each pair's judge-corrected interval of the "
+        "--changed-by metric most",
     )
     pairing = parser.add_mutually_exclusive_group()
     pairing.add_argument(
@@ -116,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         warn_about_labels,
         warn_returned_ids,
     )
-    from retrievalkit.formats.labels import label_effect, read_extra_labels
+    from retrievalkit.formats.labels import label_effect, paired_correction, read_extra_labels
     from retrievalkit.pipeline.engine.record import git_commit
     from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
     from retrievalkit.render.comparison import (
@@ -128,6 +138,9 @@ def run(args: argparse.Namespace) -> int:
         effects_document,
         effects_markdown,
         effects_renderable,
+        paired_data,
+        paired_markdown,
+        paired_renderable,
     )
     from retrievalkit.render.summary import to_json_text
 
@@ -141,6 +154,15 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.changed < 0:
         raise InputError(f"must be 0 or more, got {args.changed}", field="--changed")
+    if args.label_next < 0:
+        raise InputError(f"must be 0 or more, got {args.label_next}", field="--label-next")
+    if args.label_next and not args.extra_labels:
+        raise InputError(
+            "--label-next ranks questions for human labels beside a judge's",
+            field="--label-next",
+            hint="add --extra-labels FILE with the judge's rows and the human rows "
+            "(judge = human) graded so far",
+        )
     if any(kind == "retriever" for kind, _ in systems) and not args.set:
         raise InputError(
             "the retrievers need a set to run on",
@@ -229,15 +251,62 @@ def run(args: argparse.Namespace) -> int:
         for label, record in zip(labels, records, strict=True)
         if args.extra_labels
     }
+    by_label = dict(zip(labels, records, strict=True))
+    paired = []
+    for pair in comparison.pairs if args.extra_labels else ():
+        candidate, baseline = by_label[pair.candidate], by_label[pair.baseline]
+        ks = sorted(set(candidate.manifest.ks) & set(baseline.manifest.ks))
+        correction = paired_correction(
+            candidate.outcomes,
+            baseline.outcomes,
+            ks or candidate.manifest.ks,
+            extra_labels,
+            confidence=settings["confidence"],
+            resamples=settings["resamples"],
+        )
+        next_up = (
+            {pair.changed_by: correction.label_next(pair.changed_by, args.label_next)}
+            if correction is not None and args.label_next
+            else {}
+        )
+        paired.append(((pair.baseline, pair.candidate), correction, next_up))
+    if args.label_next and all(correction is None for _, correction, _ in paired):
+        raise InputError(
+            "--label-next needs human labels to rank questions by, and "
+            f"{', '.join(args.extra_labels)} has none",
+            field="--label-next",
+            hint="label a random sample of the questions first (judge = human rows, e.g. "
+            "from retrievalkit serve's judging queue)",
+        )
     if args.format == "json":
         document = comparison_document(comparison)
         if effects:
             document["extra_labels"] = effects_document(effects)
+        for index, (_, correction, next_up) in enumerate(paired):
+            if correction is not None:
+                document["pairs"][index]["ppi"] = paired_data(correction)
+                if next_up:
+                    metric, questions = next(iter(next_up.items()))
+                    document["pairs"][index]["label_next"] = {
+                        "metric": metric,
+                        "questions": questions,
+                    }
         sys.stdout.write(to_json_text(document) + "\n")
     elif args.format == "markdown":
-        sys.stdout.write(render_comparison_markdown(comparison) + effects_markdown(effects))
+        sys.stdout.write(
+            render_comparison_markdown(comparison)
+            + effects_markdown(effects)
+            + "".join(
+                paired_markdown(names, correction, next_up)
+                for names, correction, next_up in paired
+                if correction is not None
+            )
+        )
     else:
         output = console(args)
         output.print(comparison_renderable(comparison))
         output.print(effects_renderable(effects))
+        for names, correction, next_up in paired:
+            if correction is not None:
+                output.print(paired_renderable(names, correction, next_up))
     return EXIT_OK
