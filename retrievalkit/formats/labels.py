@@ -480,7 +480,7 @@ class PairedCorrection:
 
     def label_next(self, metric: str, count: int) -> list[str]:
         """The ``count`` questions without human labels whose labels would help the
-        ``metric`` difference's interval most (`retrievalkit.stats.ppi_paired.labelling_priority`)."""
+        ``metric`` difference's interval most (`ppi_paired.labelling_priority`)."""
         from retrievalkit.stats.ppi_paired import labelling_priority
 
         if metric not in self.differences:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
@@ -21,7 +22,9 @@ from retrievalkit.cli.commands.options import (
 from retrievalkit.errors import EXIT_OK, InputError
 
 if TYPE_CHECKING:
+    from retrievalkit.formats.labels import Label, PairedCorrection
     from retrievalkit.model.records import ResultRecord
+    from retrievalkit.pipeline.gating.comparison import Comparison
 
 NAME, HELP = SUMMARIES["compare"]
 
@@ -126,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         warn_about_labels,
         warn_returned_ids,
     )
-    from retrievalkit.formats.labels import label_effect, paired_correction, read_extra_labels
+    from retrievalkit.formats.labels import label_effect, read_extra_labels
     from retrievalkit.pipeline.engine.record import git_commit
     from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
     from retrievalkit.render.comparison import (
@@ -154,15 +157,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.changed < 0:
         raise InputError(f"must be 0 or more, got {args.changed}", field="--changed")
-    if args.label_next < 0:
-        raise InputError(f"must be 0 or more, got {args.label_next}", field="--label-next")
-    if args.label_next and not args.extra_labels:
-        raise InputError(
-            "--label-next ranks questions for human labels beside a judge's",
-            field="--label-next",
-            hint="add --extra-labels FILE with the judge's rows and the human rows "
-            "(judge = human) graded so far",
-        )
     if any(kind == "retriever" for kind, _ in systems) and not args.set:
         raise InputError(
             "the retrievers need a set to run on",
@@ -174,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
     settings = evaluation_settings(args, config)
     store = open_configured_store(args, config)
     extra_labels = read_extra_labels(args.extra_labels)
+    _check_label_next(args, extra_labels)
     golden = load_set(args.set, config=config) if args.set else None
     if golden is not None:
         ids = [question.id for question in golden.questions]
@@ -251,33 +246,9 @@ def run(args: argparse.Namespace) -> int:
         for label, record in zip(labels, records, strict=True)
         if args.extra_labels
     }
-    by_label = dict(zip(labels, records, strict=True))
-    paired = []
-    for pair in comparison.pairs if args.extra_labels else ():
-        candidate, baseline = by_label[pair.candidate], by_label[pair.baseline]
-        ks = sorted(set(candidate.manifest.ks) & set(baseline.manifest.ks))
-        correction = paired_correction(
-            candidate.outcomes,
-            baseline.outcomes,
-            ks or candidate.manifest.ks,
-            extra_labels,
-            confidence=settings["confidence"],
-            resamples=settings["resamples"],
-        )
-        next_up = (
-            {pair.changed_by: correction.label_next(pair.changed_by, args.label_next)}
-            if correction is not None and args.label_next
-            else {}
-        )
-        paired.append(((pair.baseline, pair.candidate), correction, next_up))
-    if args.label_next and all(correction is None for _, correction, _ in paired):
-        raise InputError(
-            "--label-next needs human labels to rank questions by, and "
-            f"{', '.join(args.extra_labels)} has none",
-            field="--label-next",
-            hint="label a random sample of the questions first (judge = human rows, e.g. "
-            "from retrievalkit serve's judging queue)",
-        )
+    paired = _paired_corrections(
+        args, comparison, dict(zip(labels, records, strict=True)), extra_labels, settings
+    )
     if args.format == "json":
         document = comparison_document(comparison)
         if effects:
@@ -310,3 +281,56 @@ def run(args: argparse.Namespace) -> int:
             if correction is not None:
                 output.print(paired_renderable(names, correction, next_up))
     return EXIT_OK
+
+
+def _paired_corrections(
+    args: argparse.Namespace,
+    comparison: Comparison,
+    by_label: Mapping[str, ResultRecord],
+    extra_labels: Iterable[Label],
+    settings: Mapping[str, Any],
+) -> list[tuple[tuple[str, str], PairedCorrection | None, dict[str, list[str]]]]:
+    """Each pair's judge-corrected difference (None without human labels) and, with
+    ``--label-next``, the questions to label next for its ``--changed-by`` metric."""
+    from retrievalkit.formats.labels import paired_correction
+
+    paired = []
+    for pair in comparison.pairs if args.extra_labels else ():
+        candidate, baseline = by_label[pair.candidate], by_label[pair.baseline]
+        ks = sorted(set(candidate.manifest.ks) & set(baseline.manifest.ks))
+        correction = paired_correction(
+            candidate.outcomes,
+            baseline.outcomes,
+            ks or candidate.manifest.ks,
+            extra_labels,
+            confidence=settings["confidence"],
+            resamples=settings["resamples"],
+        )
+        next_up = (
+            {pair.changed_by: correction.label_next(pair.changed_by, args.label_next)}
+            if correction is not None and args.label_next
+            else {}
+        )
+        paired.append(((pair.baseline, pair.candidate), correction, next_up))
+    return paired
+
+
+def _check_label_next(args: argparse.Namespace, extra_labels: Iterable[Label]) -> None:
+    """``--label-next`` ranks questions for human labels: it needs some to rank by."""
+    if args.label_next < 0:
+        raise InputError(f"must be 0 or more, got {args.label_next}", field="--label-next")
+    if args.label_next and not args.extra_labels:
+        raise InputError(
+            "--label-next ranks questions for human labels beside a judge's",
+            field="--label-next",
+            hint="add --extra-labels FILE with the judge's rows and the human rows "
+            "(judge = human) graded so far",
+        )
+    if args.label_next and not any(label.is_human for label in extra_labels):
+        raise InputError(
+            "--label-next needs human labels to rank questions by, and "
+            f"{', '.join(args.extra_labels)} has none",
+            field="--label-next",
+            hint="label a random sample of the questions first (judge = human rows, e.g. "
+            "from retrievalkit serve's judging queue)",
+        )
