@@ -21,7 +21,8 @@ apart, w estimated again in each resample; the acceleration from the residuals
 Y - w J), widened by sqrt(n / (n - 1)) t_{n-1} / z as the cluster bootstrap is: the
 normal interval mean -/+ z sqrt(var) covered 89 % with 30 human-labelled questions of a
 lenient judge's residuals, which are skewed. It is valid only when the human sample
-is a random sample of the questions.
+is a random sample of the questions. `ppi_estimate` is the estimator and its interval;
+`retrievalkit.stats.ppi_paired` applies it to the paired difference of two systems.
 """
 
 from __future__ import annotations
