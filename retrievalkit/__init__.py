@@ -56,6 +56,11 @@ if TYPE_CHECKING:
     from retrievalkit.pipeline.gating.comparison import Comparison
     from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.pipeline.sweeps.sweep import SweepResult
+    from retrievalkit.stats.ppi_paired import (
+        CorrectedDifference,
+        corrected_difference,
+        labelling_priority,
+    )
     from retrievalkit.usage import record_usage
 
 _EXPORTS = {
@@ -88,10 +93,14 @@ _EXPORTS = {
     "ResultRecord": "retrievalkit.model.records",
     "Verdict": "retrievalkit.pipeline.gating.gate",
     "record_usage": "retrievalkit.usage",
+    "CorrectedDifference": "retrievalkit.stats.ppi_paired",
+    "corrected_difference": "retrievalkit.stats.ppi_paired",
+    "labelling_priority": "retrievalkit.stats.ppi_paired",
 }
 
 __all__ = [
     "Comparison",
+    "CorrectedDifference",
     "GoldenQuestion",
     "GoldenQuestionSet",
     "Metric",
@@ -107,12 +116,14 @@ __all__ = [
     "Verdict",
     "__version__",
     "compare",
+    "corrected_difference",
     "drift",
     "drift_records",
     "evaluate",
     "fidelity",
     "gate",
     "interleave_credit",
+    "labelling_priority",
     "load_config",
     "load_set",
     "open_store",

@@ -37,6 +37,7 @@ from retrievalkit.errors import InputError
 from retrievalkit.metrics.definitions import headline
 from retrievalkit.model.values import GoldenQuestion, QuestionOutcome
 from retrievalkit.stats.ppi import CorrectedMean
+from retrievalkit.stats.ppi_paired import CorrectedDifference
 
 COLUMNS = ("query-id", "corpus-id", "score", "judge", "model", "prompt-version", "judged-at")
 #: The ``judge`` of a grade a person gave (the person's name is in ``model``): such labels
@@ -405,24 +406,14 @@ def label_effect(
         return result
 
     corrected = None
-    human = [label for label in labels if label.judge == HUMAN_JUDGE]
-    if human:
+    split = judge_and_human_columns(outcomes, ks, labels)
+    if split is not None:
         from retrievalkit.stats.ppi import corrected_mean
 
-        model = [label for label in labels if label.judge != HUMAN_JUDGE]
-        by_judge = columns([q.judgments() for q in merge_labels(questions, model).questions])
-        by_people = columns([q.judgments() for q in merge_labels(questions, human).questions])
-        sampled = {label.question_id for label in human}
-        in_sample = np.array([outcome.question_id in sampled for outcome in outcomes])
+        by_judge, by_people = split
         corrected = {
-            name: corrected_mean(
-                by_judge[name],
-                np.where(in_sample, by_people[name], np.nan),
-                confidence=confidence,
-                seed=seed,
-            )
+            name: corrected_mean(by_judge[name], by_people[name], confidence=confidence, seed=seed)
             for name in by_judge
-            if not name.startswith("judged@")
         }
     return LabelEffect(
         tuple(sources),
@@ -434,6 +425,118 @@ def label_effect(
         after=means([question.judgments() for question in merged.questions]),
         corrected=corrected,
     )
+
+
+def judge_and_human_columns(
+    outcomes: Sequence[QuestionOutcome], ks: Sequence[int], labels: Iterable[Label]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Each metric's per-question values (in the order of ``outcomes``) under the model
+    judge's labels, and under the human labels (NaN outside the human sample: the
+    questions with at least one `HUMAN_JUDGE` label); None without human labels.
+    ``judged@k`` is left out (it is about the labels, not the system)."""
+    import numpy as np
+
+    from retrievalkit.metrics.definitions import (
+        compute_metrics,
+        judge_rankings,
+        requested_metrics,
+    )
+
+    labels = list(labels)
+    human = [label for label in labels if label.judge == HUMAN_JUDGE]
+    if not human:
+        return None
+    held = next((outcome.scores for outcome in outcomes if outcome.error is None), {})
+    extra = [name for name in requested_metrics(held) if name in held]
+    questions = outcome_questions(outcomes)
+    rankings = [outcome.ranking for outcome in outcomes]
+    errored = [outcome.error is not None for outcome in outcomes]
+
+    def columns(chosen: Sequence[Label]) -> dict[str, Any]:
+        judgments = [q.judgments() for q in merge_labels(questions, chosen).questions]
+        judged = judge_rankings(rankings, judgments, depth=max(ks), errored=errored)
+        found = compute_metrics(judged, ks, with_judged=True, extra=extra)
+        return {name: column for name, column in found.items() if not name.startswith("judged@")}
+
+    by_judge = columns([label for label in labels if label.judge != HUMAN_JUDGE])
+    by_people = columns(human)
+    sampled = {label.question_id for label in human}
+    in_sample = np.array([outcome.question_id in sampled for outcome in outcomes], dtype=bool)
+    return by_judge, {name: np.where(in_sample, by_people[name], np.nan) for name in by_people}
+
+
+@attrs.frozen
+class PairedCorrection:
+    """The judge-corrected differences of two runs (candidate - baseline), per metric."""
+
+    differences: Mapping[str, CorrectedDifference]
+    questions: tuple[str, ...]
+    """The question ids both runs have, in the baseline's order."""
+    split: tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]] = (
+        attrs.field(eq=False, repr=False)
+    )
+    """(candidate judged, baseline judged, candidate human, baseline human) columns per
+    metric over ``questions``, for `label_next`."""
+
+    def label_next(self, metric: str, count: int) -> list[str]:
+        """The ``count`` questions without human labels whose labels would help the
+        ``metric`` difference's interval most (`ppi_paired.labelling_priority`)."""
+        from retrievalkit.stats.ppi_paired import labelling_priority
+
+        if metric not in self.differences:
+            return []
+        columns = [part[metric] for part in self.split]
+        ranked = labelling_priority(*columns)
+        return [self.questions[index] for index, _ in ranked[:count]]
+
+
+def paired_correction(
+    candidate: Sequence[QuestionOutcome],
+    baseline: Sequence[QuestionOutcome],
+    ks: Sequence[int],
+    labels: Iterable[Label],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 20240611,
+) -> PairedCorrection | None:
+    """The judge-corrected (PPI++) mean difference candidate - baseline of every metric
+    both runs hold, on the questions both have, from a model judge's labels and human
+    labels for a random sample of the questions; None without human labels."""
+    import numpy as np
+
+    from retrievalkit.stats.ppi_paired import corrected_difference
+
+    labels = list(labels)
+    found_a = judge_and_human_columns(candidate, ks, labels)
+    found_b = judge_and_human_columns(baseline, ks, labels)
+    if found_a is None or found_b is None:
+        return None
+    where_a = {outcome.question_id: index for index, outcome in enumerate(candidate)}
+    shared = [outcome.question_id for outcome in baseline if outcome.question_id in where_a]
+    rows_a = np.array([where_a[qid] for qid in shared], dtype=np.intp)
+    where_b = {outcome.question_id: index for index, outcome in enumerate(baseline)}
+    rows_b = np.array([where_b[qid] for qid in shared], dtype=np.intp)
+    names = [name for name in found_b[0] if name in found_a[0]]
+    split = (
+        {name: found_a[0][name][rows_a] for name in names},
+        {name: found_b[0][name][rows_b] for name in names},
+        {name: found_a[1][name][rows_a] for name in names},
+        {name: found_b[1][name][rows_b] for name in names},
+    )
+    differences = {
+        name: corrected_difference(
+            split[0][name],
+            split[1][name],
+            split[2][name],
+            split[3][name],
+            confidence=confidence,
+            resamples=resamples,
+            seed=seed,
+        )
+        for name in names
+    }
+    return PairedCorrection(differences, tuple(shared), split)
 
 
 def read_label_files(paths: Sequence[str]) -> list[Label]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from retrievalkit.formats.labels import LabelEffect
+from retrievalkit.formats.labels import LabelEffect, PairedCorrection
+from retrievalkit.formats.numbers import bounds, signed
+from retrievalkit.metrics.definitions import headline
 from retrievalkit.render.summary import effect_data
 from retrievalkit.render.terminal import plain, printable
 from retrievalkit.render.text import NONE, mean_and_interval, number
@@ -15,6 +17,20 @@ if TYPE_CHECKING:
 
 TITLE = "With extra labels (set's labels → with extra labels)"
 CORRECTED_TITLE = "Judge-corrected (PPI): judge's labels → corrected by the human sample"
+PAIRED_TITLE = "Judge-corrected difference (PPI)"
+PAIRED_COLUMNS = [
+    "metric",
+    "judge's labels",
+    "corrected",
+    "width",
+    "human-labelled only",
+    "width",
+    "λ",
+    "labelled",
+]
+
+#: (baseline label, candidate label) -> the pair's judge-corrected differences.
+PairedCorrections = Mapping[tuple[str, str], PairedCorrection]
 
 
 def effects_document(effects: Mapping[str, LabelEffect]) -> dict[str, Any]:
@@ -116,4 +132,85 @@ def effects_renderable(effects: Mapping[str, LabelEffect]) -> Group:
             for system, effect in effects.items()
             if effect.corrected
         ]
+    return Group(*parts)
+
+
+def paired_data(correction: PairedCorrection) -> dict[str, Any]:
+    """metric -> the judge-corrected difference as plain data (``compare``'s ``ppi``)."""
+    from retrievalkit.formats.convert import unstructure
+
+    return {name: unstructure(value) for name, value in correction.differences.items()}
+
+
+def paired_rows(correction: PairedCorrection) -> list[list[str]]:
+    """The headline metrics' judge-corrected differences, one row each (`PAIRED_COLUMNS`)."""
+    rows = []
+    for name in headline(correction.differences):
+        value = correction.differences[name]
+        rows.append(
+            [
+                name,
+                signed(value.judge_mean),
+                f"{signed(value.mean)} {bounds(value.ci, sign=True)}",
+                number(value.width),
+                f"{signed(value.human_mean)} {bounds(value.human_ci, sign=True)}",
+                number(value.human_width),
+                number(value.weight, 2),
+                f"{value.labelled} of {value.labelled + value.unlabelled}",
+            ]
+        )
+    return rows
+
+
+def paired_note(correction: PairedCorrection) -> str:
+    """One line on what the table shows and when it holds."""
+    return (
+        "candidate − baseline; the judge's differences on every question corrected by the "
+        "human-labelled ones (PPI++, ppi-bca; λ: the judge's weight, 0 = human labels only); "
+        "valid when the human-labelled questions are a random sample"
+    )
+
+
+def paired_markdown(
+    pair: tuple[str, str], correction: PairedCorrection, label_next: Mapping[str, list[str]]
+) -> str:
+    """A pair's judge-corrected differences as Markdown (empty without human labels)."""
+    rows = paired_rows(correction)
+    if not rows:
+        return ""
+    baseline, candidate = pair
+    lines = ["", f"## {PAIRED_TITLE}: {_escape(candidate)} against {_escape(baseline)}", ""]
+    lines += ["| " + " | ".join(PAIRED_COLUMNS) + " |", "|---|" + "---:|" * 7]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += ["", _escape(paired_note(correction))]
+    for metric, questions in label_next.items():
+        shown = ", ".join(_escape(question) for question in questions) or NONE
+        lines += ["", f"Label next (for {_escape(metric)}): {shown}"]
+    return "\n".join(lines) + "\n"
+
+
+def paired_renderable(
+    pair: tuple[str, str], correction: PairedCorrection, label_next: Mapping[str, list[str]]
+) -> Group:
+    """A pair's judge-corrected differences for a terminal (empty without human labels)."""
+    from rich.console import Group
+    from rich.table import Table
+
+    from retrievalkit.render.fitting import fit
+
+    rows = paired_rows(correction)
+    if not rows:
+        return Group()
+    baseline, candidate = pair
+    table = Table(
+        title=plain(f"{PAIRED_TITLE}: {candidate} against {baseline}", style="italic"),
+        title_justify="left",
+    )
+    for index, column in enumerate(PAIRED_COLUMNS):
+        table.add_column(plain(column), justify="right" if index else "left")
+    for row in rows:
+        table.add_row(*[plain(cell) for cell in row])
+    parts: list[Any] = [fit(table, drop=[7, 5, 1, 3]), plain(paired_note(correction))]
+    for metric, questions in label_next.items():
+        parts.append(plain(f"label next (for {metric}): {', '.join(questions) or NONE}"))
     return Group(*parts)

@@ -21,7 +21,8 @@ apart, w estimated again in each resample; the acceleration from the residuals
 Y - w J), widened by sqrt(n / (n - 1)) t_{n-1} / z as the cluster bootstrap is: the
 normal interval mean -/+ z sqrt(var) covered 89 % with 30 human-labelled questions of a
 lenient judge's residuals, which are skewed. It is valid only when the human sample
-is a random sample of the questions.
+is a random sample of the questions. `ppi_estimate` is the estimator and its interval;
+`retrievalkit.stats.ppi_paired` applies it to the paired difference of two systems.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def corrected_mean(
     ``judged`` holds each question's value under the judge's labels, ``human`` its value
     under human labels (NaN for a question outside the human sample).
     """
-    from scipy.special import ndtri, stdtrit
+    from scipy.special import stdtrit
 
     defined = ~np.isnan(judged)
     labelled = defined & ~np.isnan(human)
@@ -91,9 +92,42 @@ def corrected_mean(
         judge_ci = _clipped(judge_mean, half, value_range)
     if n < 2:
         return CorrectedMean(judge_mean, judge_ci, None, None, None, n, big_n)
-    y, j = human[labelled], judged[labelled]
-    rest = judged[unlabelled]
-    weight = float(_weight(y[None, :], j[None, :], rest[None, :])[0])
+    mean, bounds, weight = ppi_estimate(
+        human[labelled],
+        judged[labelled],
+        judged[unlabelled],
+        confidence=confidence,
+        value_range=value_range,
+        resamples=resamples,
+        seed=seed,
+    )
+    return CorrectedMean(judge_mean, judge_ci, mean, bounds, weight, n, big_n)
+
+
+def ppi_estimate(
+    y: FloatArray,
+    j: FloatArray,
+    rest: FloatArray,
+    *,
+    confidence: float,
+    value_range: tuple[float, float],
+    resamples: int,
+    seed: int,
+    weight: float | None = None,
+) -> tuple[float, tuple[float, float], float]:
+    """(mean, interval, weight) of PPI++ from the n human values ``y``, the judge's values
+    ``j`` of the same questions and the judge's values ``rest`` of the N others (n >= 2).
+
+    ``weight`` fixes the weight in the estimate and in every resample (0: the human
+    sample's own mean and interval); None tunes it, again in every resample.
+    """
+    from scipy.special import ndtri, stdtrit
+
+    n, big_n = y.size, rest.size
+    level = (1.0 + confidence) / 2.0
+    tuned = weight is None
+    if weight is None:
+        weight = tuned_weight(y, j, rest)
     residual = y - weight * j
     mean = float(residual.mean()) + (weight * float(rest.mean()) if big_n else 0.0)
     rng = np.random.default_rng((seed, 0x991))
@@ -104,7 +138,7 @@ def corrected_mean(
         picked = rng.integers(0, n, (size, n))
         others = rng.integers(0, big_n, (size, big_n)) if big_n else np.zeros((size, 0), int)
         ys, js, rs = y[picked], j[picked], rest[others]
-        weights = _weight(ys, js, rs)
+        weights = _weight(ys, js, rs) if tuned else np.full(size, weight)
         part = (ys - weights[:, None] * js).mean(axis=1)
         if big_n:
             part += weights * rs.mean(axis=1)
@@ -120,7 +154,13 @@ def corrected_mean(
         max(lowest, min(mean, mean - (mean - float(low[0])) * widen)),
         min(highest, max(mean, mean + (float(high[0]) - mean) * widen)),
     )
-    return CorrectedMean(judge_mean, judge_ci, mean, bounds, weight, n, big_n)
+    return mean, bounds, weight
+
+
+def tuned_weight(human: FloatArray, judged: FloatArray, rest: FloatArray) -> float:
+    """PPI++'s weight from the human values, the judge's on the same questions and the
+    judge's values of the others: cov(Y, J) / ((1 + n/N) var(J)), clipped to [0, 1]."""
+    return float(_weight(human[None, :], judged[None, :], rest[None, :])[0])
 
 
 def _weight(human: FloatArray, judged: FloatArray, rest: FloatArray) -> FloatArray:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import (
@@ -21,7 +22,9 @@ from retrievalkit.cli.commands.options import (
 from retrievalkit.errors import EXIT_OK, InputError
 
 if TYPE_CHECKING:
+    from retrievalkit.formats.labels import Label, PairedCorrection
     from retrievalkit.model.records import ResultRecord
+    from retrievalkit.pipeline.gating.comparison import Comparison
 
 NAME, HELP = SUMMARIES["compare"]
 
@@ -89,7 +92,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FILE",
         help="also show each system's judged share and metrics with these labels merged in "
-        "(e.g. from retrievalkit judge; repeatable)",
+        "(e.g. from retrievalkit judge; repeatable); with human rows (judge = human) for a "
+        "sample of the questions, also each pair's judge-corrected (PPI) difference",
+    )
+    parser.add_argument(
+        "--label-next",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --extra-labels holding human rows: list the N questions without human "
+        "labels whose labels would narrow each pair's judge-corrected interval of the "
+        "--changed-by metric most",
     )
     pairing = parser.add_mutually_exclusive_group()
     pairing.add_argument(
@@ -135,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         effects_document,
         effects_markdown,
         effects_renderable,
+        paired_data,
+        paired_markdown,
+        paired_renderable,
     )
     from retrievalkit.render.summary import to_json_text
 
@@ -161,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
     check_correction(args.correction, cluster_by=settings.get("cluster_by"))
     store = open_configured_store(args, config)
     extra_labels = read_extra_labels(args.extra_labels)
+    _check_label_next(args, extra_labels)
     golden = load_set(args.set, config=config) if args.set else None
     if golden is not None:
         ids = [question.id for question in golden.questions]
@@ -239,15 +256,91 @@ def run(args: argparse.Namespace) -> int:
         for label, record in zip(labels, records, strict=True)
         if args.extra_labels
     }
+    paired = _paired_corrections(
+        args, comparison, dict(zip(labels, records, strict=True)), extra_labels, settings
+    )
     if args.format == "json":
         document = comparison_document(comparison)
         if effects:
             document["extra_labels"] = effects_document(effects)
+        for index, (_, correction, next_up) in enumerate(paired):
+            if correction is not None:
+                document["pairs"][index]["ppi"] = paired_data(correction)
+                if next_up:
+                    metric, questions = next(iter(next_up.items()))
+                    document["pairs"][index]["label_next"] = {
+                        "metric": metric,
+                        "questions": questions,
+                    }
         sys.stdout.write(to_json_text(document) + "\n")
     elif args.format == "markdown":
-        sys.stdout.write(render_comparison_markdown(comparison) + effects_markdown(effects))
+        sys.stdout.write(
+            render_comparison_markdown(comparison)
+            + effects_markdown(effects)
+            + "".join(
+                paired_markdown(names, correction, next_up)
+                for names, correction, next_up in paired
+                if correction is not None
+            )
+        )
     else:
         output = console(args)
         output.print(comparison_renderable(comparison))
         output.print(effects_renderable(effects))
+        for names, correction, next_up in paired:
+            if correction is not None:
+                output.print(paired_renderable(names, correction, next_up))
     return EXIT_OK
+
+
+def _paired_corrections(
+    args: argparse.Namespace,
+    comparison: Comparison,
+    by_label: Mapping[str, ResultRecord],
+    extra_labels: Iterable[Label],
+    settings: Mapping[str, Any],
+) -> list[tuple[tuple[str, str], PairedCorrection | None, dict[str, list[str]]]]:
+    """Each pair's judge-corrected difference (None without human labels) and, with
+    ``--label-next``, the questions to label next for its ``--changed-by`` metric."""
+    from retrievalkit.formats.labels import paired_correction
+
+    paired = []
+    for pair in comparison.pairs if args.extra_labels else ():
+        candidate, baseline = by_label[pair.candidate], by_label[pair.baseline]
+        ks = sorted(set(candidate.manifest.ks) & set(baseline.manifest.ks))
+        correction = paired_correction(
+            candidate.outcomes,
+            baseline.outcomes,
+            ks or candidate.manifest.ks,
+            extra_labels,
+            confidence=settings["confidence"],
+            resamples=settings["resamples"],
+        )
+        next_up = (
+            {pair.changed_by: correction.label_next(pair.changed_by, args.label_next)}
+            if correction is not None and args.label_next
+            else {}
+        )
+        paired.append(((pair.baseline, pair.candidate), correction, next_up))
+    return paired
+
+
+def _check_label_next(args: argparse.Namespace, extra_labels: Iterable[Label]) -> None:
+    """``--label-next`` ranks questions for human labels: it needs some to rank by."""
+    if args.label_next < 0:
+        raise InputError(f"must be 0 or more, got {args.label_next}", field="--label-next")
+    if args.label_next and not args.extra_labels:
+        raise InputError(
+            "--label-next ranks questions for human labels beside a judge's",
+            field="--label-next",
+            hint="add --extra-labels FILE with the judge's rows and the human rows "
+            "(judge = human) graded so far",
+        )
+    if args.label_next and not any(label.is_human for label in extra_labels):
+        raise InputError(
+            "--label-next needs human labels to rank questions by, and "
+            f"{', '.join(args.extra_labels)} has none",
+            field="--label-next",
+            hint="label a random sample of the questions first (judge = human rows, e.g. "
+            "from retrievalkit serve's judging queue)",
+        )
