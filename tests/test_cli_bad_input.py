@@ -27,6 +27,11 @@ from child_env import child_environment
 
 from retrievalkit.demo import DEMO_CORPUS
 
+# The first test's setup runs every case's child (about 300 CLI runs, four at a time): two
+# minutes on two idle cores, over five when CI runs other sessions beside this one. The
+# default per-test bound would fail the setup, not a hang.
+pytestmark = pytest.mark.timeout(1800)
+
 GOOD = {"id": "q1", "question": "How do I get a library card?", "expected": ["doc-card"]}
 EVAL = ("eval", "--retriever", "bm25-demo", "--store", "memory:", "-q", "--set")
 
