@@ -53,11 +53,14 @@ from retrievalkit.stats.intervals import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, 
 
 if TYPE_CHECKING:
     from retrievalkit.formats.config import Config
+    from retrievalkit.formats.ids import ReturnedIds
     from retrievalkit.formats.sweep_table import SweepConfig
+    from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
     from retrievalkit.model.interleaving import InterleaveCredit
     from retrievalkit.model.values import GoldenQuestion
     from retrievalkit.pipeline.authoring.pool import Pool
     from retrievalkit.pipeline.drift.engine import DriftResult
+    from retrievalkit.pipeline.engine.run import ResolvedRetriever
     from retrievalkit.pipeline.gating.comparison import Comparison
     from retrievalkit.pipeline.gating.fidelity import FidelityReport
     from retrievalkit.pipeline.gating.gate import Verdict
@@ -190,13 +193,12 @@ def evaluate(
     (`store.save(run.record)`).
     """
     check_arguments("evaluate", locals())
-    from retrievalkit.metrics.definitions import normalise_ks
-    from retrievalkit.metrics.scoring import RunScorer, ScoringOptions
+    from retrievalkit.formats.ids import ReturnedIds, check_separators
+    from retrievalkit.metrics.scoring import RunScorer
     from retrievalkit.pipeline.engine import arguments
-    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, ask_in_batches, warm_up
 
     settings = as_config(config)
-    resolved_settings = EvalSettings.resolve(
+    chosen = EvalSettings.resolve(
         settings,
         k=k,
         overfetch=overfetch,
@@ -214,167 +216,217 @@ def evaluate(
         warmup=warmup,
         costs=costs,
     )
-    k = resolved_settings.k
-    overfetch = resolved_settings.overfetch
-    resamples = resolved_settings.resamples
-    confidence = resolved_settings.confidence
-    seed = resolved_settings.seed
-    concurrency = resolved_settings.concurrency
-    timeout = resolved_settings.timeout
-    max_error_rate = resolved_settings.max_error_rate
-    slices = resolved_settings.slices
-    metrics = resolved_settings.metrics
-    cluster_by = resolved_settings.cluster_by
-    chunk_separator = resolved_settings.chunk_separator
-    repeat, warmup = resolved_settings.repeat, resolved_settings.warmup
     executor = arguments.check_executor(executor, ray_address)
-    provider = None
-    from retrievalkit.formats.ids import ReturnedIds, canonical_set, check_separators
-
-    if isinstance(set, GoldenQuestionSet):
-        # A set built in code gets the identity its files would: ids compared in NFC.
-        golden = canonical_set(set)
-    else:
-        from retrievalkit.plugins.resolution import resolve_set_and_provider
-
-        golden, provider = resolve_set_and_provider(os.fspath(set), settings)
-    wanted_slices = tuple(dict.fromkeys(slices))
-    check_slice_fields(golden, wanted_slices)
-    cluster_by = checked_clusters(golden, cluster_by)
-    from retrievalkit.metrics.definitions import requested_metrics
-
-    scoring = ScoringOptions(
-        ks=normalise_ks(k),
-        resamples=resamples,
-        confidence=confidence,
-        seed=seed,
-        slices=wanted_slices,
-        cluster_by=cluster_by,
-        metrics=requested_metrics(metrics),
-    )
+    golden, provider = _golden_and_provider(set, settings)
+    scoring = _scoring_options(golden, chosen)
     if isinstance(retriever, str):
         # Before the retriever is built (a corpus indexed): its labels could never be hit.
         configured = settings.retrievers.get(retriever)
         planned = options if options is not None else (configured.options if configured else {})
         check_separators(golden, planned, name or retriever)
     if executor == "ray":
-        for option, value, plain in (("--repeat", repeat, 1), ("--warmup", warmup, 0)):
-            if value != plain:
-                raise InputError(
-                    "Ray workers ask each question once, with no warm-up",
-                    field=option,
-                    hint=f"leave {option} out with --executor ray, or run locally to time",
-                )
-        from retrievalkit.pipeline.engine.run import plan_retriever
-        from retrievalkit.pipeline.executors.ray.remote_run import evaluate_on_ray
-
-        plan = plan_retriever(retriever, options, name, settings)
-        check_separators(golden, plan.options, plan.name)
         return priced(
-            evaluate_on_ray(
+            _evaluated_on_ray(
                 golden,
-                plan,
+                (retriever, options, name),
+                settings,
                 scoring,
-                address=ray_address,
-                overfetch=overfetch,
-                concurrency=concurrency,
-                timeout=timeout,
-                chunk_separator=chunk_separator,
+                chosen,
+                ray_address=ray_address,
                 progress=progress,
                 git_commit=git_commit,
                 now=now,
-                max_error_rate=max_error_rate,
                 provider=provider,
             ),
-            resolved_settings.costs,
+            chosen.costs,
         )
     resolved = resolve_retriever(retriever, options, name, settings)
     check_separators(golden, resolved.options, resolved.name)
-    questions = golden.questions
     notes = ReturnedIds()
     # Asked, judged and scored a batch at a time: a batch's answers are let go once its
     # columns are filled in, so no per-question object outlives its batch.
-    scorer = RunScorer(questions, scoring)
+    scorer = RunScorer(golden.questions, scoring)
     from retrievalkit.pipeline.engine.machine import machine_at_start
     from retrievalkit.pipeline.engine.stages import has_stages
 
-    machine = machine_at_start(concurrency=concurrency, repeat=repeat, warmup=warmup)
+    machine = machine_at_start(
+        concurrency=chosen.concurrency, repeat=chosen.repeat, warmup=chosen.warmup
+    )
     if has_stages(resolved.retriever):
         # Stages rank documents: a staged run has no chunk ranking to score.
         return priced(
             staged_run(
                 golden,
-                RunScorer(questions, scoring, chunks=False),
+                RunScorer(golden.questions, scoring, chunks=False),
                 resolved,
-                overfetch=overfetch,
-                timeout=timeout,
+                overfetch=chosen.overfetch,
+                timeout=chosen.timeout,
                 progress=progress,
                 git_commit=git_commit,
                 now=now,
-                max_error_rate=max_error_rate,
+                max_error_rate=chosen.max_error_rate,
                 provider=provider,
-                concurrency=concurrency,
-                repeat=repeat,
-                warmup=warmup,
+                concurrency=chosen.concurrency,
+                repeat=chosen.repeat,
+                warmup=chosen.warmup,
                 machine=machine,
             ),
-            resolved_settings.costs,
+            chosen.costs,
         )
-    if warmup:
-        # The retriever itself: a chunk keeper remembers only what the run asks.
-        warm_up(
-            resolved.retriever,
-            questions,
-            warmup,
-            depth=max(scoring.ks),
-            overfetch=overfetch,
-            concurrency=concurrency,
-            timeout=timeout,
-        )
-    asked = resolved.retriever
-    keeper = None
-    if chunk_separator is not None or scorer.with_chunks:
-        from retrievalkit.pipeline.engine.chunks import ChunkKeeper
-
-        asked = keeper = ChunkKeeper(resolved.retriever, chunk_separator, notes)
-    done = 0
-    for answered in ask_in_batches(
-        asked,
-        questions,
-        depth=max(scoring.ks),
-        overfetch=overfetch,
-        concurrency=concurrency,
-        timeout=timeout,
-        secrets=resolved.secrets,
-        progress=progress,
-        batch=STREAM_BATCH,
-        notes=notes,
-        repeat=repeat,
-    ):
-        if keeper is None:
-            scorer.add(answered)
-        else:
-            texts = [question.question for question in questions[done : done + len(answered)]]
-            scorer.add(
-                answered, [ranking[: max(scoring.ks)] for ranking in keeper.chunks_of(texts)]
-            )
-        done += len(answered)
+    _ask_and_score(resolved, golden.questions, scorer, chosen, notes=notes, progress=progress)
     return priced(
         finished_run(
             golden,
             scorer,
             resolved,
-            overfetch=overfetch,
+            overfetch=chosen.overfetch,
             git_commit=git_commit,
             now=now,
-            max_error_rate=max_error_rate,
+            max_error_rate=chosen.max_error_rate,
             provider=provider,
-            extra=None if chunk_separator is None else {"chunk_separator": chunk_separator},
+            extra=(
+                None
+                if chosen.chunk_separator is None
+                else {"chunk_separator": chosen.chunk_separator}
+            ),
             notes=notes,
             machine=machine,
         ),
-        resolved_settings.costs,
+        chosen.costs,
     )
+
+
+def _golden_and_provider(
+    set: GoldenQuestionSet | str | os.PathLike[str], config: Config
+) -> tuple[GoldenQuestionSet, Any]:
+    """The set `evaluate` runs on, and the question-set plugin that offered it (None for a
+    file, a directory or a set built in code)."""
+    from retrievalkit.formats.ids import canonical_set
+
+    if isinstance(set, GoldenQuestionSet):
+        # A set built in code gets the identity its files would: ids compared in NFC.
+        return canonical_set(set), None
+    from retrievalkit.plugins.resolution import resolve_set_and_provider
+
+    return resolve_set_and_provider(os.fspath(set), config)
+
+
+def _scoring_options(golden: GoldenQuestionSet, chosen: EvalSettings) -> ScoringOptions:
+    """How the run is scored: cut-offs, intervals, slices and clusters (both checked
+    against the set's fields) and the metrics asked for besides the default table."""
+    from retrievalkit.metrics.definitions import normalise_ks, requested_metrics
+    from retrievalkit.metrics.scoring import ScoringOptions
+
+    wanted_slices = tuple(dict.fromkeys(chosen.slices))
+    check_slice_fields(golden, wanted_slices)
+    cluster_by = checked_clusters(golden, chosen.cluster_by)
+    return ScoringOptions(
+        ks=normalise_ks(chosen.k),
+        resamples=chosen.resamples,
+        confidence=chosen.confidence,
+        seed=chosen.seed,
+        slices=wanted_slices,
+        cluster_by=cluster_by,
+        metrics=requested_metrics(chosen.metrics),
+    )
+
+
+def _evaluated_on_ray(
+    golden: GoldenQuestionSet,
+    retriever: tuple[Any, Mapping[str, Any] | None, str | None],
+    config: Config,
+    scoring: ScoringOptions,
+    chosen: EvalSettings,
+    *,
+    ray_address: str | None,
+    progress: Callable[[int], None] | None,
+    git_commit: str | Literal["detect"] | None,
+    now: dt.datetime | None,
+    provider: Any,
+) -> Run:
+    """`evaluate` with ``executor="ray"``: the retriever (as given, with its options and
+    name) planned here and built by each Ray worker; timing options are refused."""
+    from retrievalkit.formats.ids import check_separators
+    from retrievalkit.pipeline.engine.run import plan_retriever
+    from retrievalkit.pipeline.executors.ray.remote_run import evaluate_on_ray
+
+    for option, value, plain in (("--repeat", chosen.repeat, 1), ("--warmup", chosen.warmup, 0)):
+        if value != plain:
+            raise InputError(
+                "Ray workers ask each question once, with no warm-up",
+                field=option,
+                hint=f"leave {option} out with --executor ray, or run locally to time",
+            )
+    plan = plan_retriever(*retriever, config)
+    check_separators(golden, plan.options, plan.name)
+    return evaluate_on_ray(
+        golden,
+        plan,
+        scoring,
+        address=ray_address,
+        overfetch=chosen.overfetch,
+        concurrency=chosen.concurrency,
+        timeout=chosen.timeout,
+        chunk_separator=chosen.chunk_separator,
+        progress=progress,
+        git_commit=git_commit,
+        now=now,
+        max_error_rate=chosen.max_error_rate,
+        provider=provider,
+    )
+
+
+def _ask_and_score(
+    resolved: ResolvedRetriever,
+    questions: Sequence[GoldenQuestion],
+    scorer: RunScorer,
+    chosen: EvalSettings,
+    *,
+    notes: ReturnedIds,
+    progress: Callable[[int], None] | None,
+) -> None:
+    """Warm the retriever up, then ask it every question in batches, each batch scored
+    into `scorer` as it comes (with its raw chunk rankings, when chunk metrics are scored)."""
+    from retrievalkit.pipeline.engine.evaluator import STREAM_BATCH, ask_in_batches, warm_up
+
+    depth = max(scorer.options.ks)
+    if chosen.warmup:
+        # The retriever itself: a chunk keeper remembers only what the run asks.
+        warm_up(
+            resolved.retriever,
+            questions,
+            chosen.warmup,
+            depth=depth,
+            overfetch=chosen.overfetch,
+            concurrency=chosen.concurrency,
+            timeout=chosen.timeout,
+        )
+    asked = resolved.retriever
+    keeper = None
+    if chosen.chunk_separator is not None or scorer.with_chunks:
+        from retrievalkit.pipeline.engine.chunks import ChunkKeeper
+
+        asked = keeper = ChunkKeeper(resolved.retriever, chosen.chunk_separator, notes)
+    done = 0
+    for answered in ask_in_batches(
+        asked,
+        questions,
+        depth=depth,
+        overfetch=chosen.overfetch,
+        concurrency=chosen.concurrency,
+        timeout=chosen.timeout,
+        secrets=resolved.secrets,
+        progress=progress,
+        batch=STREAM_BATCH,
+        notes=notes,
+        repeat=chosen.repeat,
+    ):
+        if keeper is None:
+            scorer.add(answered)
+        else:
+            texts = [question.question for question in questions[done : done + len(answered)]]
+            scorer.add(answered, [ranking[:depth] for ranking in keeper.chunks_of(texts)])
+        done += len(answered)
 
 
 def gate(

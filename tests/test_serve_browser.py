@@ -89,95 +89,11 @@ def test_history_compare_question_judge_restart_and_eval(
     arguments = ("--corpus", str(DEMO_CORPUS), "--labels", str(labels))
     with serving(runs.folder, *arguments) as server:
         browser.open(server.url + "/")
-        assert browser.text("h1") == "Sets and retrievers"
-        rows = browser.evaluate(
-            "Array.from(document.querySelectorAll('#keys tbody tr'))"
-            ".map(r => Array.from(r.cells).map(c => c.textContent.trim()))"
-        )
-        assert [row[:3] for row in rows] == [
-            ["demo", "bm25-demo", "2"],
-            ["demo", "titles-only", "1"],
-        ]
-        shoot(browser, tmp_path, "keys")
-
-        # History of bm25-demo: two runs on the chart, the newer passes against the older.
-        browser.click("#keys tbody tr:first-child a.history-link")
-        assert browser.text("h1") == "History demo × bm25-demo"
-        assert browser.evaluate("document.querySelectorAll('#trend .run-marker').length") == 2
-        verdicts = browser.evaluate(
-            "Array.from(document.querySelectorAll('#runs tbody tr'))"
-            ".map(r => r.cells[6].textContent)"
-        )
-        assert verdicts == ["passed against the run before it", "no baseline"]
-        hover = browser.evaluate("document.querySelector('#trend .run-marker title').textContent")
-        assert runs.demo_older in hover and "[" in hover
-        # A slice chosen on the page redraws the chart for that slice.
-        browser.evaluate("document.getElementById('slice').value = 'form=GAP'")
-        browser.click("#choices button")
-        assert "form=GAP" in browser.text("#trend .chart-title")
-        shoot(browser, tmp_path, "history")
-
-        # Compare: the newest run with the one before it, then titles-only against bm25-demo.
-        browser.click("a.compare-link")
-        assert f"candidate {runs.demo}" in browser.text("main p")
-        browser.evaluate(
-            f"document.getElementById('candidate-choice').value = {json.dumps(runs.titles)};"
-            f"document.getElementById('baseline-choice').value = {json.dumps(runs.demo)};"
-        )
-        browser.click("#compare-button")
-        deltas = browser.evaluate(
-            "Object.fromEntries(Array.from(document.querySelectorAll('#deltas tbody tr'))"
-            ".map(r => [r.cells[0].textContent, r.cells[3].textContent]))"
-        )
-        assert float(deltas["hit@3"]) < 0, deltas
-        shown = json.loads(
-            ok(
-                retrievalkit(
-                    "compare", "--run", runs.demo, "--run", runs.titles, "--format", "json",
-                    cwd=runs.folder,
-                )
-            )
-        )  # fmt: skip
-        (pair,) = shown["pairs"]
-        hit3 = next(row for row in pair["metrics"] if row["metric"] == "hit@3")
-        assert float(deltas["hit@3"]) == pytest.approx(hit3["difference"], abs=5e-4)
-        changed = browser.evaluate("document.querySelectorAll('#changed a.question-link').length")
-        assert changed == 10
-        shoot(browser, tmp_path, "compare")
-
-        # The question that moved most, in both runs, with the documents' text.
-        moved = browser.evaluate("document.querySelector('#changed a.question-link').textContent")
-        browser.click("#changed a.question-link")
-        assert browser.text("h1") == f"Question {moved}"
-        record = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}").get(runs.titles)
-        assert record is not None
-        from retrievalkit.api import load_set
-
-        golden = {question.id: question for question in load_set("demo").questions}
-        assert browser.text("#question-text") == golden[moved].question
-        assert browser.evaluate("document.querySelectorAll('section.ranking').length") == 2
-        assert browser.evaluate("document.querySelectorAll('li.expected').length") >= 1
-        assert browser.evaluate("document.querySelectorAll('.badge.unjudged').length") >= 1
-        assert browser.evaluate("document.querySelectorAll('.snippet').length") >= 10
-        shoot(browser, tmp_path, "question")
-
-        # The judging queue of titles-only: a name, then ten grades from the keyboard.
-        browser.click("a.judge-link")
-        assert runs.titles in browser.text("h1")
-        browser.evaluate("document.querySelector('#name-form input[name=grader]').value = 'alice'")
-        browser.click("#name-form button")
-        done, total = progress(browser)
-        assert done == 0 and total > 20
-        typed: list[Label] = []
-        for number, key in enumerate(GRADES, start=1):
-            question = browser.text("#item-question")
-            document = browser.text("#item-document")
-            assert browser.text(".document-text"), "the document's text is shown"
-            browser.press(key)
-            typed.append(Label(question, document, int(key)))
-            assert progress(browser) == (number, total)
-        assert len({label.pair for label in typed}) == 10
-        shoot(browser, tmp_path, "judge")
+        see_keys(browser, tmp_path)
+        see_history(runs, browser, tmp_path)
+        compare_in_the_browser(runs, browser, tmp_path)
+        record = see_the_question_that_moved_most(runs, browser, tmp_path)
+        typed, total = grade_ten(runs, browser, tmp_path)
         assert browser.problems() == []
 
     written = grade_lines(labels)
@@ -196,7 +112,120 @@ def test_history_compare_question_judge_restart_and_eval(
         assert shown not in {label.pair for label in typed}, "a graded document is asked again"
         assert browser.problems() == []
 
-    # eval with the file: the means the ten grades imply.
+    check_eval_with_the_grades(runs, labels, record, typed)
+
+
+def see_keys(browser: Browser, tmp_path: Path) -> None:
+    """The start page: one row per (set, retriever) with its number of runs."""
+    assert browser.text("h1") == "Sets and retrievers"
+    rows = browser.evaluate(
+        "Array.from(document.querySelectorAll('#keys tbody tr'))"
+        ".map(r => Array.from(r.cells).map(c => c.textContent.trim()))"
+    )
+    assert [row[:3] for row in rows] == [
+        ["demo", "bm25-demo", "2"],
+        ["demo", "titles-only", "1"],
+    ]
+    shoot(browser, tmp_path, "keys")
+
+
+def see_history(runs: DemoRuns, browser: Browser, tmp_path: Path) -> None:
+    """History of bm25-demo: two runs on the chart, the newer passes against the older."""
+    browser.click("#keys tbody tr:first-child a.history-link")
+    assert browser.text("h1") == "History demo × bm25-demo"
+    assert browser.evaluate("document.querySelectorAll('#trend .run-marker').length") == 2
+    verdicts = browser.evaluate(
+        "Array.from(document.querySelectorAll('#runs tbody tr')).map(r => r.cells[6].textContent)"
+    )
+    assert verdicts == ["passed against the run before it", "no baseline"]
+    hover = browser.evaluate("document.querySelector('#trend .run-marker title').textContent")
+    assert runs.demo_older in hover and "[" in hover
+    # A slice chosen on the page redraws the chart for that slice.
+    browser.evaluate("document.getElementById('slice').value = 'form=GAP'")
+    browser.click("#choices button")
+    assert "form=GAP" in browser.text("#trend .chart-title")
+    shoot(browser, tmp_path, "history")
+
+
+def compare_in_the_browser(runs: DemoRuns, browser: Browser, tmp_path: Path) -> None:
+    """Compare: the newest run with the one before it, then titles-only against bm25-demo,
+    whose hit@3 difference is the one ``compare --format json`` gives."""
+    browser.click("a.compare-link")
+    assert f"candidate {runs.demo}" in browser.text("main p")
+    browser.evaluate(
+        f"document.getElementById('candidate-choice').value = {json.dumps(runs.titles)};"
+        f"document.getElementById('baseline-choice').value = {json.dumps(runs.demo)};"
+    )
+    browser.click("#compare-button")
+    deltas = browser.evaluate(
+        "Object.fromEntries(Array.from(document.querySelectorAll('#deltas tbody tr'))"
+        ".map(r => [r.cells[0].textContent, r.cells[3].textContent]))"
+    )
+    assert float(deltas["hit@3"]) < 0, deltas
+    shown = json.loads(
+        ok(
+            retrievalkit(
+                "compare", "--run", runs.demo, "--run", runs.titles, "--format", "json",
+                cwd=runs.folder,
+            )
+        )
+    )  # fmt: skip
+    (pair,) = shown["pairs"]
+    hit3 = next(row for row in pair["metrics"] if row["metric"] == "hit@3")
+    assert float(deltas["hit@3"]) == pytest.approx(hit3["difference"], abs=5e-4)
+    changed = browser.evaluate("document.querySelectorAll('#changed a.question-link').length")
+    assert changed == 10
+    shoot(browser, tmp_path, "compare")
+
+
+def see_the_question_that_moved_most(
+    runs: DemoRuns, browser: Browser, tmp_path: Path
+) -> ResultRecord:
+    """The question that moved most, in both runs, with the documents' text; the stored
+    titles-only run."""
+    moved = browser.evaluate("document.querySelector('#changed a.question-link').textContent")
+    browser.click("#changed a.question-link")
+    assert browser.text("h1") == f"Question {moved}"
+    record = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}").get(runs.titles)
+    assert record is not None
+    from retrievalkit.api import load_set
+
+    golden = {question.id: question for question in load_set("demo").questions}
+    assert browser.text("#question-text") == golden[moved].question
+    assert browser.evaluate("document.querySelectorAll('section.ranking').length") == 2
+    assert browser.evaluate("document.querySelectorAll('li.expected').length") >= 1
+    assert browser.evaluate("document.querySelectorAll('.badge.unjudged').length") >= 1
+    assert browser.evaluate("document.querySelectorAll('.snippet').length") >= 10
+    shoot(browser, tmp_path, "question")
+    return record
+
+
+def grade_ten(runs: DemoRuns, browser: Browser, tmp_path: Path) -> tuple[list[Label], int]:
+    """The judging queue of titles-only: a name, then ten grades from the keyboard; the
+    labels typed and the size of the queue."""
+    browser.click("a.judge-link")
+    assert runs.titles in browser.text("h1")
+    browser.evaluate("document.querySelector('#name-form input[name=grader]').value = 'alice'")
+    browser.click("#name-form button")
+    done, total = progress(browser)
+    assert done == 0 and total > 20
+    typed: list[Label] = []
+    for number, key in enumerate(GRADES, start=1):
+        question = browser.text("#item-question")
+        document = browser.text("#item-document")
+        assert browser.text(".document-text"), "the document's text is shown"
+        browser.press(key)
+        typed.append(Label(question, document, int(key)))
+        assert progress(browser) == (number, total)
+    assert len({label.pair for label in typed}) == 10
+    shoot(browser, tmp_path, "judge")
+    return typed, total
+
+
+def check_eval_with_the_grades(
+    runs: DemoRuns, labels: Path, record: ResultRecord, typed: list[Label]
+) -> None:
+    """eval with the file: the means the ten grades imply."""
     result = json.loads(
         ok(
             retrievalkit(

@@ -35,8 +35,10 @@ if TYPE_CHECKING:
     from rich.console import Group
     from rich.text import Text
 
+    from retrievalkit.formats.labels import LabelEffect
     from retrievalkit.model.records import ResultRecord
     from retrievalkit.model.values import QuestionOutcome
+    from retrievalkit.render.fitting import FittedTable
 
 #: Past this many questions the questions are listed as plain lines, written at once:
 #: rich lays out every line and table row on its own (22 s for 100,000 questions).
@@ -113,35 +115,71 @@ def eval_renderable(
     it and `question_listing` already).
     """
     from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
 
-    from retrievalkit.render.fitting import FittedTable, fit
+    from retrievalkit.metrics.cost import run_cost
+    from retrievalkit.render.stages import stages_renderable
 
     record = report.record
     parts: list[FittedTable | Text] = [plain(header_line(report), style="bold")] if header else []
     if per_question:
-        questions = Table(title=_title("Questions"), title_justify="left")
-        for column in ("id", "form", "hard class", "hit@1", "hit@3", "top 3", "expected"):
-            questions.add_column(column)
-        for outcome in record.outcomes:
-            if outcome.error is None:
-                top = plain(", ".join(outcome.ranking[:3]))
-            else:
-                top = Text.assemble(("ERROR", "red"), " ", plain(outcome.error))
-            questions.add_row(
-                plain(outcome.question_id),
-                plain(outcome.form.value if outcome.form else ""),
-                plain(outcome.hard_class or ""),
-                plain(hits_cell(outcome.scores, "hit@1")),
-                plain(hits_cell(outcome.scores, "hit@3")),
-                top,
-                plain(", ".join(outcome.expected) or "(no answer)"),
-            )
-        # The ids of "top 3" and "expected" (and an error's text) wrap between words.
-        folded = Group(*_question_list(record))
-        parts.append(fit(questions, wrap=("top 3", "expected"), folded=folded))
+        parts.append(_questions_table(record))
     level = percent(record.manifest.confidence)
+    parts.append(_metrics_table(record, level))
+    parts += _latency_table(record, level)
+    spent = cost_line(run_cost(record), level)
+    if spent is not None:
+        parts.append(plain(spent))
+    parts += stages_renderable(record)
+    if report.extra_labels is not None:
+        parts += _extra_label_tables(report.extra_labels)
+    parts += _breakdown_tables(record)
+    errors = errored_questions(record)
+    if errors:
+        parts.append(plain(f"{len(errors)} questions errored:", style="red"))
+        parts += [plain(f"  {question_id}: {error}") for question_id, error in errors]
+    parts += [plain(f"warning: {warning}", style="yellow") for warning in report.warnings]
+    parts += _verdict_block(report)
+    parts.append(plain(storage_line(report)))
+    return Group(*parts)
+
+
+def _questions_table(record: ResultRecord) -> FittedTable:
+    """One row per question (its hits, top 3 or error, and expected documents), folded
+    into a list where the ids cannot fit."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from retrievalkit.render.fitting import fit
+
+    questions = Table(title=_title("Questions"), title_justify="left")
+    for column in ("id", "form", "hard class", "hit@1", "hit@3", "top 3", "expected"):
+        questions.add_column(column)
+    for outcome in record.outcomes:
+        if outcome.error is None:
+            top = plain(", ".join(outcome.ranking[:3]))
+        else:
+            top = Text.assemble(("ERROR", "red"), " ", plain(outcome.error))
+        questions.add_row(
+            plain(outcome.question_id),
+            plain(outcome.form.value if outcome.form else ""),
+            plain(outcome.hard_class or ""),
+            plain(hits_cell(outcome.scores, "hit@1")),
+            plain(hits_cell(outcome.scores, "hit@3")),
+            top,
+            plain(", ".join(outcome.expected) or "(no answer)"),
+        )
+    # The ids of "top 3" and "expected" (and an error's text) wrap between words.
+    folded = Group(*_question_list(record))
+    return fit(questions, wrap=("top 3", "expected"), folded=folded)
+
+
+def _metrics_table(record: ResultRecord, level: str) -> FittedTable:
+    """Each metric's mean with its `level` interval and the interval's method."""
+    from rich.table import Table
+
+    from retrievalkit.render.fitting import fit
+
     metrics = Table(
         title=_title(f"Metrics (mean, {level} CI, interval method)"), title_justify="left"
     )
@@ -161,56 +199,72 @@ def eval_renderable(
             plain(method_text(value)),
             plain(value.n),
         )
-    parts.append(fit(metrics, drop=("method", "n", "CI")))
+    return fit(metrics, drop=("method", "n", "CI"))
+
+
+def _latency_table(record: ResultRecord, level: str) -> list[FittedTable]:
+    """The latency statistics with their `level` intervals; none for a run without timings."""
+    from rich.table import Table
+
+    from retrievalkit.render.fitting import fit
+
     latency = latency_rows(run_latency(record))
-    if latency:
-        timing = Table(
-            title=_title(f"Latency (ms, {level} CI, interval method)"), title_justify="left"
-        )
-        for column, justify in (
-            ("statistic", "left"),
-            ("value", "right"),
-            ("CI", "left"),
-            ("method", "left"),
-        ):
-            timing.add_column(column, justify=justify)  # type: ignore[arg-type]
-        for row in latency:
-            timing.add_row(*(plain(cell) for cell in row))
-        parts.append(fit(timing, drop=("method", "CI")))
-    from retrievalkit.metrics.cost import run_cost
+    if not latency:
+        return []
+    timing = Table(title=_title(f"Latency (ms, {level} CI, interval method)"), title_justify="left")
+    for column, justify in (
+        ("statistic", "left"),
+        ("value", "right"),
+        ("CI", "left"),
+        ("method", "left"),
+    ):
+        timing.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in latency:
+        timing.add_row(*(plain(cell) for cell in row))
+    return [fit(timing, drop=("method", "CI"))]
 
-    spent = cost_line(run_cost(record), level)
-    if spent is not None:
-        parts.append(plain(spent))
-    from retrievalkit.render.stages import stages_renderable
 
-    parts += stages_renderable(record)
-    if report.extra_labels is not None:
-        effect = report.extra_labels
-        both = Table(title=_title("With extra labels (means)"), title_justify="left")
-        for column, justify in (
-            ("metric", "left"),
-            ("set's labels", "right"),
-            ("with extra", "right"),
-        ):
-            both.add_column(column, justify=justify)  # type: ignore[arg-type]
-        for name, before, after in effect.rows():
-            both.add_row(plain(name), plain(number(before)), plain(number(after)))
-        parts += [fit(both, drop=("set's labels",)), plain(effect.describe())]
-        if effect.corrected_rows():
-            fixed = Table(title=_title("Judge-corrected (PPI)"), title_justify="left")
-            for column in ("metric", "judge's labels", "corrected", "human-labelled"):
-                fixed.add_column(column, justify="left" if column == "metric" else "right")
-            for name, fix in effect.corrected_rows():
-                fixed.add_row(
-                    plain(name),
-                    plain(mean_and_interval(fix.judge_mean, fix.judge_ci)),
-                    plain(mean_and_interval(fix.mean, fix.ci)),
-                    plain(fix.labelled),
-                )
-            fitted = fit(fixed, drop=("human-labelled", "judge's labels"))
-            parts += [fitted, plain(effect.describe_corrected())]
+def _extra_label_tables(effect: LabelEffect) -> list[FittedTable | Text]:
+    """The means with the set's labels and with ``--extra-labels``, then the
+    judge-corrected (PPI) means where human labels gave them, each with its note."""
+    from rich.table import Table
+
+    from retrievalkit.render.fitting import fit
+
+    both = Table(title=_title("With extra labels (means)"), title_justify="left")
+    for column, justify in (
+        ("metric", "left"),
+        ("set's labels", "right"),
+        ("with extra", "right"),
+    ):
+        both.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for name, before, after in effect.rows():
+        both.add_row(plain(name), plain(number(before)), plain(number(after)))
+    parts: list[FittedTable | Text] = [fit(both, drop=("set's labels",)), plain(effect.describe())]
+    if effect.corrected_rows():
+        fixed = Table(title=_title("Judge-corrected (PPI)"), title_justify="left")
+        for column in ("metric", "judge's labels", "corrected", "human-labelled"):
+            fixed.add_column(column, justify="left" if column == "metric" else "right")
+        for name, fix in effect.corrected_rows():
+            fixed.add_row(
+                plain(name),
+                plain(mean_and_interval(fix.judge_mean, fix.judge_ci)),
+                plain(mean_and_interval(fix.mean, fix.ci)),
+                plain(fix.labelled),
+            )
+        fitted = fit(fixed, drop=("human-labelled", "judge's labels"))
+        parts += [fitted, plain(effect.describe_corrected())]
+    return parts
+
+
+def _breakdown_tables(record: ResultRecord) -> list[FittedTable]:
+    """One table per slicing field with values: each label's questions and headline means."""
+    from rich.table import Table
+
+    from retrievalkit.render.fitting import fit
+
     breakdown_names = breakdown_columns(record)
+    tables = []
     for field, values in record.slices.items():
         if not values:
             continue
@@ -223,19 +277,20 @@ def eval_renderable(
             breakdown.add_row(plain(label), plain(size), *[plain(cell) for cell in means])
         # The last metrics go first, then the counts; the label and first metric stay.
         metrics_last = [*range(len(breakdown_names) + 1, 2, -1)]
-        parts.append(fit(breakdown, drop=[*metrics_last, 1]))
-    errors = errored_questions(record)
-    if errors:
-        parts.append(plain(f"{len(errors)} questions errored:", style="red"))
-        parts += [plain(f"  {question_id}: {error}") for question_id, error in errors]
-    parts += [plain(f"warning: {warning}", style="yellow") for warning in report.warnings]
+        tables.append(fit(breakdown, drop=[*metrics_last, 1]))
+    return tables
+
+
+def _verdict_block(report: EvalReport) -> list[Text]:
+    """The verdict's lines (`verdict_lines`), its headline in bold red for a regression."""
+    record = report.record
     lines = verdict_lines(
         report.verdict, report.baseline_note, confidence=record.manifest.confidence
     )
     verdict = report.verdict
     # The verdict's headline follows the note on a changed set, when there is one.
     headline = None if verdict is None or not verdict.regressed else int(not verdict.same_set)
-    for index, line in enumerate(lines):
-        parts.append(plain(line, style="bold red" if index == headline else ""))
-    parts.append(plain(storage_line(report)))
-    return Group(*parts)
+    return [
+        plain(line, style="bold red" if index == headline else "")
+        for index, line in enumerate(lines)
+    ]

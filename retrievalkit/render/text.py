@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrievalkit.formats.numbers import NONE as NONE
 from retrievalkit.formats.numbers import (
@@ -28,6 +28,9 @@ from retrievalkit.pipeline.gating.cost import CHECK_PREFIX as COST_CHECK_PREFIX
 from retrievalkit.pipeline.gating.cost import CostCheck
 from retrievalkit.pipeline.gating.gate import MetricComparison, Verdict
 from retrievalkit.pipeline.gating.latency import LatencyCheck
+
+if TYPE_CHECKING:
+    from retrievalkit.stats.sequential import SequentialResult
 
 
 def interval(value: MetricValue) -> str:
@@ -70,6 +73,8 @@ def breakdown_rows(record: ResultRecord, field: str) -> list[tuple[str, int, lis
 
 
 def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: float) -> list[str]:
+    """The verdict block of a report: what was compared, the decision with the checks
+    behind it, and the warnings; with no baseline, `note` (or why there is none)."""
     if verdict is None:
         return [note or "no baseline: this is the first run of its key"]
     lines = []
@@ -82,52 +87,77 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
     if verdict.retriever_changes:
         lines.append(f"the retriever changed since the {baseline}:")
         lines.extend(f"  {change}" for change in verdict.retriever_changes)
-    sequence = verdict.sequential
-    if sequence is not None:
-        lines.append(
-            f"sequential gate: {sequence.decision.upper()} after {sequence.asked} of "
-            f"{sequence.total} questions ({sequence.saved} not asked, "
-            f"{sequence.saved_share:.0%} saved; anytime-valid betting confidence sequences, "
-            f"alpha {sequence.alpha:.2f} over {len(sequence.gates)} thresholds; a set asked "
-            "whole is decided by the paired test)"
-        )
-        for gate in sequence.gates:
-            where = f"{gate.metric} [{gate.slice}]" if gate.slice else gate.metric
-            span = signed_bounds(gate.low, gate.high)
-            if gate.clusters is not None:
-                where += f" ({gate.clusters} clusters)"
-            if gate.p_value is not None and gate.difference is not None:
-                lines.append(
-                    f"  {where}: difference {gate.difference:+.3f} over all {gate.population} "
-                    f"(paired test p = {gate.p_value:.3g}), allowed drop {gate.threshold:.3f}: "
-                    f"{gate.decision}"
-                )
-                continue
-            lines.append(
-                f"  {where}: difference in {span} after {gate.asked} of {gate.population}, "
-                f"allowed drop {gate.threshold:.3f}: {gate.decision}"
-            )
-        if sequence.decision == "undecided":
-            lines.append("  no question had values in both runs: undecided fails the gate")
+    if verdict.sequential is not None:
+        lines += _sequential_lines(verdict.sequential)
     if verdict.cluster_by is not None:
         lines.append(
             f"clustered by {verdict.cluster_by}: cluster bootstrap intervals, sign-flip "
             "test on cluster sums"
         )
+    lines += _decision_lines(verdict, baseline, confidence)
+    if verdict.regressed:
+        lines += _near_miss_lines(verdict, confidence)
+    if verdict.unchecked:
+        lines.append("NOT checked (each fails the gate):")
+        lines.extend(f"  {item}" for item in verdict.unchecked)
+    return lines + _warning_lines(verdict)
+
+
+def _sequential_lines(sequence: SequentialResult) -> list[str]:
+    """A sequential gate's decision, then each threshold's: the confidence sequence's
+    span where it stopped early, the paired test's difference where the set was asked whole."""
+    lines = [
+        f"sequential gate: {sequence.decision.upper()} after {sequence.asked} of "
+        f"{sequence.total} questions ({sequence.saved} not asked, "
+        f"{sequence.saved_share:.0%} saved; anytime-valid betting confidence sequences, "
+        f"alpha {sequence.alpha:.2f} over {len(sequence.gates)} thresholds; a set asked "
+        "whole is decided by the paired test)"
+    ]
+    for gate in sequence.gates:
+        where = f"{gate.metric} [{gate.slice}]" if gate.slice else gate.metric
+        span = signed_bounds(gate.low, gate.high)
+        if gate.clusters is not None:
+            where += f" ({gate.clusters} clusters)"
+        if gate.p_value is not None and gate.difference is not None:
+            lines.append(
+                f"  {where}: difference {gate.difference:+.3f} over all {gate.population} "
+                f"(paired test p = {gate.p_value:.3g}), allowed drop {gate.threshold:.3f}: "
+                f"{gate.decision}"
+            )
+            continue
+        lines.append(
+            f"  {where}: difference in {span} after {gate.asked} of {gate.population}, "
+            f"allowed drop {gate.threshold:.3f}: {gate.decision}"
+        )
+    if sequence.decision == "undecided":
+        lines.append("  no question had values in both runs: undecided fails the gate")
+    return lines
+
+
+def _decision_lines(verdict: Verdict, baseline: str, confidence: float) -> list[str]:
+    """The gate's decision against `baseline`, with the checks it rests on: the failures
+    of a regression, else every check (a gate failed by its note alone shows them all)."""
     failed = verdict.failures or verdict.latency_failures or verdict.cost_failures
     ratios = verdict.ratio_checks
     if verdict.regressed and not failed and verdict.note:
-        lines.append(f"GATE FAILED against {baseline}: {verdict.note}")
+        lines = [f"GATE FAILED against {baseline}: {verdict.note}"]
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.checked)
         lines.extend("  " + check_line(item, confidence) for item in ratios)
     elif verdict.regressed:
-        lines.append(f"REGRESSION against {baseline}:")
+        lines = [f"REGRESSION against {baseline}:"]
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.failures)
         lines.extend("  " + check_line(item, confidence) for item in verdict.ratio_failures)
     else:
-        lines.append(f"no regression against {baseline}")
+        lines = [f"no regression against {baseline}"]
         lines.extend("  " + comparison_line(item, confidence) for item in verdict.checked)
         lines.extend("  " + check_line(item, confidence) for item in ratios)
+    return lines
+
+
+def _near_miss_lines(verdict: Verdict, confidence: float) -> list[str]:
+    """Beside a regression, the checks past their threshold that still passed: a drop
+    not significant (with ``require_significant``), or a ratio whose interval reaches below."""
+    lines = []
     excused = [
         item
         for item in verdict.checked
@@ -136,25 +166,29 @@ def verdict_lines(verdict: Verdict | None, note: str | None, *, confidence: floa
         and -item.difference > item.threshold
         and verdict.require_significant
     ]
-    if excused and verdict.regressed:
+    if excused:
         lines.append("dropped past the threshold, but not significantly (p not below alpha):")
         lines.extend("  " + comparison_line(item, confidence) for item in excused)
     slower = [item for item in verdict.latency if not item.regressed and _above(item)]
-    if slower and verdict.regressed:
+    if slower:
         lines.append("slower past the threshold, but the interval reaches below it:")
         lines.extend("  " + latency_line(item, confidence) for item in slower)
     dearer = [item for item in verdict.cost if not item.regressed and _above(item)]
-    if dearer and verdict.regressed:
+    if dearer:
         lines.append("dearer past the threshold, but the interval reaches below it:")
         lines.extend("  " + check_line(item, confidence) for item in dearer)
-    if verdict.unchecked:
-        lines.append("NOT checked (each fails the gate):")
-        lines.extend(f"  {item}" for item in verdict.unchecked)
+    return lines
+
+
+def _warning_lines(verdict: Verdict) -> list[str]:
+    """The verdict's warnings, none of them a failure, grouped: latency timing, cost,
+    then thresholds below what the set can detect."""
     from retrievalkit.pipeline.gating.latency import MACHINE_WARNING_PREFIX
 
     timing = [item for item in verdict.warnings if item.startswith(MACHINE_WARNING_PREFIX)]
     costs = [item for item in verdict.warnings if item.startswith(COST_CHECK_PREFIX)]
     power = [item for item in verdict.warnings if item not in timing and item not in costs]
+    lines = []
     if timing:
         lines.append("latency timing (a warning, never a failure):")
         lines.extend(f"  warning: {item}" for item in timing)

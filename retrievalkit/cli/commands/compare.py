@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from retrievalkit.cli.commands import SUMMARIES
@@ -22,9 +22,12 @@ from retrievalkit.cli.commands.options import (
 from retrievalkit.errors import EXIT_OK, InputError
 
 if TYPE_CHECKING:
-    from retrievalkit.formats.labels import Label, PairedCorrection
+    from retrievalkit.api import Run
+    from retrievalkit.formats.labels import Label, LabelEffect, PairedCorrection
     from retrievalkit.model.records import ResultRecord
+    from retrievalkit.model.values import GoldenQuestionSet
     from retrievalkit.pipeline.gating.comparison import Comparison
+    from retrievalkit.stores import ResultStore
 
 NAME, HELP = SUMMARIES["compare"]
 
@@ -129,33 +132,75 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.api import Run, compare, evaluate, load_set
-    from retrievalkit.cli.commands.evaluate import (
-        check_can_save,
-        warn_about_labels,
-        warn_returned_ids,
-    )
+    from retrievalkit.api import Run, compare, load_set
+    from retrievalkit.cli.commands.evaluate import check_can_save, warn_about_labels
     from retrievalkit.formats.labels import label_effect, read_extra_labels
     from retrievalkit.pipeline.engine.arguments import check_correction
     from retrievalkit.pipeline.engine.record import git_commit
     from retrievalkit.pipeline.gating.comparison import DEFAULT_CHANGED_BY
-    from retrievalkit.render.comparison import (
-        comparison_document,
-        comparison_renderable,
-        render_comparison_markdown,
-    )
-    from retrievalkit.render.extra_labels import (
-        effects_document,
-        effects_markdown,
-        effects_renderable,
-        paired_data,
-        paired_markdown,
-        paired_renderable,
-    )
-    from retrievalkit.render.summary import to_json_text
 
     config = load_config(args)
     systems: list[tuple[str, str]] = args.systems or []
+    _check_systems(args, systems)
+    # The retrievers run now are evaluated exactly as `eval` would, so their records are
+    # the ones eval stores (and can serve as its baselines).
+    settings = evaluation_settings(args, config)
+    # Refused before any retriever runs, not after all of them.
+    check_correction(args.correction, cluster_by=settings.get("cluster_by"))
+    store = open_configured_store(args, config)
+    extra_labels = read_extra_labels(args.extra_labels)
+    _check_label_next(args, extra_labels)
+    golden = load_set(args.set, config=config) if args.set else None
+    if golden is not None:
+        ids = [question.id for question in golden.questions]
+        warn_about_labels(args, extra_labels, ids, f"set {golden.name}")
+    evaluating = any(kind == "retriever" for kind, _ in systems)
+    commit = git_commit() if evaluating else None
+    if evaluating and not args.no_save:
+        # Refused before any retriever runs, as eval does, not after all of them.
+        check_can_save(args, store, config)
+    runs, labels, fresh = _gathered_runs(systems, store, golden, settings, commit)
+    comparison = compare(
+        runs,
+        labels=labels,
+        allow_different_sets=args.allow_different_sets,
+        resamples=settings["resamples"],
+        confidence=settings["confidence"],
+        changed_by=args.changed_by or DEFAULT_CHANGED_BY,
+        changed=args.changed,
+        question_texts=({} if golden is None else {q.id: q.question for q in golden.questions}),
+        saved_to=[None if kind == "run" or args.no_save else store.url for kind, _ in systems],
+        cluster_by=settings.get("cluster_by"),
+        questions=None if golden is None else golden.questions,
+        all_pairs=args.all_pairs,
+        control=args.control,
+        correction=args.correction,
+    )
+    if not args.no_save:
+        interrupted = _save_fresh(fresh, store)
+        if interrupted is not None:
+            return interrupted
+    records = [run.record if isinstance(run, Run) else run for run in runs]
+    if golden is None:
+        asked = [o.question_id for record in records for o in record.outcomes]
+        warn_about_labels(args, extra_labels, list(dict.fromkeys(asked)), "the compared runs")
+    effects = {
+        label: label_effect(
+            record.outcomes, record.manifest.ks, extra_labels, sources=args.extra_labels
+        )
+        for label, record in zip(labels, records, strict=True)
+        if args.extra_labels
+    }
+    paired = _paired_corrections(
+        args, comparison, dict(zip(labels, records, strict=True)), extra_labels, settings
+    )
+    _write_comparison(args, comparison, effects, paired)
+    return EXIT_OK
+
+
+def _check_systems(args: argparse.Namespace, systems: Sequence[tuple[str, str]]) -> None:
+    """Refuse, before anything is loaded, fewer than two systems, a negative
+    ``--changed``, and retrievers to run without a ``--set`` to run them on."""
     if len(systems) < 2:
         raise InputError(
             f"compare needs at least two systems, got {len(systems)}",
@@ -170,28 +215,26 @@ def run(args: argparse.Namespace) -> int:
             field="--set",
             hint="add --set NAME_OR_FILE, or compare stored runs with --run RUN_ID",
         )
-    # The retrievers run now are evaluated exactly as `eval` would, so their records are
-    # the ones eval stores (and can serve as its baselines).
-    settings = evaluation_settings(args, config)
-    # Refused before any retriever runs, not after all of them.
-    check_correction(args.correction, cluster_by=settings.get("cluster_by"))
-    store = open_configured_store(args, config)
-    extra_labels = read_extra_labels(args.extra_labels)
-    _check_label_next(args, extra_labels)
-    golden = load_set(args.set, config=config) if args.set else None
-    if golden is not None:
-        ids = [question.id for question in golden.questions]
-        warn_about_labels(args, extra_labels, ids, f"set {golden.name}")
-    commit = git_commit() if any(kind == "retriever" for kind, _ in systems) else None
-    if any(kind == "retriever" for kind, _ in systems) and not args.no_save:
-        # Refused before any retriever runs, as eval does, not after all of them.
-        check_can_save(args, store, config)
+
+
+def _gathered_runs(
+    systems: Sequence[tuple[str, str]],
+    store: ResultStore,
+    golden: GoldenQuestionSet | None,
+    settings: Mapping[str, Any],
+    commit: str | None,
+) -> tuple[list[Run | ResultRecord], list[str], list[ResultRecord]]:
+    """Each system in order: a ``--run`` read from ``store``, a ``--retriever`` evaluated
+    on ``golden`` as ``eval`` would; with the label each is shown under (made unique) and
+    the records of the runs made now, still to be saved."""
+    from retrievalkit.api import evaluate
+    from retrievalkit.cli.commands.evaluate import warn_returned_ids
+    from retrievalkit.cli.streams import plugin_ground
+
     runs: list[Run | ResultRecord] = []
     labels: list[str] = []
     fresh: list[ResultRecord] = []
     used: set[str] = set()
-    from retrievalkit.cli.streams import plugin_ground
-
     for index, (kind, name) in enumerate(systems, start=1):
         if kind == "run":
             record = store.get(name)
@@ -213,52 +256,51 @@ def run(args: argparse.Namespace) -> int:
             warn_returned_ids(result.returned_ids, f"{label}: ")
         used.add(label)
         labels.append(label)
+    return runs, labels, fresh
 
-    comparison = compare(
-        runs,
-        labels=labels,
-        allow_different_sets=args.allow_different_sets,
-        resamples=settings["resamples"],
-        confidence=settings["confidence"],
-        changed_by=args.changed_by or DEFAULT_CHANGED_BY,
-        changed=args.changed,
-        question_texts=({} if golden is None else {q.id: q.question for q in golden.questions}),
-        saved_to=[None if kind == "run" or args.no_save else store.url for kind, _ in systems],
-        cluster_by=settings.get("cluster_by"),
-        questions=None if golden is None else golden.questions,
-        all_pairs=args.all_pairs,
-        control=args.control,
-        correction=args.correction,
-    )
-    if not args.no_save:
-        from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_saved
 
-        with interrupts_deferred() as deferred:
-            for record in fresh:
-                store.save(record)
-                note_saved(record.run_id, store.url)
-        if deferred.received:
-            saved = ", ".join(record.run_id for record in fresh)
-            print(
-                f"retrievalkit: interrupted while saving; runs {saved} were saved whole to "
-                f"{store.url}",
-                file=sys.stderr,
-            )
-            return exit_code_for(deferred.signum)
-    records = [run.record if isinstance(run, Run) else run for run in runs]
-    if golden is None:
-        asked = [o.question_id for record in records for o in record.outcomes]
-        warn_about_labels(args, extra_labels, list(dict.fromkeys(asked)), "the compared runs")
-    effects = {
-        label: label_effect(
-            record.outcomes, record.manifest.ks, extra_labels, sources=args.extra_labels
-        )
-        for label, record in zip(labels, records, strict=True)
-        if args.extra_labels
-    }
-    paired = _paired_corrections(
-        args, comparison, dict(zip(labels, records, strict=True)), extra_labels, settings
+def _save_fresh(fresh: Sequence[ResultRecord], store: ResultStore) -> int | None:
+    """Save the runs made now, each whole even when interrupted: then the exit code of
+    the signal (after saying what was saved), else None."""
+    from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_saved
+
+    with interrupts_deferred() as deferred:
+        for record in fresh:
+            store.save(record)
+            note_saved(record.run_id, store.url)
+    if not deferred.received:
+        return None
+    saved = ", ".join(record.run_id for record in fresh)
+    print(
+        f"retrievalkit: interrupted while saving; runs {saved} were saved whole to {store.url}",
+        file=sys.stderr,
     )
+    return exit_code_for(deferred.signum)
+
+
+def _write_comparison(
+    args: argparse.Namespace,
+    comparison: Comparison,
+    effects: Mapping[str, LabelEffect],
+    paired: Sequence[tuple[tuple[str, str], PairedCorrection | None, dict[str, list[str]]]],
+) -> None:
+    """The comparison in ``--format``, with the effect of the extra labels and each pair's
+    judge-corrected difference (and, in JSON, the questions to label next)."""
+    from retrievalkit.render.comparison import (
+        comparison_document,
+        comparison_renderable,
+        render_comparison_markdown,
+    )
+    from retrievalkit.render.extra_labels import (
+        effects_document,
+        effects_markdown,
+        effects_renderable,
+        paired_data,
+        paired_markdown,
+        paired_renderable,
+    )
+    from retrievalkit.render.summary import to_json_text
+
     if args.format == "json":
         document = comparison_document(comparison)
         if effects:
@@ -290,7 +332,6 @@ def run(args: argparse.Namespace) -> int:
         for names, correction, next_up in paired:
             if correction is not None:
                 output.print(paired_renderable(names, correction, next_up))
-    return EXIT_OK
 
 
 def _paired_corrections(

@@ -40,6 +40,7 @@ from retrievalkit.errors import (
 from retrievalkit.formats.limits import check_path
 
 if TYPE_CHECKING:
+    from retrievalkit.api import Run
     from retrievalkit.formats.config import Config
     from retrievalkit.formats.ids import IdChanges
     from retrievalkit.formats.labels import ExtraLabels
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from retrievalkit.model.values import GoldenQuestionSet
     from retrievalkit.pipeline.gating.gate import Verdict
     from retrievalkit.pipeline.gating.thresholds import Thresholds
+    from retrievalkit.render.summary import EvalReport
     from retrievalkit.stores import ResultStore
 
 NAME, HELP = SUMMARIES["evaluate"]
@@ -257,34 +259,16 @@ def check_can_save(args: argparse.Namespace, store: object, config: Config | Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from retrievalkit.api import evaluate, gate, load_set
+    from retrievalkit.api import gate, load_set
     from retrievalkit.cli.collector import keeping
-    from retrievalkit.cli.commands.collisions import (
-        check_run_outputs,
-        check_store_url,
-        outputs_of,
-        read_files,
-        store_at,
-    )
-    from retrievalkit.errors import RunFailed
     from retrievalkit.formats.labels import label_effect, read_extra_labels
-    from retrievalkit.pipeline.engine.record import git_commit
     from retrievalkit.pipeline.gating.gate import check_slices
     from retrievalkit.render.summary import EvalReport
 
     config = load_config(args)
     settings = evaluation_settings(args, config)
     gated = thresholds(args, config)
-    given = Path(args.set)
-    # Before the store is opened (SQLite may write beside it), and again once the set is
-    # loaded and the store open (check_before_running).
-    early = read_files(
-        config,
-        ("--set", args.set if _exists(given) else None),
-        *(("--extra-labels", path) for path in args.extra_labels),
-    )
-    check_store_url(store_url(args, config), early, store_place(args, config))
-    check_run_outputs(outputs_of(args), store_at(store_url(args, config)), early)
+    _check_before_opening(args, config)
     store = open_configured_store(args, config)
     extra_labels = read_extra_labels(args.extra_labels)
     with keeping():  # the set lives to the end: no collection walks it
@@ -298,89 +282,17 @@ def run(args: argparse.Namespace) -> int:
     ]
     check_before_running(args, store, config, inputs)
     if args.sequential:
-        settings.pop("ray_address", None)
-        if settings.pop("executor", None) is not None:
-            raise InputError(
-                "--sequential asks one question after another in this process",
-                field="--executor",
-                hint="leave --executor ray out of a sequential run",
-            )
-        if settings.pop("chunk_separator", None) is not None:
-            raise InputError(
-                "--sequential cannot score chunk ids as documents",
-                field="--chunk-separator",
-                hint="leave --sequential out, or give the retriever a doc_id_separator",
-            )
+        _check_sequential(settings)
         return _run_sequential(args, golden, store, gated, settings)
-    # Only a table on a terminal shows progress: other runs never import rich for it.
-    status = console(args, stderr=True) if not args.quiet and args.format == "table" else None
-    from retrievalkit.cli.streams import forked_by_plugin, plugin_ground
+    from retrievalkit.cli.streams import plugin_ground
 
-    try:
-        from retrievalkit.render.terminal import watched
-
-        if status is not None and watched(sys.stderr):
-            from rich.progress import Progress
-
-            with Progress(console=status, transient=True) as bar, plugin_ground():
-                task = bar.add_task(
-                    f"{args.retriever} on {golden.name}", total=len(golden.questions)
-                )
-                result = evaluate(
-                    golden,
-                    args.retriever,
-                    git_commit=git_commit(),
-                    progress=lambda done: bar.advance(task, done),
-                    **settings,
-                )
-        else:
-            with plugin_ground():
-                result = evaluate(golden, args.retriever, git_commit=git_commit(), **settings)
-    except RunFailed as failure:
-        errored, total = failure.run.errored, len(golden.questions)
-        emit_report(
-            EvalReport(
-                failure.run.record,
-                golden.questions,
-                None,
-                None,
-                baseline_note="not compared: the run failed",
-                not_saved_reason=f"{errored} of {total} questions errored, over the "
-                f"allowed error rate {settings['max_error_rate']:g}",
-                diagnostics=failure.run.warnings,
-                returned_ids=failure.run.returned_ids,
-            ),
-            args,
-            ci=True,
-            failed=str(failure),
-        )
-        raise
+    result = _evaluated(args, golden, settings)
     record = result.record
     with plugin_ground():  # a store plugin is plugin code too
         verdict = gate(result, store, gated, baseline=args.baseline)
-    saved_to = None
-    if not args.no_save and not forked_by_plugin():
-        from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_saved
-
-        failed_save: StoreError | None = None
-        with interrupts_deferred() as deferred, plugin_ground():
-            try:
-                store.save(record)
-            except StoreError as error:
-                failed_save = error
-            else:
-                note_saved(record.run_id, store.url)
-                keep_verdict(store, record, verdict)
-        if failed_save is not None:
-            return _not_saved(args, result, golden, verdict, failed_save, deferred)
-        saved_to = store.url
-        if deferred.received:
-            print(
-                f"retrievalkit: interrupted while saving; run {record.run_id} was saved whole "
-                f"to {store.url}",
-                file=sys.stderr,
-            )
-            return exit_code_for(deferred.signum)
+    saved_to, interrupted = _saved(args, result, golden, verdict, store)
+    if interrupted is not None:
+        return interrupted
     # The outcome is decided here, before anything is printed: whether a reader is still
     # there for the report (a closed pipe) or the output folder can be written changes
     # what the user sees, never the exit code of the run itself.
@@ -407,28 +319,165 @@ def run(args: argparse.Namespace) -> int:
     if settings.get("cluster_by") is None:
         # Only once the run succeeded: a bad input stays one line on stderr.
         _warn_related(args, golden)
-    try:
-        emit_report(report, args, ci=True)
-    except RetrievalkitError as error:
-        if saved_to is None:
-            raise
-        if not isinstance(error, InputError):
-            raise EvaluationError(
-                f"{error}; the run {record.run_id} WAS saved to {saved_to} (only the report "
-                "files are missing: retrievalkit show RUN_ID prints them again)"
-            ) from None
-        raise InputError(
-            f"{error.detail}; the run {record.run_id} WAS saved to {saved_to}",
-            source=error.source,
-            field=error.field,
-            hint="only the report files are missing: retrievalkit show RUN_ID prints them again",
-        ) from None
+    _emit_after_saving(report, args, saved_to)
     if regressed and not args.fail_on_regression:
         print(
             "retrievalkit: regression found (exit code 0 without --fail-on-regression)",
             file=sys.stderr,
         )
     return exit_code
+
+
+def _check_before_opening(args: argparse.Namespace, config: Config) -> None:
+    """Refuse, before the store is opened (SQLite may write beside it), a store or an
+    output that is one of the input files; `check_before_running` checks again once the
+    set is loaded and the store open."""
+    from retrievalkit.cli.commands.collisions import (
+        check_run_outputs,
+        check_store_url,
+        outputs_of,
+        read_files,
+        store_at,
+    )
+
+    early = read_files(
+        config,
+        ("--set", args.set if _exists(Path(args.set)) else None),
+        *(("--extra-labels", path) for path in args.extra_labels),
+    )
+    check_store_url(store_url(args, config), early, store_place(args, config))
+    check_run_outputs(outputs_of(args), store_at(store_url(args, config)), early)
+
+
+def _check_sequential(settings: dict[str, Any]) -> None:
+    """Drop the executor settings from a ``--sequential`` run's, refusing what it cannot
+    do: ask on Ray, or score chunk ids as documents."""
+    settings.pop("ray_address", None)
+    if settings.pop("executor", None) is not None:
+        raise InputError(
+            "--sequential asks one question after another in this process",
+            field="--executor",
+            hint="leave --executor ray out of a sequential run",
+        )
+    if settings.pop("chunk_separator", None) is not None:
+        raise InputError(
+            "--sequential cannot score chunk ids as documents",
+            field="--chunk-separator",
+            hint="leave --sequential out, or give the retriever a doc_id_separator",
+        )
+
+
+def _evaluated(
+    args: argparse.Namespace, golden: GoldenQuestionSet, settings: dict[str, Any]
+) -> Run:
+    """The run of ``--retriever`` on ``golden``, with a progress bar for a table on a
+    terminal; a run failed by its error rate gets its report (exit 1) before the error."""
+    from retrievalkit.api import evaluate
+    from retrievalkit.cli.streams import plugin_ground
+    from retrievalkit.errors import RunFailed
+    from retrievalkit.pipeline.engine.record import git_commit
+    from retrievalkit.render.summary import EvalReport
+
+    # Only a table on a terminal shows progress: other runs never import rich for it.
+    status = console(args, stderr=True) if not args.quiet and args.format == "table" else None
+    try:
+        from retrievalkit.render.terminal import watched
+
+        if status is not None and watched(sys.stderr):
+            from rich.progress import Progress
+
+            with Progress(console=status, transient=True) as bar, plugin_ground():
+                task = bar.add_task(
+                    f"{args.retriever} on {golden.name}", total=len(golden.questions)
+                )
+                return evaluate(
+                    golden,
+                    args.retriever,
+                    git_commit=git_commit(),
+                    progress=lambda done: bar.advance(task, done),
+                    **settings,
+                )
+        with plugin_ground():
+            return evaluate(golden, args.retriever, git_commit=git_commit(), **settings)
+    except RunFailed as failure:
+        errored, total = failure.run.errored, len(golden.questions)
+        emit_report(
+            EvalReport(
+                failure.run.record,
+                golden.questions,
+                None,
+                None,
+                baseline_note="not compared: the run failed",
+                not_saved_reason=f"{errored} of {total} questions errored, over the "
+                f"allowed error rate {settings['max_error_rate']:g}",
+                diagnostics=failure.run.warnings,
+                returned_ids=failure.run.returned_ids,
+            ),
+            args,
+            ci=True,
+            failed=str(failure),
+        )
+        raise
+
+
+def _saved(
+    args: argparse.Namespace,
+    result: Run,
+    golden: GoldenQuestionSet,
+    verdict: Verdict,
+    store: ResultStore,
+) -> tuple[str | None, int | None]:
+    """Save the run with its verdict (unless ``--no-save``, or in a process a plugin
+    forked): where it was saved, and the exit code to stop with when interrupted while
+    saving (the run then saved whole). A failed save ends in `_not_saved`."""
+    from retrievalkit.cli.streams import forked_by_plugin, plugin_ground
+
+    if args.no_save or forked_by_plugin():
+        return None, None
+    from retrievalkit.cli.interrupts import exit_code_for, interrupts_deferred, note_saved
+
+    record = result.record
+    failed_save: StoreError | None = None
+    with interrupts_deferred() as deferred, plugin_ground():
+        try:
+            store.save(record)
+        except StoreError as error:
+            failed_save = error
+        else:
+            note_saved(record.run_id, store.url)
+            keep_verdict(store, record, verdict)
+    if failed_save is not None:
+        return None, _not_saved(args, result, golden, verdict, failed_save, deferred)
+    if deferred.received:
+        print(
+            f"retrievalkit: interrupted while saving; run {record.run_id} was saved whole "
+            f"to {store.url}",
+            file=sys.stderr,
+        )
+        return store.url, exit_code_for(deferred.signum)
+    return store.url, None
+
+
+def _emit_after_saving(report: EvalReport, args: argparse.Namespace, saved_to: str | None) -> None:
+    """`emit_report`; when it fails after the run was saved, the error says the run WAS
+    saved and only the report files are missing."""
+    try:
+        emit_report(report, args, ci=True)
+    except RetrievalkitError as error:
+        if saved_to is None:
+            raise
+        run_id = report.record.run_id
+        if not isinstance(error, InputError):
+            raise EvaluationError(
+                f"{error}; the run {run_id} WAS saved to {saved_to} (only the report "
+                "files are missing: retrievalkit show RUN_ID prints them again)"
+            ) from None
+        raise InputError(
+            f"{error.detail}; the run {run_id} WAS saved to {saved_to}",
+            source=error.source,
+            field=error.field,
+            hint="only the report files are missing: retrievalkit show RUN_ID prints them again",
+        ) from None
 
 
 def warn_returned_ids(changes: IdChanges | None, who: str = "") -> None:

@@ -196,38 +196,7 @@ def ask_stages(
         if batched
         else [[t] for t in texts]
     )
-
-    def fetch(group: list[str]) -> tuple[list[Any], float, list[Any] | None]:
-        """A group's answers (an exception in place of each answer it cost), the
-        milliseconds each question took, and each question's tokens (`shared_usage`)."""
-        meter = Meter()
-        start = time.perf_counter()
-        try:
-            bound = None if timeout is None else timeout * len(group)
-            if batched:
-                asked = list(group)
-                answers: list[Any] = call_with_timeout(
-                    metered(meter, partial(retriever.retrieve_many_stages, asked, limit)), bound
-                )
-                answers = list(answers)
-                if len(answers) != len(group):
-                    raise ValueError(
-                        f"retrieve_many_stages returned {len(answers)} answers for "
-                        f"{len(group)} questions"
-                    )
-            else:
-                text = group[0]
-                answers = [
-                    call_with_timeout(
-                        metered(meter, partial(retriever.retrieve_stages, text, limit)), bound
-                    )
-                ]
-        except KeyboardInterrupt:
-            raise  # an interrupted run, whoever raised it
-        except BaseException as error:  # SystemExit too: the group's error outcomes
-            answers = [error] * len(group)
-        each = (time.perf_counter() - start) * 1000.0 / len(group)
-        return answers, each, shared_usage(meter, len(group))
+    fetch = partial(_fetch_group, retriever, batched=batched, limit=limit, timeout=timeout)
 
     # Asked ``concurrency`` groups at once; checked below in the set's order, so the
     # stage names every question must repeat are the first question's either way.
@@ -262,6 +231,43 @@ def ask_stages(
         if progress is not None and fetched is None:
             progress(len(group))
     return Retrievals(rankings, latency, returned, errors, usage), stages
+
+
+def _fetch_group(
+    retriever: Any, group: list[str], *, batched: bool, limit: int, timeout: float | None
+) -> tuple[list[Any], float, list[Any] | None]:
+    """A group's answers (an exception in place of each answer it cost), the milliseconds
+    each question took, and each question's tokens (`shared_usage`): one
+    ``retrieve_many_stages`` call when ``batched``, else ``retrieve_stages`` of its one
+    question, bounded by ``timeout`` per question."""
+    meter = Meter()
+    start = time.perf_counter()
+    try:
+        bound = None if timeout is None else timeout * len(group)
+        if batched:
+            asked = list(group)
+            answers: list[Any] = call_with_timeout(
+                metered(meter, partial(retriever.retrieve_many_stages, asked, limit)), bound
+            )
+            answers = list(answers)
+            if len(answers) != len(group):
+                raise ValueError(
+                    f"retrieve_many_stages returned {len(answers)} answers for "
+                    f"{len(group)} questions"
+                )
+        else:
+            text = group[0]
+            answers = [
+                call_with_timeout(
+                    metered(meter, partial(retriever.retrieve_stages, text, limit)), bound
+                )
+            ]
+    except KeyboardInterrupt:
+        raise  # an interrupted run, whoever raised it
+    except BaseException as error:  # SystemExit too: the group's error outcomes
+        answers = [error] * len(group)
+    each = (time.perf_counter() - start) * 1000.0 / len(group)
+    return answers, each, shared_usage(meter, len(group))
 
 
 def _fetched_concurrently(

@@ -148,10 +148,93 @@ def compare_records(
         )
     check_correction(correction, cluster_by=cluster_by)
     order = _pair_order(sides, pairing, control)
-    hashes = {side.record.manifest.set_hash for side in sides}
-    same_set = len(hashes) == 1
+    same_set = len({side.record.manifest.set_hash for side in sides}) == 1
     columns = [as_columns(side.record.outcomes) for side in sides]
     id_lists = [column.question_ids for column in columns]
+    shared, warnings = _shared_questions(
+        sides, id_lists, same_set=same_set, allow_different_sets=allow_different_sets
+    )
+    if pairing != "baseline":
+        _check_same_questions(sides, id_lists)
+    metrics = _shared_metrics(sides, changed_by)
+    systems = tuple(_system(side, shared) for side in sides)
+    positions = [positions_of(column, shared) for column in columns]
+    for system in systems:
+        pooling = judged_warning(system.label, system.judged)
+        if pooling is not None:
+            warnings.append(pooling)
+    codes = None
+    if cluster_by is not None:
+        codes, partial = _cluster_codes(cluster_by, shared, columns, positions, sides, questions)
+        if partial is not None:
+            warnings.append(partial)
+    aligned = _Aligned(sides, columns, positions, shared, codes, resamples, confidence, seed)
+    raw_pairs = [
+        ((left, right), [aligned.metric_delta(left, right, metric) for metric in metrics])
+        for left, right in order
+    ]
+    family = pairing != "baseline"
+    if correction is None:
+        correction = "holm" if family or len(raw_pairs) > 1 else None
+    if correction == "tukey":
+        adjusted, floors = tukey_adjusted(
+            aligned.score_matrices(metrics), raw_pairs, seed=seed, across_metrics=family
+        )
+    else:
+        adjusted, floors = holm_adjusted(
+            raw_pairs, metrics, family=family, correct=bool(correction)
+        )
+    # What the runs stored, then what the caller gives (the set as it is now) over it.
+    texts = {
+        question_id: text
+        for side in sides
+        for question_id, text in side.record.outcomes.known_texts().items()
+    }
+    texts.update(question_texts or {})
+    pairs = []
+    for pair_index, ((left, right), deltas) in enumerate(raw_pairs):
+        decided = [
+            _decided(
+                aligned,
+                (left, right),
+                delta,
+                adjusted.get((pair_index, delta.metric)),
+                floors.get((pair_index, delta.metric)),
+                correction,
+            )
+            for delta in deltas
+        ]
+        warnings += [line for _, line in decided if line is not None]
+        finished = tuple(delta for delta, _ in decided)
+        pairs.append(
+            aligned.pair_comparison(left, right, finished, changed_by, changed_limit, texts)
+        )
+    return Comparison(
+        set_name=sides[0].record.set,
+        systems=systems,
+        pairs=tuple(pairs),
+        shared_questions=len(shared),
+        same_set=same_set,
+        confidence=confidence,
+        resamples=resamples,
+        correction=correction,
+        warnings=tuple(warnings),
+        cluster_by=cluster_by,
+        pairing=pairing,
+        family=_family(correction, family),
+    )
+
+
+def _shared_questions(
+    sides: Sequence[Side],
+    id_lists: Sequence[Sequence[str]],
+    *,
+    same_set: bool,
+    allow_different_sets: bool,
+) -> tuple[list[str], list[str]]:
+    """The question ids every side holds, in the first side's order, and the warning that
+    runs of different versions of the set were compared on them (refused without
+    ``allow_different_sets``); refused too when they share none."""
     common = set(id_lists[0]).intersection(*id_lists[1:])
     shared = [question_id for question_id in id_lists[0] if question_id in common]
     warnings: list[str] = []
@@ -180,8 +263,11 @@ def compare_records(
             field="--run",
             hint="compare runs of the same set",
         )
-    if pairing != "baseline":
-        _check_same_questions(sides, id_lists)
+    return shared, warnings
+
+
+def _shared_metrics(sides: Sequence[Side], changed_by: str) -> list[str]:
+    """The metrics every run computed, in report order; ``changed_by`` must be one."""
     metrics = sorted(
         (
             name
@@ -196,166 +282,166 @@ def compare_records(
             field="--changed-by",
             hint="use one of the shared metrics, e.g. rr or hit@3",
         )
-    systems = tuple(_system(side, shared) for side in sides)
-    base_columns = columns[0]
-    base_positions = positions_of(base_columns, shared)
-    for system in systems:
-        pooling = judged_warning(system.label, system.judged)
-        if pooling is not None:
-            warnings.append(pooling)
+    return metrics
 
-    base = sides[0].record
-    raw_pairs: list[tuple[tuple[int, int], list[MetricDelta]]] = []
-    side_positions = [positions_of(column, shared) for column in columns[1:]]
-    codes = None
-    if cluster_by is not None:
-        from retrievalkit.pipeline.engine.clustering import (
-            labelled_clusters,
-            missing_field_warning,
-            no_clusters_error,
+
+def _cluster_codes(
+    cluster_by: str,
+    shared: Sequence[str],
+    columns: Sequence[Outcomes],
+    positions: Sequence[npt.NDArray[np.intp]],
+    sides: Sequence[Side],
+    questions: Sequence[GoldenQuestion],
+) -> tuple[npt.NDArray[np.intp], str | None]:
+    """Each shared question's ``cluster_by`` cluster, and the warning when some have no
+    label for it; refused when none has (but ``expected``, which every question has)."""
+    from retrievalkit.pipeline.engine.clustering import (
+        labelled_clusters,
+        missing_field_warning,
+        no_clusters_error,
+    )
+
+    codes, without = labelled_clusters(
+        cluster_by,
+        shared,
+        columns[0],
+        positions[0],
+        [side.record for side in sides],
+        {question.id: question for question in questions},
+    )
+    if without == len(shared) and cluster_by != "expected":
+        raise no_clusters_error(cluster_by)
+    return codes, missing_field_warning(cluster_by, without, len(shared))
+
+
+@attrs.frozen(eq=False)
+class _Aligned:
+    """The sides' columns with the positions of the shared questions in each, and the
+    settings of every paired statistic computed over them."""
+
+    sides: Sequence[Side]
+    columns: Sequence[Outcomes]
+    positions: Sequence[npt.NDArray[np.intp]]
+    shared: Sequence[str]
+    codes: npt.NDArray[np.intp] | None
+    resamples: int
+    confidence: float
+    seed: int
+
+    def side(self, index: int) -> tuple[Outcomes, npt.NDArray[np.intp]]:
+        """Side ``index``'s columns and where the shared questions are in them."""
+        return self.columns[index], self.positions[index]
+
+    def values(self, index: int, metric: str) -> npt.NDArray[np.float64]:
+        """Side ``index``'s ``metric`` on the shared questions, in their order."""
+        return metric_column(self.columns[index], metric)[self.positions[index]]
+
+    def metric_delta(self, left: int, right: int, metric: str) -> MetricDelta:
+        """``metric`` of side ``right`` against side ``left``, unadjusted."""
+        return metric_delta(
+            self.values(left, metric),
+            self.values(right, metric),
+            metric,
+            self.resamples,
+            self.confidence,
+            self.seed,
+            self.codes,
         )
 
-        codes, without = labelled_clusters(
-            cluster_by,
-            shared,
-            base_columns,
-            base_positions,
-            [side.record for side in sides],
-            {question.id: question for question in questions},
-        )
-        if without == len(shared) and cluster_by != "expected":
-            raise no_clusters_error(cluster_by)
-        partial = missing_field_warning(cluster_by, without, len(shared))
-        if partial is not None:
-            warnings.append(partial)
-    all_positions = [base_positions, *side_positions]
-    for left, right in order:
-        deltas = [
-            metric_delta(
-                metric_column(columns[left], metric)[all_positions[left]],
-                metric_column(columns[right], metric)[all_positions[right]],
-                metric,
-                resamples,
-                confidence,
-                seed,
-                codes,
-            )
-            for metric in metrics
-        ]
-        raw_pairs.append(((left, right), deltas))
-    family = pairing != "baseline"
-    if correction is None:
-        correction = "holm" if family or len(raw_pairs) > 1 else None
-    alpha = 1.0 - confidence
-    if correction == "tukey":
-        matrices = {
+    def score_matrices(self, metrics: Sequence[str]) -> dict[str, npt.NDArray[np.float64]]:
+        """Each metric's scores, shared questions x sides (`tukey_adjusted`)."""
+        return {
             metric: np.column_stack(
-                [
-                    metric_column(column, metric)[positions]
-                    for column, positions in zip(columns, all_positions, strict=True)
-                ]
+                [self.values(index, metric) for index in range(len(self.sides))]
             )
             for metric in metrics
         }
-        adjusted, floors = tukey_adjusted(matrices, raw_pairs, seed=seed, across_metrics=family)
-    else:
-        adjusted, floors = holm_adjusted(
-            raw_pairs, metrics, family=family, correct=bool(correction)
-        )
-    # What the runs stored, then what the caller gives (the set as it is now) over it.
-    texts = {
-        question_id: text
-        for side in sides
-        for question_id, text in side.record.outcomes.known_texts().items()
-    }
-    texts.update(question_texts or {})
-    pairs = []
-    for pair_index, ((left, right), deltas) in enumerate(raw_pairs):
-        finished = []
-        for delta in deltas:
-            p_adjusted = adjusted.get((pair_index, delta.metric))
-            decisive = p_adjusted if correction else delta.p_value
-            floor = floors.get((pair_index, delta.metric)) if correction else delta.p_floor
-            said = verdict(decisive, floor, alpha)
-            significant = None if said is None else said == "significant"
-            context = judged_context(
-                (columns[left], all_positions[left]),
-                (columns[right], all_positions[right]),
-                delta.metric,
-                difference=delta.difference,
-                significant=significant,
-                resamples=resamples,
-                confidence=confidence,
-                seed=seed,
-                clusters=codes,
-            )
-            if context is not None:
-                named = sides[right].label
-                if left != 0:
-                    named = f"{named} against {sides[left].label}"
-                line = disagreement_warning(named, delta.metric, context)
-                if line is not None:
-                    warnings.append(line)
-            finished.append(
-                attrs.evolve(
-                    delta,
-                    p_holm=p_adjusted if correction == "holm" else None,
-                    p_adjusted=p_adjusted,
-                    p_floor=floor,
-                    verdict=said,
-                    significant=significant,
-                    judged=context,
+
+    def pair_comparison(
+        self,
+        left: int,
+        right: int,
+        finished: tuple[MetricDelta, ...],
+        changed_by: str,
+        changed_limit: int,
+        texts: Mapping[str, str],
+    ) -> PairComparison:
+        """Side ``right`` against side ``left``: its decided metric deltas, the questions
+        that changed most by ``changed_by``, and the latency and cost changes."""
+        paired = Pairing(tuple(self.shared), self.positions[left], self.positions[right])
+        before, after = self.sides[left], self.sides[right]
+        return PairComparison(
+            baseline=before.label,
+            candidate=after.label,
+            metrics=finished,
+            changed_by=changed_by,
+            changed=_changed(
+                self.side(left), self.side(right), self.shared, changed_by, changed_limit, texts
+            ),
+            latency=latency_changes(
+                *answered_latencies(self.columns[left], self.columns[right], paired),
+                resamples=self.resamples,
+                confidence=self.confidence,
+                seed=self.seed,
+            ),
+            cost=_cost(
+                pair_cost_change(
+                    self.columns[left],
+                    before.record.manifest.costs,
+                    self.columns[right],
+                    after.record.manifest.costs,
+                    paired,
+                    resamples=self.resamples,
+                    confidence=self.confidence,
+                    seed=self.seed,
                 )
-            )
-        paired = Pairing(tuple(shared), all_positions[left], all_positions[right])
-        pairs.append(
-            PairComparison(
-                baseline=sides[left].label,
-                candidate=sides[right].label,
-                metrics=tuple(finished),
-                changed_by=changed_by,
-                changed=_changed(
-                    (columns[left], all_positions[left]),
-                    (columns[right], all_positions[right]),
-                    shared,
-                    changed_by,
-                    changed_limit,
-                    texts,
-                ),
-                latency=latency_changes(
-                    *answered_latencies(columns[left], columns[right], paired),
-                    resamples=resamples,
-                    confidence=confidence,
-                    seed=seed,
-                ),
-                cost=_cost(
-                    pair_cost_change(
-                        columns[left],
-                        sides[left].record.manifest.costs,
-                        columns[right],
-                        sides[right].record.manifest.costs,
-                        paired,
-                        resamples=resamples,
-                        confidence=confidence,
-                        seed=seed,
-                    )
-                ),
-            )
+            ),
         )
-    return Comparison(
-        set_name=base.set,
-        systems=systems,
-        pairs=tuple(pairs),
-        shared_questions=len(shared),
-        same_set=same_set,
-        confidence=confidence,
-        resamples=resamples,
-        correction=correction,
-        warnings=tuple(warnings),
-        cluster_by=cluster_by,
-        pairing=pairing,
-        family=_family(correction, family),
+
+
+def _decided(
+    aligned: _Aligned,
+    pair: tuple[int, int],
+    delta: MetricDelta,
+    p_adjusted: float | None,
+    adjusted_floor: float | None,
+    correction: str | None,
+) -> tuple[MetricDelta, str | None]:
+    """``delta`` with its verdict, from the adjusted p-value under a ``correction``, else
+    its own, and its unjudged-aware context; with the warning when the unjudged documents
+    could reverse it."""
+    left, right = pair
+    decisive = p_adjusted if correction else delta.p_value
+    floor = adjusted_floor if correction else delta.p_floor
+    said = verdict(decisive, floor, 1.0 - aligned.confidence)
+    significant = None if said is None else said == "significant"
+    context = judged_context(
+        aligned.side(left),
+        aligned.side(right),
+        delta.metric,
+        difference=delta.difference,
+        significant=significant,
+        resamples=aligned.resamples,
+        confidence=aligned.confidence,
+        seed=aligned.seed,
+        clusters=aligned.codes,
     )
+    line = None
+    if context is not None:
+        named = aligned.sides[right].label
+        if left != 0:
+            named = f"{named} against {aligned.sides[left].label}"
+        line = disagreement_warning(named, delta.metric, context)
+    decided = attrs.evolve(
+        delta,
+        p_holm=p_adjusted if correction == "holm" else None,
+        p_adjusted=p_adjusted,
+        p_floor=floor,
+        verdict=said,
+        significant=significant,
+        judged=context,
+    )
+    return decided, line
 
 
 def _family(correction: str | None, family: bool) -> str | None:
