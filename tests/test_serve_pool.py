@@ -283,3 +283,45 @@ def test_a_missing_pool_or_one_of_another_set_is_refused(runs: DemoRuns, tmp_pat
     )
     assert same.returncode == 2 and "--queue" in same.stderr and "--labels" in same.stderr
     assert other.read_text().count("\n") == 1
+
+
+def test_a_pool_question_holding_markup_is_shown_as_text(runs: DemoRuns, tmp_path: Path) -> None:
+    """In process (Starlette's TestClient over `create_app`): the pool's own question text
+    is the one the page shows, and markup in it stays text."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from retrievalkit.formats.config import find_config
+    from retrievalkit.serve.app import create_app
+    from retrievalkit.serve.judging_queue import LabelsFile, open_pool
+    from retrievalkit.serve.views import Site
+
+    hostile = "<script>alert('pool')</script><img src=x onerror=alert(1)>"
+    path = tmp_path / "hostile.jsonl"
+    line = {"question_id": "q01", "question": hostile, "document": "doc-card-renewal"}
+    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    store = open_store(f"jsonl:///{runs.folder / 'runs.jsonl'}")
+    queue = open_pool(path, set_questions={"q01"}, set_name="demo", run_questions=lambda _: None)
+    assert [item.pair for item in queue.items()] == [("q01", "doc-card-renewal")]
+    assert queue.find("q01", "doc-card-renewal") == queue.item(0)
+    assert queue.find("q01", "other") is None and queue.run_ids == ()
+    site = Site(
+        store=store,
+        config=find_config(str(runs.folder / "retrievalkit.toml")),
+        labels=LabelsFile(tmp_path / "human.tsv"),
+        pool=queue,
+    )
+    client = TestClient(
+        create_app(site, host="127.0.0.1", port=8765, token=None),
+        base_url="http://127.0.0.1:8765",
+        follow_redirects=False,
+    )
+    page = client.get("/judge").text
+    answer = client.post("/judge/name", data={"csrf": csrf_of(page), "grader": "erin"})
+    assert answer.status_code == 303
+    page = client.get("/judge").text
+    assert item_of(page) == ("q01", "doc-card-renewal") and pairs_left(page) == 1
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert f"<blockquote>{hostile}</blockquote>" in html.unescape(page)
+    # No run of the store is named: no question link and no corpus.
+    assert "/question?" not in page and "No corpus is known for this pool" in page
