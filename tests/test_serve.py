@@ -368,7 +368,7 @@ def test_the_queue_is_what_judge_would_grade_and_a_sample_is_seeded(runs: DemoRu
     queue = RunQueue(record.outcomes, k=5)
     assert [(item.question_id, item.document_id, item.rank) for item in queue.items()] == wanted
     assert first_items == wanted
-    assert first.find(fresh.outcomes, *wanted[3][:2]) == queue.find(record.outcomes, *wanted[3][:2])
+    assert first.find(*wanted[3][:2]) == queue.find(*wanted[3][:2])
     assert all(item.set_grade is None for item in queue.items())
     sampled = RunQueue(record.outcomes, k=5, sample=7, seed=3)
     extra = [item for item in sampled.items() if item.set_grade is not None]
@@ -380,8 +380,8 @@ def test_the_queue_is_what_judge_would_grade_and_a_sample_is_seeded(runs: DemoRu
     assert [item.pair for item in again.items()] == [item.pair for item in sampled.items()]
     other = RunQueue(record.outcomes, k=5, sample=7, seed=4)
     assert [item.pair for item in other.items()] != [item.pair for item in sampled.items()]
-    assert queue.find(record.outcomes, *wanted[3][:2]) is not None
-    assert queue.find(record.outcomes, "no-such-question", "doc") is None
+    assert queue.find(*wanted[3][:2]) is not None
+    assert queue.find("no-such-question", "doc") is None
 
 
 def test_appends_from_many_writers_keep_every_line_and_one_header(tmp_path: Path) -> None:

@@ -2,14 +2,18 @@
 
 One JSON object a line, best first: ``question_id``, ``question``, ``document``,
 ``priority`` and ``runs`` (``[{"run", "rank"}]``). Only the first three are needed to
-judge a pair; each problem is an `InputError` naming the file, the line and the field.
+judge a pair; ``priority`` and ``runs`` are read when present (and must then be a number
+and a list of runs). Each problem is an `InputError` naming the file, the line and the
+field.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -27,6 +31,10 @@ class QueuedPair:
     question: str
     document: str
     line: int
+    priority: float | None = None
+    """The pair's priority as the pool wrote it, None when the line has none."""
+    runs: tuple[tuple[str, int], ...] = ()
+    """(run id, rank) of each run that ranked the document, as the pool wrote them."""
 
 
 def read_pool(path: Path) -> list[QueuedPair]:
@@ -76,5 +84,44 @@ def read_pool(path: Path) -> list[QueuedPair]:
         if (question_id, document) in seen:
             continue
         seen.add((question_id, document))
-        pairs.append(QueuedPair(question_id, question, document, number))
+        priority = _priority(data.get("priority"), source, number)
+        runs = _runs(data.get("runs"), source, number)
+        pairs.append(QueuedPair(question_id, question, document, number, priority, runs))
     return pairs
+
+
+def _priority(value: Any, source: str, line: int) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError(
+            f"must be a number, got {json.dumps(value)[:60]}",
+            source=source,
+            line=line,
+            field="priority",
+        )
+    return float(value)
+
+
+def _runs(value: Any, source: str, line: int) -> tuple[tuple[str, int], ...]:
+    if value is None:
+        return ()
+    found = []
+    for entry in value if isinstance(value, list) else [None]:
+        run = entry.get("run") if isinstance(entry, Mapping) else None
+        rank = entry.get("rank") if isinstance(entry, Mapping) else None
+        if (
+            not isinstance(run, str)
+            or not run.strip()
+            or isinstance(rank, bool)
+            or not isinstance(rank, int)
+            or rank < 1
+        ):
+            raise InputError(
+                'must be a list of {"run": RUN_ID, "rank": N >= 1}, got ' + json.dumps(value)[:60],
+                source=source,
+                line=line,
+                field="runs",
+            )
+        found.append((run, rank))
+    return tuple(found)

@@ -1,12 +1,18 @@
-"""The judging queue of a run: which documents to grade, and the labels file people grade into.
+"""The judging queues of ``retrievalkit serve``: which documents to grade, and the labels file
+people grade into.
+
+A queue is anything with the shape of `JudgingQueue`; the judging view knows no other.
+Two are built: the queue of a run (`RunQueue`) and the queue of a pool file
+(`PoolQueue`, from ``retrievalkit pool --output``).
 
 The queue of a run is its unjudged documents in the top k of every answerable question
 that did not error (what ``retrievalkit judge`` would grade), in question and rank
 order, optionally mixed with a seeded random sample of documents the set already
-judges (their grades measure people against the set). Grades are appended to one
+judges (their grades measure people against the set). The queue of a pool is its
+pairs in the file's order (best first, by priority). Grades are appended to one
 labels file in the format ``--extra-labels`` reads, each marked as human with the
-grader's name; nothing is ever rewritten, so two people grading the same run keep both
-their grades, and the later grade of a pair is the one that counts.
+grader's name; nothing is ever rewritten, so two people grading the same queue keep
+both their grades, and the later grade of a pair is the one that counts.
 """
 
 from __future__ import annotations
@@ -15,9 +21,9 @@ import datetime as dt
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -25,6 +31,7 @@ if TYPE_CHECKING:
     # The labels module imports the metrics (and numpy): imported when a page needs it,
     # not when the server starts.
     from retrievalkit.formats.labels import Label
+    from retrievalkit.formats.pool_file import QueuedPair
     from retrievalkit.model.outcomes import Outcomes
 
 #: How long a document shown to one grader is kept from the others (seconds).
@@ -40,13 +47,37 @@ class QueueItem:
     position: int
     question_id: str
     document_id: str
-    rank: int
+    rank: int | None
+    """Its rank in the run; in a pool, the best rank a pooled run gave it (None: not said)."""
     set_grade: int | None
     """The set's own grade when the document was sampled from the judged ones, else None."""
+    question: str | None = None
+    """The question's text when the queue holds it (a pool's line), else None."""
+    priority: float | None = None
+    """The pair's priority in a pool, else None."""
+    run_id: str | None = None
+    """In a pool, the first run its line names (None: none named)."""
 
     @property
     def pair(self) -> tuple[str, str]:
         return (self.question_id, self.document_id)
+
+
+class JudgingQueue(Protocol):
+    """What the judging view and the grade form use of a queue: its items in order, and
+    the item of a (question, document) pair."""
+
+    def __len__(self) -> int: ...
+
+    def items(self) -> Iterator[QueueItem]: ...
+
+    def find(self, question_id: str, document_id: str) -> QueueItem | None:
+        """The item of a pair, or None when it is not in the queue."""
+        ...
+
+    def positions(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The queue position of each pair that is in the queue."""
+        ...
 
 
 class RunQueue:
@@ -125,10 +156,10 @@ class RunQueue:
     def items(self) -> Iterator[QueueItem]:
         return (self.item(position) for position in range(len(self)))
 
-    def find(self, outcomes: Outcomes, question_id: str, document_id: str) -> QueueItem | None:
+    def find(self, question_id: str, document_id: str) -> QueueItem | None:
         """The item of a (question, document) pair, or None when it is not in the queue."""
         try:
-            index = outcomes.index_of(question_id)
+            index = self._outcomes.index_of(question_id)
         except ValueError:
             return None
         low, high = self._questions.searchsorted([index, index + 1])
@@ -137,16 +168,117 @@ class RunQueue:
                 return self.item(position)
         return None
 
-    def positions(
-        self, outcomes: Outcomes, pairs: Sequence[tuple[str, str]]
-    ) -> dict[tuple[str, str], int]:
+    def positions(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """The queue position of each pair that is in the queue."""
         found = {}
         for pair in pairs:
-            item = self.find(outcomes, *pair)
+            item = self.find(*pair)
             if item is not None:
                 found[pair] = item.position
         return found
+
+
+class PoolQueue:
+    """The queue of a pool file: its pairs in the file's order (best first)."""
+
+    def __init__(self, path: Path, pairs: Sequence[QueuedPair]) -> None:
+        self.path = path
+        self._pairs = tuple(pairs)
+        self._positions = {
+            (pair.question_id, pair.document): position for position, pair in enumerate(pairs)
+        }
+        self.run_ids = tuple(dict.fromkeys(run for pair in pairs for run, _ in pair.runs))
+        """The runs the pool's lines name, in the order they first appear."""
+
+    @property
+    def name(self) -> str:
+        """The file's name, as the judging page shows it."""
+        return self.path.name
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def item(self, position: int) -> QueueItem:
+        pair = self._pairs[position]
+        return QueueItem(
+            position=position,
+            question_id=pair.question_id,
+            document_id=pair.document,
+            rank=min((rank for _, rank in pair.runs), default=None),
+            set_grade=None,
+            question=pair.question,
+            priority=pair.priority,
+            run_id=pair.runs[0][0] if pair.runs else None,
+        )
+
+    def items(self) -> Iterator[QueueItem]:
+        return (self.item(position) for position in range(len(self)))
+
+    def find(self, question_id: str, document_id: str) -> QueueItem | None:
+        position = self._positions.get((question_id, document_id))
+        return None if position is None else self.item(position)
+
+    def positions(self, pairs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        return {pair: self._positions[pair] for pair in pairs if pair in self._positions}
+
+
+def open_pool(
+    path: Path,
+    *,
+    set_questions: Collection[str] | None,
+    set_name: str = "",
+    run_questions: Callable[[str], Collection[str] | None],
+    store_url: str = "",
+) -> PoolQueue:
+    """The queue of the pool file at ``path``, every question of it checked: against the
+    set (``set_questions``, the ids of the set ``set_name``) when one is served, else
+    against the runs each line names (``run_questions(run_id)``: the question ids of a
+    run of the store, None when the store has no such run). Raises `InputError` naming
+    the file, the line and the field of the first line that fails."""
+    from retrievalkit.errors import InputError
+    from retrievalkit.formats.pool_file import read_pool
+
+    source = str(path)
+    pairs = read_pool(path)
+    for pair in pairs:
+        if set_questions is not None:
+            if pair.question_id not in set_questions:
+                raise InputError(
+                    f"question {pair.question_id!r} is not in the set {set_name}",
+                    source=source,
+                    line=pair.line,
+                    field="question_id",
+                    hint="serve with the set the pool was made from (--set), or pool again",
+                )
+            continue
+        if not pair.runs:
+            raise InputError(
+                "names no run, so its question cannot be looked up in the store",
+                source=source,
+                line=pair.line,
+                field="runs",
+                hint="give the set the pool was made from with --set",
+            )
+        for run_id, _ in pair.runs:
+            questions = run_questions(run_id)
+            if questions is None:
+                raise InputError(
+                    f"run {run_id} is not in {store_url}",
+                    source=source,
+                    line=pair.line,
+                    field="runs",
+                    hint="serve the store the pool was made from (--store), or give its set "
+                    "with --set",
+                )
+            if pair.question_id not in questions:
+                raise InputError(
+                    f"question {pair.question_id!r} is not a question of run {run_id}",
+                    source=source,
+                    line=pair.line,
+                    field="question_id",
+                    hint="pool again from the runs of this store",
+                )
+    return PoolQueue(path, pairs)
 
 
 @attrs.frozen
@@ -241,10 +373,10 @@ class LabelsFile:
         append_labels([label], self.path)
         return label
 
-    def progress(self, queue: RunQueue, outcomes: Outcomes) -> Progress:
+    def progress(self, queue: JudgingQueue) -> Progress:
         everyone = [label for label in self.labels() if label.is_human]
         latest = {label.pair: label for label in everyone}
-        positions = queue.positions(outcomes, list(latest))
+        positions = queue.positions(list(latest))
         by_grader: dict[str, int] = {}
         grades: dict[tuple[str, str], set[int]] = {}
         for label in everyone:
@@ -282,7 +414,7 @@ class Claims:
 
 
 def next_item(
-    queue: RunQueue,
+    queue: JudgingQueue,
     graded: Mapping[tuple[str, str], Label],
     claims: Claims,
     grader: str,

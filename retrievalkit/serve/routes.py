@@ -82,6 +82,7 @@ class Pages:
             page=name,
             store_url=self.site.store.url,
             read_only=self.site.read_only,
+            pool_name=self.site.pool.name if self.site.pool is not None else None,
             csrf=self.guard.csrf(session),
             **context,
         )
@@ -187,17 +188,22 @@ class Pages:
         if reason is not None:
             raise Forbidden(f"grades cannot be saved: {reason}")
         run_id, k, sample = form.get("run", ""), form.get("k"), form.get("sample")
-        record = self.site.record(run_id)
-        queue = self.site.queue(
-            record, bounded(k, views.QUEUE_DEPTH, 1, 1000), bounded(sample, 0, 0, 10_000)
+        chosen = views.judging(
+            self.site,
+            run_id,
+            bounded(k, views.QUEUE_DEPTH, 1, 1000),
+            bounded(sample, 0, 0, 10_000),
         )
-        item = queue.find(record.outcomes, form.get("question", ""), form.get("document", ""))
+        item = chosen.queue.find(form.get("question", ""), form.get("document", ""))
         if item is None:
-            raise views.NotFound("that document is not in this run's judging queue")
+            whose = "the pool's" if chosen.pool is not None else "this run's"
+            raise views.NotFound(f"that document is not in {whose} judging queue")
         value = bounded(form.get("grade"), -1, -1, 99)
         if not 0 <= value <= 3:
             raise Forbidden("a grade is 0, 1, 2 or 3")
         self.site.labels.grade(item.question_id, item.document_id, value, grader)
+        if chosen.pool is not None:
+            return RedirectResponse("/judge", status_code=303)
         return RedirectResponse(url("/judge", run=run_id, k=k, sample=sample), status_code=303)
 
     async def name(self, request: Request) -> Response:

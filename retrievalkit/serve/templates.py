@@ -36,6 +36,7 @@ BASE = """<!DOCTYPE html>
 <header>
 <a class="home" href="/">retrievalkit</a>
 <a class="home" href="/drift">drift</a>
+{% if pool_name %}<a class="home" id="pool-link" href="/judge">grade the pool {{ pool_name }}</a>{% endif %}
 <span class="store">store <code>{{ store_url }}</code></span>
 {% if read_only %}<span class="badge read-only" id="read-only">read-only: {{ read_only }}</span>{% endif %}
 </header>
@@ -270,18 +271,19 @@ QUESTION = """{% extends "base" %}
 """
 
 JUDGE = """{% extends "base" %}
-{% block title %}judge {{ record.run_id }}{% endblock %}
+{% block title %}{% if pool %}grade the pool {{ pool.name }}{% else %}judge {{ record.run_id }}{% endif %}{% endblock %}
 {% block body %}
-<h1>Judge <code>{{ record.run_id }}</code> <span class="key">{{ record.set }} × {{ record.model }}</span></h1>
+{% if pool %}<h1>Grade the pool <code id="pool-name">{{ pool.name }}</code> <span class="key" id="pairs-left">{{ progress.total - progress.graded }} pairs left</span></h1>
+{% else %}<h1>Judge <code>{{ record.run_id }}</code> <span class="key">{{ record.set }} × {{ record.model }}</span></h1>{% endif %}
 <div class="progress-line" id="progress">
 <progress max="{{ progress.total }}" value="{{ progress.graded }}"></progress>
 <span id="progress-text">{{ progress.graded }} of {{ progress.total }} graded ({{ "%.0f"|format(progress.share * 100) }} %)</span>
-<span class="muted">the unjudged documents in the top {{ k }}{% if sample %} and {{ sample }} the set judges, for agreement{% endif %};
+<span class="muted">{% if pool %}the pool's (question, document) pairs, best first by priority{% else %}the unjudged documents in the top {{ k }}{% if sample %} and {{ sample }} the set judges, for agreement{% endif %}{% endif %};
 {% for name, count in progress.by_grader|dictsort %}{{ name }} {{ count }}{% if not loop.last %}, {% endif %}{% endfor %}{% if progress.disagreements %}; <span class="warning">{{ progress.disagreements }} graded differently by two people</span>{% endif %}</span>
 </div>
 <form method="post" action="/judge/name" class="choices" id="name-form">
 <input type="hidden" name="csrf" value="{{ csrf }}">
-<input type="hidden" name="next" value="{{ url('/judge', run=record.run_id, k=k, sample=sample) }}">
+<input type="hidden" name="next" value="{{ url('/judge', run=run_id, k=k, sample=sample) }}">
 <label>your name <input name="grader" value="{{ grader }}" maxlength="40" pattern="[A-Za-z0-9_.@ \\-]{1,40}" required></label>
 <button type="submit">{{ "change" if grader else "start judging" }}</button>
 </form>
@@ -292,17 +294,17 @@ JUDGE = """{% extends "base" %}
 <p id="done">Every document of the queue is graded. The grades are in <code>{{ labels_path }}</code>: <code>retrievalkit eval --extra-labels {{ labels_path }}</code> scores with them.</p>
 {% else %}
 <section class="judging" id="item">
-<p class="muted">question <a href="{{ url('/question', run=record.run_id, id=item.question_id) }}"><code id="item-question">{{ item.question_id }}</code></a>, document <code id="item-document">{{ item.document_id }}</code> at rank {{ item.rank }}{% if item.set_grade is not none %} (sampled from the set's judged documents){% endif %}</p>
+<p class="muted">question {% if question_run %}<a href="{{ url('/question', run=question_run, id=item.question_id) }}">{% endif %}<code id="item-question">{{ item.question_id }}</code>{% if question_run %}</a>{% endif %}, document <code id="item-document">{{ item.document_id }}</code>{% if pool %}, pair {{ item.position + 1 }} of the pool{% if item.priority is not none %} (priority {{ number(item.priority) }}){% endif %}{% if item.rank is not none %}, best rank {{ item.rank }}{% endif %}{% else %} at rank {{ item.rank }}{% endif %}{% if item.set_grade is not none %} (sampled from the set's judged documents){% endif %}</p>
 <blockquote>{{ question_text if question_text is not none else "(the question's text: its set was not found here)" }}</blockquote>
 <article class="document">
 {% if document %}<h2>{{ document.title }}</h2><div class="document-text">{{ document.text }}</div>
-{% else %}<p class="muted">{{ "This document is not in the corpus." if has_corpus else "No corpus is known for this retriever: start serve with --corpus." }}</p>{% endif %}
+{% else %}<p class="muted">{{ "This document is not in the corpus." if has_corpus else ("No corpus is known for this pool: start serve with --corpus." if pool else "No corpus is known for this retriever: start serve with --corpus.") }}</p>{% endif %}
 </article>
 {% if current %}<p class="muted">graded {{ current.grade }} by {{ current.model }} at {{ current.judged_at }}; a new grade is added after it and counts instead.</p>{% endif %}
 {% if model_grade is not none %}<p class="muted">a model judge graded it {{ model_grade }}</p>{% endif %}
 <form method="post" action="/judge/grade" id="grade-form">
 <input type="hidden" name="csrf" value="{{ csrf }}">
-<input type="hidden" name="run" value="{{ record.run_id }}">
+<input type="hidden" name="run" value="{{ run_id }}">
 <input type="hidden" name="k" value="{{ k }}">
 <input type="hidden" name="sample" value="{{ sample }}">
 <input type="hidden" name="question" value="{{ item.question_id }}">
@@ -323,7 +325,7 @@ JUDGE = """{% extends "base" %}
 {% if set_agreement %}{{ agreement_table(set_agreement, "the set's own labels") }}{% endif %}
 </div>
 {% if recent %}<h2>Your last grades</h2><ul id="recent">
-{% for label in recent %}<li><a href="{{ url('/judge', run=record.run_id, k=k, sample=sample, q=label.question_id, doc=label.document_id) }}"><code>{{ label.question_id }}</code> / <code>{{ label.document_id }}</code></a>: {{ label.grade }} <span class="muted">{{ label.judged_at }}</span></li>
+{% for label in recent %}<li><a href="{{ url('/judge', run=run_id, k=k, sample=sample, q=label.question_id, doc=label.document_id) }}"><code>{{ label.question_id }}</code> / <code>{{ label.document_id }}</code></a>: {{ label.grade }} <span class="muted">{{ label.judged_at }}</span></li>
 {% endfor %}</ul>{% endif %}
 {% endblock %}
 """

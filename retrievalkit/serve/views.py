@@ -4,6 +4,8 @@ Every function here returns plain values for a template (never HTML): the histor
 (set, retriever) key, a paired comparison of two runs, one question across runs, and a
 run's judging queue. Runs are immutable once stored, so what is computed from a run
 (its record, its queue, a verdict against a given baseline) is kept for later requests.
+The judging view grades any `JudgingQueue`: a run's, or the pool file served with
+``--queue``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from retrievalkit.errors import InputError, RetrievalkitError
 from retrievalkit.serve.charts import TrendPoint, trend_chart
 from retrievalkit.serve.judging_queue import (
     Claims,
+    JudgingQueue,
     LabelsFile,
+    PoolQueue,
     QueueItem,
     RunQueue,
     agreement_pairs,
@@ -133,6 +137,8 @@ class Site:
     claims: Claims = attrs.field(factory=Claims)
     read_only: str | None = None
     """Why the store can only be read, or None."""
+    pool: PoolQueue | None = None
+    """The pool file served with ``--queue``, graded at /judge without a run; or None."""
     _runs: _Cache = attrs.field(factory=lambda: _Cache(CACHED_RUNS))
     _sets: _Cache = attrs.field(factory=lambda: _Cache(4))
     _corpora: _Cache = attrs.field(factory=lambda: _Cache(2))
@@ -142,6 +148,7 @@ class Site:
     _stage_views: _Cache = attrs.field(factory=lambda: _Cache(8))
     _histories: _Cache = attrs.field(factory=lambda: _Cache(16))
     _key_runs: _Cache = attrs.field(factory=lambda: _Cache(16))
+    _held: _Cache = attrs.field(factory=lambda: _Cache(256))
 
     def key_marker(self, set_name: str, retriever: str) -> tuple[int, str] | None:
         """(runs, newest run id) of a key, for a store that counts its keys from an index
@@ -223,8 +230,9 @@ class Site:
             return DEMO_CORPUS
         return None
 
-    def documents(self, record: ResultRecord) -> Mapping[str, CorpusDocument]:
-        path = self.corpus_path(record)
+    def documents(self, record: ResultRecord | None) -> Mapping[str, CorpusDocument]:
+        """The documents of the run's corpus (`corpus_path`); with no run, of --corpus."""
+        path = self.corpus if record is None else self.corpus_path(record)
         if path is None:
             return {}
 
@@ -237,6 +245,30 @@ class Site:
                 return {}
 
         return self._corpora.get_or(str(path), load)
+
+    def holds(self, run_id: str | None) -> bool:
+        """Whether the store has the run ``run_id``: asked once a run (stored runs are
+        never changed, so the answer is kept)."""
+        if not run_id:
+            return False
+
+        def look() -> bool:
+            try:
+                self.record(run_id)
+            except NotFound:
+                return False
+            return True
+
+        held: bool = self._held.get_or(run_id, look)
+        return held
+
+    def pool_record(self) -> ResultRecord | None:
+        """The first run the served pool names that the store holds (where the documents'
+        corpus is found, and the questions' set), or None."""
+        for run_id in self.pool.run_ids if self.pool is not None else ():
+            if self.holds(run_id):
+                return self.record(run_id)
+        return None
 
     def queue(self, record: ResultRecord, k: int, sample: int) -> RunQueue:
         return self._queues.get_or(
@@ -279,6 +311,14 @@ def warm_up(site: Site) -> None:
                 site.questions(runs[0])
     except Exception:
         log.debug("warm-up: sets stopped", exc_info=True)
+    if site.pool is not None:
+        try:
+            found = site.pool_record()
+            site.documents(found)
+            if found is not None:
+                site.questions(found)
+        except Exception:
+            log.debug("warm-up: the pool's run stopped", exc_info=True)
     for key in keys[:WARM_RUNS]:
         try:
             newest = site.record(site.runs_of(key.set_name, key.model)[0].run_id)
@@ -718,6 +758,26 @@ def _snippet(text: str) -> str:
 # ---------------------------------------------------------------- judging
 
 
+@attrs.frozen
+class Judging:
+    """What the judging view grades: a run's queue, or the served pool."""
+
+    queue: JudgingQueue
+    record: ResultRecord | None
+    """The run judged; for a pool, the first run it names that the store holds (or None)."""
+    run_id: str
+    """The run judged, "" for the pool (what the page's links and forms carry)."""
+    pool: PoolQueue | None
+
+
+def judging(site: Site, run_id: str, k: int, sample: int) -> Judging:
+    """The queue /judge grades: the run ``run_id`` names, else the served pool."""
+    if not run_id and site.pool is not None:
+        return Judging(site.pool, site.pool_record(), "", site.pool)
+    record = site.record(run_id)
+    return Judging(site.queue(record, k, sample), record, run_id, None)
+
+
 def judge_view(
     site: Site,
     run_id: str,
@@ -728,48 +788,59 @@ def judge_view(
     question_id: str | None = None,
     document_id: str | None = None,
 ) -> dict[str, Any]:
-    """The next document to grade in a run's queue (or the one named), with progress."""
+    """The next document to grade in a queue (a run's, or the pool's without a run; or the
+    one named), with progress."""
     from retrievalkit.pipeline.authoring.judging import agreement, relevance_agreement
 
-    record = site.record(run_id)
-    queue = site.queue(record, k, sample)
+    chosen = judging(site, run_id, k, sample)
+    queue, record = chosen.queue, chosen.record
     human = site.labels.human()
     item: QueueItem | None
     if question_id and document_id:
-        item = queue.find(record.outcomes, question_id, document_id)
+        item = queue.find(question_id, document_id)
         if item is None:
-            raise NotFound(f"{question_id} / {document_id} is not in the judging queue of {run_id}")
+            where = f"the pool {chosen.pool.name}" if chosen.pool else run_id
+            raise NotFound(f"{question_id} / {document_id} is not in the judging queue of {where}")
     else:
         item = next_item(queue, human, site.claims, grader)
     if item is not None and grader:
         site.claims.claim(item.pair, grader)
-    progress = site.labels.progress(queue, record.outcomes)
+    progress = site.labels.progress(queue)
     question = document = None
     outcome = None
+    text = None
     if item is not None:
-        question = site.questions(record).get(item.question_id)
         document = site.documents(record).get(item.document_id)
-        outcome = outcome_at(record.outcomes, record.outcomes.index_of(item.question_id))
+        if record is not None:
+            question = site.questions(record).get(item.question_id)
+        if chosen.pool is None and record is not None:
+            outcome = outcome_at(record.outcomes, record.outcomes.index_of(item.question_id))
+            text = question_text(question, record, item.question_id)
+        else:
+            text = item.question
     model = {pair: label.grade for pair, label in site.labels.model_grades().items()}
-    in_queue = {pair: label for pair, label in human.items() if queue.find(record.outcomes, *pair)}
+    in_queue = {pair: label for pair, label in human.items() if queue.find(*pair)}
     model_pairs = agreement_pairs(in_queue, model)
     set_pairs = [
         (label.grade, found.set_grade)
         for label in in_queue.values()
-        if (found := queue.find(record.outcomes, *label.pair)) is not None
-        and found.set_grade is not None
+        if (found := queue.find(*label.pair)) is not None and found.set_grade is not None
     ]
     mine = [label for label in site.labels.labels() if label.is_human and label.model == grader]
+    question_run = None
+    if item is not None:
+        question_run = run_id or (item.run_id if site.holds(item.run_id) else None)
     return {
         "record": record,
+        "run_id": chosen.run_id,
+        "pool": chosen.pool,
         "k": k,
         "sample": sample,
         "grader": grader,
         "item": item,
         "question": question,
-        "question_text": (
-            None if item is None else question_text(question, record, item.question_id)
-        ),
+        "question_text": text,
+        "question_run": question_run,
         "document": document,
         "outcome": outcome,
         "progress": progress,
@@ -788,7 +859,7 @@ def judge_view(
         "recent": list(reversed(mine[-5:])),
         "labels_path": str(site.labels.path),
         "writable": site.labels.writable(),
-        "has_corpus": site.corpus_path(record) is not None,
+        "has_corpus": (site.corpus if record is None else site.corpus_path(record)) is not None,
     }
 
 

@@ -7,10 +7,15 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrievalkit.cli.commands import SUMMARIES
 from retrievalkit.cli.commands.options import add_common, load_config, open_configured_store
 from retrievalkit.errors import EXIT_OK, EvaluationError, InputError
+
+if TYPE_CHECKING:
+    from retrievalkit.serve.judging_queue import PoolQueue
+    from retrievalkit.serve.views import Site
 
 NAME, HELP = SUMMARIES["serve"]
 
@@ -56,6 +61,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a model judge's labels (from retrievalkit judge), to show agreement with "
         "(repeatable)",
+    )
+    parser.add_argument(
+        "--queue",
+        metavar="POOL_FILE",
+        help="a pool file (from retrievalkit pool --output) for people to grade at /judge, in "
+        "its order, into --labels",
+    )
+    parser.add_argument(
+        "--set",
+        metavar="NAME_OR_FILE",
+        help="the set the --queue pool's questions must be in (default: the questions of the "
+        "runs each pool line names, in the store)",
     )
     parser.add_argument(
         "--corpus",
@@ -106,6 +123,12 @@ def run(args: argparse.Namespace) -> int:
     # The labels file is appended to: never the store, nor a file beside it.
     named = [("--labels", args.labels), *(("--judge-labels", path) for path in args.judge_labels)]
     check_store_is_no_input(store, named)
+    if args.queue:
+        from retrievalkit.cli.commands.collisions import check_run_outputs
+
+        queue = [("--queue", args.queue)]
+        check_run_outputs([("--labels", Path(args.labels))], None, queue)
+        check_store_is_no_input(store, queue)
     for _, path in named:
         if Path(path).exists():
             read_labels(Path(path))  # refused now (file, line), not on the first page
@@ -113,6 +136,12 @@ def run(args: argparse.Namespace) -> int:
     corpus = Path(args.corpus) if args.corpus else None
     if corpus is not None and not corpus.exists():
         raise InputError("no such corpus", source=args.corpus, field="--corpus")
+    if args.set and not args.queue:
+        raise InputError(
+            "--set names the set of a pool, and no pool is served",
+            field="--set",
+            hint="give the pool file with --queue, or leave --set out",
+        )
     site = Site(
         store=store,
         config=config,
@@ -120,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
         corpus=corpus,
         read_only=store_read_only(store),
     )
+    if args.queue:
+        site.pool = _pool(args, site)
     listening = _listen(args.host, args.port)
     port = listening.getsockname()[1]
     app = create_app(site, host=args.host, port=port, token=token)
@@ -139,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"retrievalkit serve: {store.url} on http://{shown}:{port}/"
         + (f" (read-only store: {site.read_only})" if site.read_only else "")
+        + (f"; grading the pool {args.queue} ({len(site.pool)} pairs)" if site.pool else "")
         + f"; human grades go to {labels.path}",
         flush=True,
     )
@@ -147,6 +179,40 @@ def run(args: argparse.Namespace) -> int:
     threading.Thread(target=app.state.warm_up, name="warm-up", daemon=True).start()
     server.run(sockets=[listening])
     return EXIT_OK
+
+
+def _pool(args: argparse.Namespace, site: Site) -> PoolQueue:
+    """The pool file of ``--queue``, each question checked against ``--set`` or else the
+    store's runs the pool names (an `InputError` naming the file, line and field)."""
+    from retrievalkit.serve.judging_queue import open_pool
+    from retrievalkit.serve.views import NotFound
+
+    set_questions = None
+    set_name = ""
+    if args.set:
+        from retrievalkit.plugins.resolution import resolve_set
+
+        golden = resolve_set(args.set, site.config)
+        set_questions = {question.id for question in golden.questions}
+        set_name = golden.name
+
+    asked: dict[str, set[str] | None] = {}  # by run id: a pool names few runs, many times
+
+    def run_questions(run_id: str) -> set[str] | None:
+        if run_id not in asked:
+            try:
+                asked[run_id] = set(site.record(run_id).outcomes.question_ids)
+            except NotFound:
+                asked[run_id] = None
+        return asked[run_id]
+
+    return open_pool(
+        Path(args.queue),
+        set_questions=set_questions,
+        set_name=set_name,
+        run_questions=run_questions,
+        store_url=site.store.url,
+    )
 
 
 def _listen(host: str, port: int) -> socket.socket:
