@@ -8,6 +8,7 @@ case has an NFC and an NFD spelling of the same id.
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import unicodedata
@@ -267,40 +268,89 @@ def test_beir_refuses_what_jsonl_refuses_with_one_line(
     assert "\n" not in str(refused.value)
 
 
-@settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    labels=st.lists(
-        st.text(
-            alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")),
-            min_size=1,
-            max_size=8,
-        )
-        .map(trimmed)  # what surrounds an id unseen is never part of it
-        .filter(bool),
+ID_TEXT = (
+    st.text(
+        alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")),
         min_size=1,
-        max_size=4,
-        unique_by=nfc,
+        max_size=8,
     )
+    .map(trimmed)  # what surrounds an id unseen is never part of it
+    .filter(bool)
 )
-def test_ranx_json_export_holds_any_id_ranx_holds(tmp_path: Path, labels: list[str]) -> None:
-    import ranx
 
+
+def _ranx_export(
+    tmp_path: Path, labels: list[str], answers: list[list[str]] | None = None
+) -> tuple[rk.Run, dict[str, Any]]:
+    """A run of questions whose question i expects label i and returns ``answers[i]``
+    (default: label i), saved and exported with `export --format ranx-json`: the run and
+    the exported document."""
     from retrievalkit.cli.main import main
 
-    answers = [[nfc(label)] for label in labels]
+    answers = answers or [[nfc(label)] for label in labels]
     run = rk.evaluate(golden_of(labels), Answers(answers), git_commit=None, k=(1,))
     store_path = tmp_path / f"s{abs(hash(tuple(labels)))}.sqlite3"
-    store = rk.open_store(f"sqlite:///{store_path}")
-    store.save(run.record)
-    out = tmp_path / "ranx.json"
+    rk.open_store(f"sqlite:///{store_path}").save(run.record)
+    out = tmp_path / f"ranx{abs(hash(tuple(labels)))}.json"
     assert main(["export", run.run_id, "--format", "ranx-json", "--store", f"sqlite:///{store_path}",
                  "--output", str(out)]) == 0  # fmt: skip
-    document = json.loads(out.read_text("utf-8"))
+    return run, json.loads(out.read_text("utf-8"))
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(labels=st.lists(ID_TEXT, min_size=1, max_size=4, unique_by=nfc))
+def test_the_ranx_json_export_keeps_every_id_as_the_run_holds_it(
+    tmp_path: Path, labels: list[str]
+) -> None:
+    run, document = _ranx_export(tmp_path, labels)
+    questions = [f"q{i}" for i in range(len(labels))]
+    assert sorted(document["run"]) == sorted(document["qrels"]) == sorted(questions)
+    for question, label in zip(questions, labels, strict=True):
+        assert list(document["run"][question]) == [nfc(label)]
+        assert document["qrels"][question] == {nfc(label): 1}
+    assert run.metrics["hit@1"].mean == 1.0
+
+
+def test_ranx_reads_the_export_of_any_id_and_scores_it_as_retrievalkit_does(
+    tmp_path: Path,
+) -> None:
+    import ranx
+
+    # One export of many drawn ids, not one per example: ranx compiles its functions again
+    # for some new ids, seconds each. Every third question returns the next one's id.
+    labels = awkward_ids(random.Random(20261208), 60)
+    answers = [
+        [labels[(i + 1) % len(labels)] if i % 3 == 2 else labels[i]] for i in range(len(labels))
+    ]
+    run, document = _ranx_export(tmp_path, labels, answers)
     ranked = ranx.Run.from_dict(document["run"])
     judged = ranx.Qrels.from_dict(document["qrels"])
-    assert ranx.evaluate(judged, ranked, "hit_rate@1") == pytest.approx(run.metrics["hit@1"].mean)
+    right = sum(1 for i in range(len(labels)) if i % 3 != 2)
+    assert run.metrics["hit@1"].mean == pytest.approx(right / len(labels))
+    assert ranx.evaluate(judged, ranked, "hit_rate@1") == pytest.approx(right / len(labels))
+
+
+def awkward_ids(draw: random.Random, count: int) -> list[str]:
+    """``count`` distinct ids of 1 to 8 characters from all of Unicode but surrogates,
+    controls and line or paragraph separators (as ID_TEXT draws them), trimmed and in NFC,
+    from Latin-1, the rest of the basic plane and the astral planes in turn, so that
+    every width of string numba keeps (1, 2 and 4 bytes a character) is among them."""
+    planes = ((0x20, 0xFF), (0x100, 0xFFFF), (0x10000, 0x10FFFF))
+    found: dict[str, None] = {}
+    while len(found) < count:
+        low, high = planes[len(found) % len(planes)]
+        characters: list[str] = []
+        length = draw.randint(1, 8)
+        while len(characters) < length:
+            character = chr(draw.randint(low, high))
+            if unicodedata.category(character) not in ("Cs", "Cc", "Zl", "Zp"):
+                characters.append(character)
+        text = nfc(trimmed("".join(characters)))
+        if text:
+            found[text] = None
+    return list(found)
 
 
 def test_an_ascii_file_is_canonical_as_read_and_an_escaped_nfd_id_is_still_found(
