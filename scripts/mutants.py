@@ -267,6 +267,29 @@ TARGETS: dict[str, Target] = {
     ),
     # The machine record beside a run's latencies.
     "machine": Target(("retrievalkit/pipeline/engine/machine.py",), ("tests/test_timing.py",)),
+    # --- comparing many runs, labelling fewer questions, pooling -----------------------
+    # Tukey's HSD over three or more runs: the studentized range and its p-values.
+    "tukey": Target(
+        ("retrievalkit/stats/tukey.py",),
+        ("tests/test_tukey_hsd.py",),
+        # 400 seeded experiments of six systems; the full enumeration of the worked
+        # example and the comparison with scipy pin the same code exactly.
+        deselect=(
+            "tests/test_tukey_hsd.py::test_the_family_wise_error_under_the_null_is_at_most_alpha",
+        ),
+    ),
+    # The paired prediction-powered difference and the priority of questions to label.
+    "ppi-paired": Target(
+        ("retrievalkit/stats/ppi_paired.py",),
+        ("tests/test_ppi_paired.py",),
+        # 1,000 and 300 seeded comparisons; the agreement with ppi-python pins the same code.
+        deselect=(
+            "tests/test_ppi_paired.py::test_coverage_and_width_by_seeded_simulation",
+            "tests/test_ppi_paired.py::test_a_90_percent_interval_fails_the_95_percent_check",
+        ),
+    ),
+    # The judging pool of several runs: which unjudged pairs, and in which order.
+    "pool": Target(("retrievalkit/pipeline/authoring/pool.py",), ("tests/test_pool.py",)),
 }
 
 #: A pytest plugin for the scratch copy: tests that run the command line in a child
