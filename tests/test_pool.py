@@ -18,7 +18,8 @@ import retrievalkit as rk
 from retrievalkit.errors import InputError
 from retrievalkit.formats.labels import Label, write_labels
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.pipeline.authoring.pool import check_depth, check_runs, pair_weight
+from retrievalkit.model.values import GoldenQuestion
+from retrievalkit.pipeline.authoring.pool import build_pool, check_depth, check_runs, pair_weight
 
 DEMO_CORPUS = Path(rk.__file__).parent / "demo" / "corpus.jsonl"
 STORE = "sqlite:///runs.sqlite3"
@@ -265,6 +266,15 @@ def test_runs_are_checked_against_the_set_and_each_other(
         f"run(s) {first.run_id} returned chunk ids: pooled by their documents, the ids the "
         "set's labels judge (chunk-level labels are not pooled)",
     ]
+    both = attrs.evolve(
+        changed, manifest=attrs.evolve(changed.manifest, extra={"chunk_separator": "#"})
+    )
+    again = attrs.evolve(chunked, manifest=attrs.evolve(chunked.manifest, set_hash="1" * 64))
+    named = f"{first.run_id}, {second.run_id}"
+    assert [line.split(":")[0] for line in check_runs(golden, [again, both])] == [
+        f"set {golden.name} changed since run(s) {named}",
+        f"run(s) {named} returned chunk ids",
+    ]
 
 
 def test_a_pool_deeper_than_a_runs_deepest_cut_off_is_refused(
@@ -313,6 +323,56 @@ def test_judged_pairs_never_appear(tmp_path: Path) -> None:
     extra = rk.pool(path, ids, depth=6, store=store, extra_labels=[tmp_path / "extra.tsv"])
     assert sorted(p.document for p in extra.pairs) == ["d", "f"]
     assert extra.judged == 4
+
+
+def test_questions_are_counted_past_no_answer_ones(tmp_path: Path) -> None:
+    """Two no-answer questions first, then two answerable ones: both no-answer ones are
+    counted and left out, both answerable ones pooled. One run is enough for the depth
+    priority."""
+    path = write_set(
+        tmp_path / "mixed.jsonl",
+        [
+            {"id": "n1", "question": "none?", "expected": []},
+            {"id": "n2", "question": "nothing?", "expected": []},
+            {"id": "q1", "question": "one?", "expected": ["a"]},
+            {"id": "q2", "question": "two?", "expected": ["b"]},
+        ],
+    )
+    answers = {"none?": ["x"], "nothing?": ["y"], "one?": ["a", "c"], "two?": ["d", "b"]}
+    (run,) = save_runs(tmp_path, path, {"A": answers}, k=(2,))
+    pool = rk.pool(path, [run.run_id], depth=2, priority="depth", store=records_store(path))
+    assert (pool.no_answer, pool.questions, pool.judged, pool.unjudged) == (2, 2, 2, 2)
+    # d at rank 1 (1.0) before c at rank 2 (0.5).
+    assert [(p.question_id, p.document, p.priority) for p in pool.pairs] == [
+        ("q2", "d", 1.0),
+        ("q1", "c", 0.5),
+    ]
+    assert pool.only_in() == {run.run_id: 2} and pool.by_run() == {run.run_id: 2}
+    assert pool.per_question() == {"q2": 1, "q1": 1}
+
+
+def test_the_pool_names_its_set_depth_priority_and_warnings(
+    two_runs: tuple[Path, list[ResultRecord]],
+) -> None:
+    """A question the runs were not asked (added to the set since, here before theirs)
+    is skipped, not the end of the pool; the pool keeps what it was built from."""
+    path, records = two_runs
+    golden = rk.load_set(path)
+    added = GoldenQuestion(id="q0", question="new?", expected=["d1"])
+    grown = attrs.evolve(golden, questions=[added, *golden.questions])
+    pool = build_pool(grown, records, depth=3, priority="precision", warnings=["set changed"])
+    assert (pool.set_name, pool.depth, pool.priority) == (golden.name, 3, "precision")
+    assert pool.warnings == ("set changed",)
+    assert pool.runs == tuple(r.run_id for r in records)
+    assert (pool.questions, len(pool.pairs)) == (1, 4)
+    assert build_pool(golden, records, depth=3).warnings == ()
+
+
+def test_a_document_no_run_ranks_within_the_depth_weighs_nothing() -> None:
+    for priority in ("dcg", "precision", "depth"):
+        assert pair_weight([None, None], 10, priority) == 0.0
+        assert pair_weight([11, None], 10, priority) == 0.0
+    assert pair_weight([11, 4], 10, "depth") == pytest.approx(0.25)
 
 
 # --- the command line on real demo runs ---------------------------------------------------
