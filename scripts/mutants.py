@@ -497,6 +497,10 @@ def recheck(name: str, target: Target, triage: Triage, children: int) -> None:
     if not survivors:
         return
     _copy_tests(workdir, target)
+    # The map of tests to functions is made again (one clean run of the tests): mutmut only
+    # adds new tests to it, so a test that was there before and now reaches the survivor's
+    # function as well (a new call in it) would not be run against the survivor.
+    (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     command = ["nice", "-n", str(NICENESS), _mutmut(), "run", "--max-children", str(children)]
     with open(workdir / "mutmut.log", "a", encoding="utf-8") as log:
         done = subprocess.run(
