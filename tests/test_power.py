@@ -13,13 +13,22 @@ from conftest import RunCli
 
 from retrievalkit.stats.paired import sign_flip_p_value
 from retrievalkit.stats.power import (
+    NORMAL,
+    SIMULATED,
+    SIMULATIONS,
+    PowerRow,
     Spread,
+    _independent_differences,
     detectable_drop,
+    gated_metrics,
     min_discordant,
     power_at,
+    power_row,
     questions_needed,
+    simulation_error,
     spread_of_pair,
     spread_of_run,
+    undetectable_warning,
     worst_case,
 )
 
@@ -84,6 +93,69 @@ def test_spreads_from_a_run_and_from_a_pair() -> None:
     ranks = np.array([1.0, 0.5, 1 / 3, 0.0, np.nan] * 20)
     continuous = spread_of_pair(ranks, ranks * 0.9)
     assert not continuous.binary and continuous.sd > 0
+
+
+def test_an_independent_candidate_differs_by_every_pair_of_the_runs_values() -> None:
+    """Three values 0, 0.5, 1: the six ordered pairs of two of them differ by +-0.5 (four
+    times) and +-1 (twice), mean 0. Up to 20,000 pairs are all taken (141 values: 19,740),
+    past that 20,000 seeded ones (142 values: 20,022 pairs)."""
+    three = _independent_differences(np.array([0.0, 0.5, 1.0]))
+    assert sorted(three) == [-1.0, -0.5, -0.5, 0.5, 0.5, 1.0]
+    values = np.linspace(0.0, 1.0, 141) ** 2
+    every = _independent_differences(values)
+    assert every.size == 141 * 140 and abs(every.mean()) < 1e-12
+    expected = [b - a for a, b in itertools.permutations(values, 2)]
+    assert sorted(every) == pytest.approx(sorted(np.array(expected) - np.mean(expected)))
+    more = np.linspace(0.0, 1.0, 142) ** 2
+    sampled = _independent_differences(more)
+    assert sampled.size == 20_000 and abs(sampled.mean()) < 1e-12
+    assert np.array_equal(_independent_differences(more), sampled)  # seeded
+    assert sampled.max() - sampled.min() <= 2.0  # differences of values in [0, 1]
+    spread = spread_of_run(values)
+    assert spread.pilot is not None and np.array_equal(spread.pilot, every)
+
+
+def test_the_simulation_error_is_the_binomial_standard_error() -> None:
+    assert simulation_error(0.8) == pytest.approx(np.sqrt(0.8 * 0.2 / SIMULATIONS))
+    assert simulation_error(0.5) == pytest.approx(0.5 / np.sqrt(SIMULATIONS))
+    assert simulation_error(0.0) == 0.0 and simulation_error(1.0) == 0.0
+    assert simulation_error(1.0 + 1e-12) == 0.0  # a power rounded past 1 is not an error
+
+
+def test_a_simulated_spread_gives_way_to_the_normal_formula_past_2000_questions() -> None:
+    spread = spread_of_run(np.linspace(0.0, 1.0, 40))
+    assert spread.method == SIMULATED
+    assert power_row("ndcg@10", None, 2000, spread, alpha=0.05).method == SIMULATED
+    row = power_row("ndcg@10", None, 2001, spread, alpha=0.05)
+    assert row.method == NORMAL and row.mc_error is None
+
+
+def test_gated_metrics_list_the_overall_thresholds_then_each_slices_sorted() -> None:
+    overall = {"ndcg@10": 0.02, "hit@1": 0.05}
+    slices = {"topic:b": {"hit@1": 0.1}, "topic:a": {"mrr@10": 0.03, "hit@3": 0.01}}
+    assert gated_metrics(overall, slices) == [
+        (None, "hit@1", 0.05),
+        (None, "ndcg@10", 0.02),
+        ("topic:a", "hit@3", 0.01),
+        ("topic:a", "mrr@10", 0.03),
+        ("topic:b", "hit@1", 0.1),
+    ]
+    assert gated_metrics({}, {}) == []
+
+
+def test_the_undetectable_warning_says_where_how_many_and_what_can_be_found() -> None:
+    row = PowerRow("hit@1", "topic:a", 40, "worst case", 1.0, None, 0.25, threshold=0.05)
+    assert undetectable_warning(row) == (
+        "hit@1 [topic:a]: the allowed drop 0.050 is below what this set can detect at 80% "
+        "power (0.250 with 40 questions, worst case); a drop between the two passes or "
+        "fails by chance"
+    )
+    nothing = PowerRow("ndcg@10", None, 4, "one run", None, 0.3, None, threshold=0.1, clusters=3)
+    assert undetectable_warning(nothing) == (
+        "ndcg@10: the allowed drop 0.100 is below what this set can detect at 80% power "
+        "(no drop at all with 4 questions in 3 clusters, one run); a drop between the two "
+        "passes or fails by chance"
+    )
 
 
 def power_json(cli: RunCli, *args: str) -> dict[str, Any]:
