@@ -413,3 +413,26 @@ def test_questions_needed_for_ndcg_are_within_10_percent_of_the_simulated_count(
     fewer = simulated_continuous_power(centred, drop, round(0.9 * needed), replicates, seed=2)
     more = simulated_continuous_power(centred, drop, round(1.1 * needed), replicates, seed=3)
     assert fewer < 0.8 + error and more > 0.8 - error, (fewer, more)
+
+
+def test_simulated_power_is_the_normal_sign_flip_test_simulated_apart() -> None:
+    """The simulated power against a simulation written here from its definition, with
+    other random draws (20,000 sets): a set of n pilot differences shifted by -drop is
+    found when its sum S < 0 and -S > z_(1 - alpha/2) sqrt(sum of squares). Within four
+    Monte Carlo standard errors of both simulations."""
+    from scipy.stats import norm
+
+    from retrievalkit.stats.power import simulated_power
+
+    rng = np.random.default_rng(31)
+    values = rng.beta(2.0, 3.0, 300)
+    pilot = values - values.mean()
+    draws = rng.integers(0, pilot.size, (20_000, 40))
+    for drop, alpha in ((0.05, 0.05), (0.12, 0.05), (0.2, 0.1), (0.35, 0.01)):
+        sets = pilot[draws] - drop
+        total = sets.sum(axis=1)
+        spread = np.sqrt((sets * sets).sum(axis=1))
+        expected = float(np.mean((total < 0) & (-total > norm.ppf(1 - alpha / 2) * spread)))
+        got = simulated_power(drop, 40, pilot, alpha)
+        error = np.sqrt(expected * (1 - expected) * (1 / 4000 + 1 / 20_000))
+        assert abs(got - expected) <= 4 * error + 1e-3, (drop, alpha, got, expected)
