@@ -194,7 +194,8 @@ TARGETS: dict[str, Target] = {
             "tests/test_clustered_power_and_sequential.py",
         ),
         # The seeded simulations of the achieved power (hundreds of simulated sets each);
-        # the exact sums against scipy's binomial and the normal formulas pin the same code.
+        # the exact sums against scipy's binomial, the normal formulas and the simulated
+        # power against a simulation written apart in the tests pin the same code.
         deselect=(
             "tests/test_power.py::test_the_detectable_drop_is_found_80_percent_of_the_time",
             "tests/test_power.py::test_continuous_power_follows_the_sign_flip_test",

@@ -428,11 +428,13 @@ def test_simulated_power_is_the_normal_sign_flip_test_simulated_apart() -> None:
     values = rng.beta(2.0, 3.0, 300)
     pilot = values - values.mean()
     draws = rng.integers(0, pilot.size, (20_000, 40))
-    for drop, alpha in ((0.05, 0.05), (0.12, 0.05), (0.2, 0.1), (0.35, 0.01)):
-        sets = pilot[draws] - drop
+    # The last two: differences a tenth as wide, whose sums of squares are below 1.
+    cases = ((1.0, 0.05, 0.05), (1.0, 0.12, 0.05), (1.0, 0.2, 0.1), (1.0, 0.35, 0.01))
+    for scale, drop, alpha in (*cases, (0.1, 0.005, 0.05), (0.1, 0.012, 0.1)):
+        sets = scale * pilot[draws] - drop
         total = sets.sum(axis=1)
         spread = np.sqrt((sets * sets).sum(axis=1))
         expected = float(np.mean((total < 0) & (-total > norm.ppf(1 - alpha / 2) * spread)))
-        got = simulated_power(drop, 40, pilot, alpha)
+        got = simulated_power(drop, 40, scale * pilot, alpha)
         error = np.sqrt(expected * (1 - expected) * (1 / 4000 + 1 / 20_000))
         assert abs(got - expected) <= 4 * error + 1e-3, (drop, alpha, got, expected)
