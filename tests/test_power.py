@@ -438,3 +438,104 @@ def test_simulated_power_is_the_normal_sign_flip_test_simulated_apart() -> None:
         got = simulated_power(drop, 40, scale * pilot, alpha)
         error = np.sqrt(expected * (1 - expected) * (1 / 4000 + 1 / 20_000))
         assert abs(got - expected) <= 4 * error + 1e-3, (drop, alpha, got, expected)
+
+
+def _normal_power(drop: float, n: int, sd: float, alpha: float) -> float:
+    """The sign-flip test's normal power, written from docs/power.md: the sum of n
+    differences has mean -n d and spread sqrt(n) sd; its flips spread by sqrt(n (sd^2 + d^2))."""
+    from scipy.stats import norm
+
+    z = norm.ppf(1.0 - alpha / 2.0)
+    return float(norm.cdf(drop * np.sqrt(n) / sd - z * np.sqrt(1.0 + (drop / sd) ** 2)))
+
+
+def _normal_detectable(n: int, sd: float, alpha: float, power: float = 0.8) -> float:
+    from scipy.optimize import brentq
+
+    return float(brentq(lambda d: _normal_power(d, n, sd, alpha) - power, 1e-9, 1.0, xtol=1e-12))
+
+
+def _normal_needed(drop: float, sd: float, alpha: float, power: float = 0.8) -> int:
+    n = min_discordant(alpha)
+    while _normal_power(drop, n, sd, alpha) < power:
+        n += 1
+    return n
+
+
+def test_a_power_row_of_a_normal_spread_against_the_formula_solved_apart() -> None:
+    sd = 0.1234567891
+    spread = Spread(False, 0.0, sd, "against baseline")
+    row = power_row("ndcg@10", "topic:a", 60, spread, alpha=0.05, threshold=0.01, drop=0.03)
+    exact = _normal_detectable(60, sd, 0.05)
+    assert row.detectable is not None and exact <= row.detectable <= exact + 1.01e-4
+    needed = _normal_needed(0.03, sd, 0.05)
+    assert 100 < needed < 200  # about (2.8 sd / drop)^2: the loop above found a real count
+    assert row == PowerRow(
+        metric="ndcg@10",
+        slice="topic:a",
+        n=60,
+        basis="against baseline",
+        discordance=None,
+        sd=0.123457,
+        detectable=row.detectable,
+        threshold=0.01,
+        drop=0.03,
+        needed=needed,
+        clusters=None,
+        needed_clusters=None,
+        method=NORMAL,
+        mc_error=None,
+        needed_method=NORMAL,
+    )
+    # Without a drop, nothing is needed and no method says how.
+    bare = power_row("ndcg@10", None, 60, spread, alpha=0.05)
+    assert bare.needed is None and bare.needed_method is None and bare.drop is None
+    assert bare.detectable == row.detectable and bare.slice is None
+    # At 90 % power: a larger drop detectable, more questions needed.
+    strict = power_row("ndcg@10", None, 60, spread, alpha=0.05, power=0.9, drop=0.03)
+    exact = _normal_detectable(60, sd, 0.05, 0.9)
+    assert strict.detectable is not None and exact <= strict.detectable <= exact + 1.01e-4
+    assert strict.detectable > row.detectable + 0.005
+    assert strict.needed == _normal_needed(0.03, sd, 0.05, 0.9) > needed + 20
+
+
+@pytest.mark.parametrize(("n", "clusters"), [(50, 12), (7, 1)])
+def test_a_power_row_of_clusters_detects_for_the_clusters_and_scales_what_is_needed(
+    n: int, clusters: int
+) -> None:
+    sd = 0.25
+    spread = Spread(False, 0.0, sd, "one run")
+    row = power_row("hit@1", None, n, spread, alpha=0.05, drop=0.1, clusters=clusters)
+    units = _normal_needed(0.1, sd, 0.05)
+    assert row.needed_clusters == units and row.clusters == clusters
+    # As many clusters of the mean size n / clusters: ceil(units n / clusters) questions.
+    assert row.needed == -(-units * n // clusters)
+    if clusters < min_discordant(0.05):
+        assert row.detectable is None
+    else:
+        exact = _normal_detectable(clusters, sd, 0.05)
+        assert row.detectable is not None and exact <= row.detectable <= exact + 1.01e-4
+        # Detected with the 12 clusters, not the 50 questions: far larger a drop.
+        assert row.detectable > _normal_detectable(n, sd, 0.05) + 0.05
+
+
+def test_a_power_row_of_a_0_1_metric_gives_its_discordance_not_an_sd() -> None:
+    spread = Spread(True, 1.0 / 3.0, 0.0, "against baseline")
+    row = power_row("hit@1", None, 90, spread, alpha=0.05)
+    assert row.discordance == 0.333333 and row.sd is None and row.method == "exact"
+    assert row.mc_error is None
+
+
+def test_a_power_row_of_a_simulated_spread_gives_its_monte_carlo_error() -> None:
+    values = np.linspace(0.0, 1.0, 40) ** 2
+    spread = spread_of_run(values)
+    assert spread.method == SIMULATED
+    row = power_row("ndcg@10", None, 40, spread, alpha=0.05, drop=0.25)
+    assert row.detectable is not None and row.method == SIMULATED
+    achieved = power_at(row.detectable, 40, spread, 0.05)
+    assert 0.8 <= achieved < 0.9
+    # The binomial standard error of that power over 4,000 sets, to four places.
+    assert row.mc_error == round(np.sqrt(achieved * (1.0 - achieved) / 4000), 4)
+    assert row.mc_error is not None and 0.004 < row.mc_error < 0.0064
+    # The count needed is small enough to be simulated too.
+    assert row.needed is not None and row.needed <= 2000 and row.needed_method == SIMULATED
