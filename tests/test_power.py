@@ -14,11 +14,14 @@ from conftest import RunCli
 from retrievalkit.stats.paired import sign_flip_p_value
 from retrievalkit.stats.power import (
     NORMAL,
+    ONE_RUN,
     SIMULATED,
+    SIMULATION_SEED,
     SIMULATIONS,
     PowerRow,
     Spread,
     _independent_differences,
+    _pilot_sums,
     detectable_drop,
     gated_metrics,
     min_discordant,
@@ -26,10 +29,12 @@ from retrievalkit.stats.power import (
     power_row,
     questions_needed,
     simulation_error,
+    spread_of_clusters,
     spread_of_pair,
     spread_of_run,
     undetectable_warning,
     worst_case,
+    worst_case_of_clusters,
 )
 
 
@@ -92,7 +97,8 @@ def test_spreads_from_a_run_and_from_a_pair() -> None:
     assert pair.binary and pair.discordance == pytest.approx(0.05)
     ranks = np.array([1.0, 0.5, 1 / 3, 0.0, np.nan] * 20)
     continuous = spread_of_pair(ranks, ranks * 0.9)
-    assert not continuous.binary and continuous.sd > 0
+    assert continuous.binary is False and continuous.sd > 0  # a bool, as the field says
+    assert spread_of_run(ranks).binary is False
 
 
 def test_an_independent_candidate_differs_by_every_pair_of_the_runs_values() -> None:
@@ -101,6 +107,9 @@ def test_an_independent_candidate_differs_by_every_pair_of_the_runs_values() -> 
     past that 20,000 seeded ones (142 values: 20,022 pairs)."""
     three = _independent_differences(np.array([0.0, 0.5, 1.0]))
     assert sorted(three) == [-1.0, -0.5, -0.5, 0.5, 0.5, 1.0]
+    # In order: the candidate's value b less the run's a, pairs (a, b) as permutations
+    # lists them (the simulation draws the pilot by position).
+    assert list(three) == [0.5, 1.0, -0.5, 0.5, -1.0, -0.5]
     values = np.linspace(0.0, 1.0, 141) ** 2
     every = _independent_differences(values)
     assert every.size == 141 * 140 and abs(every.mean()) < 1e-12
@@ -539,3 +548,78 @@ def test_a_power_row_of_a_simulated_spread_gives_its_monte_carlo_error() -> None
     assert row.mc_error is not None and 0.004 < row.mc_error < 0.0064
     # The count needed is small enough to be simulated too.
     assert row.needed is not None and row.needed <= 2000 and row.needed_method == SIMULATED
+
+
+def test_seeded_pairs_take_every_value_and_are_differences_not_sums() -> None:
+    """200 values (39,800 pairs, so 20,000 drawn): 0 and 1 alternating and one outlier 50 at
+    the front. A pair holds the outlier with chance 2/200, about 200 of the 20,000, half
+    of them 50 above the other value and half 50 below (differences, not sums)."""
+    values = np.r_[50.0, np.tile([0.0, 1.0], 100)[:199]]
+    pilot = _independent_differences(values)
+    assert pilot.size == 20_000
+    above, below = int((pilot > 40).sum()), int((pilot < -40).sum())
+    assert 70 < above < 130 and 70 < below < 130, (above, below)
+    # The other pairs: 0 - 0, 1 - 1, 0 - 1 and 1 - 0, within 1 of the mean, which the
+    # few outlier pairs move by 50 (above - below) / 20,000 at most.
+    limit = 1.0 + 50.0 * abs(above - below) / 20_000 + 1e-9
+    assert np.all(np.abs(pilot[np.abs(pilot) < 40]) <= limit)
+
+
+def test_the_simulated_sets_are_seeded_draws_of_the_pilot_with_replacement() -> None:
+    """The sums and sums of squares of 4,000 sets of n = 40 draws, written again from the
+    definition: indices drawn from numpy's generator seeded with (seed, n)."""
+    pilot = np.linspace(-1.0, 1.0, 37) ** 3 + 0.001  # a pilot no other test used
+    sums, squares = _pilot_sums(40, pilot)
+    rng = np.random.default_rng([SIMULATION_SEED, 40])
+    draws = pilot[rng.integers(0, pilot.size, (SIMULATIONS, 40))]
+    np.testing.assert_allclose(sums, draws.sum(axis=1), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(squares, (draws * draws).sum(axis=1), rtol=0, atol=1e-12)
+    # The first value of the pilot is drawn as often as any (1/37 of 160,000 draws).
+    assert abs(int((draws == pilot[0]).sum()) - 160_000 / 37) < 300
+
+
+def test_the_spread_of_0_1_clusters_by_hand() -> None:
+    """Values 1 0 1 | 0 0 | 1 (clusters of 3, 2 and 1, mean size 2, mean value 0.5).
+    Units (sum - size * 0.5) / 2: 0.25, -0.5, 0.25, spread sqrt(0.125), times sqrt(2)
+    for an independent candidate: 0.5. Size factor (9 + 4 + 1) / 3 / 2^2 = 7/6; the mean
+    size 2 is kept for the 0/1 floor."""
+    values = np.array([1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+    spread, count = spread_of_clusters(values, np.array([0, 0, 0, 1, 1, 2]))
+    assert count == 3
+    assert spread.binary is False and spread.discordance == 0.0 and spread.basis == ONE_RUN
+    assert spread.sd == pytest.approx(0.5) and spread.size_factor == pytest.approx(7 / 6)
+    assert spread.binary_questions == 2.0
+    # The same values but one 0.5: no 0/1 metric, no floor.
+    graded, _ = spread_of_clusters(np.r_[values[:5], 0.5], np.array([0, 0, 0, 1, 1, 2]))
+    assert graded.binary_questions == 0.0
+    only_ones, _ = spread_of_clusters(np.ones(4), np.array([0, 0, 1, 1]))
+    assert only_ones.binary_questions == 2.0
+    only_zeros, _ = spread_of_clusters(np.zeros(4), np.array([0, 0, 1, 1]))
+    assert only_zeros.binary_questions == 2.0
+
+
+def test_the_spread_of_clusters_against_a_baseline_keeps_questions_both_define() -> None:
+    """Defined in both: questions 0, 3 and 4, differences 0.4, 0.5, 0.0 (mean 0.3), one
+    per cluster: units 0.1, 0.2, -0.3, spread sqrt(0.14 / 3)."""
+    nan = float("nan")
+    values = np.array([0.5, nan, 0.2, 0.9, 0.6])
+    baseline = np.array([0.1, 0.3, nan, 0.4, 0.6])
+    spread, count = spread_of_clusters(values, np.array([0, 0, 1, 1, 2]), baseline=baseline)
+    assert count == 3 and spread.basis == "against baseline"
+    assert spread.sd == pytest.approx(np.sqrt(0.14 / 3))
+    assert spread.size_factor == pytest.approx(1.0) and spread.binary_questions == 0.0
+    # Nothing defined: the worst case, and no clusters.
+    assert spread_of_clusters(np.full(3, nan), np.array([0, 1, 2])) == (worst_case(), 0)
+
+
+def test_a_power_row_of_the_worst_case_has_every_question_discordant() -> None:
+    row = power_row("hit@1", None, 30, worst_case(), alpha=0.05)
+    assert row.discordance == 1.0 and row.sd is None and row.basis == "worst case"
+    # Clusters of 1, 1 and 2 questions moving together: still every question, no sd.
+    spread, count = worst_case_of_clusters(np.array([0, 1, 2, 2]))
+    assert count == 3 and spread.size_factor == pytest.approx((6 / 3) / (4 / 3) ** 2)
+    clustered = power_row("hit@1", None, 4, spread, alpha=0.05, clusters=count)
+    assert clustered.discordance == 1.0 and clustered.sd is None
+    assert clustered.basis == "worst case"
+    # No questions: the worst case, and no clusters.
+    assert worst_case_of_clusters(np.array([], dtype=np.intp)) == (worst_case(), 0)
