@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from conftest import RunCli
@@ -623,3 +624,115 @@ def test_a_power_row_of_the_worst_case_has_every_question_discordant() -> None:
     assert clustered.basis == "worst case"
     # No questions: the worst case, and no clusters.
     assert worst_case_of_clusters(np.array([], dtype=np.intp)) == (worst_case(), 0)
+
+
+def _golden_set() -> Any:
+    """40 questions: 30 with an answer, 10 without; hard classes alternate."""
+    from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
+
+    questions = [
+        GoldenQuestion(
+            id=f"q{i:02d}",
+            question=f"question {i}",
+            form=QuestionForm.MATCH,
+            hard_class="normal" if i % 2 == 0 else "near-duplicate",
+            expected=[f"d{i}"] if i < 30 else [],
+        )
+        for i in range(40)
+    ]
+    return GoldenQuestionSet(name="powered", questions=questions)
+
+
+def test_the_power_of_a_set_alone_is_the_worst_case_for_each_gated_metric_and_slice() -> None:
+    from retrievalkit.stats.power import set_power
+
+    golden = _golden_set()
+    report = set_power(
+        golden,
+        {"mrr@10": 0.02, "hit@1": 0.05},
+        {"hard_class=normal": {"hit@1": 0.1}},
+        alpha=0.05,
+        drop=0.2,
+    )
+    assert (report.set_name, report.questions, report.alpha, report.power) == (
+        "powered",
+        40,
+        0.05,
+        0.8,
+    )
+    assert report.evidence == "the set alone" and report.drop == 0.2
+    # 2 / 2^5 = 0.0625 is above 0.05, 2 / 2^6 = 0.031 below: six questions at least.
+    assert report.min_discordant == 6 and report.cluster_by is None
+    # hit@k counts every question, the others only those with an answer; the slice its own.
+    assert [(r.slice, r.metric, r.n, r.threshold) for r in report.rows] == [
+        (None, "hit@1", 40, 0.05),
+        (None, "mrr@10", 30, 0.02),
+        ("hard_class=normal", "hit@1", 20, 0.1),
+    ]
+    for row in report.rows:
+        assert row.basis == "worst case" and row.discordance == 1.0 and row.clusters is None
+        assert row.detectable == detectable_drop(row.n, worst_case(), 0.05)
+        assert row.drop == 0.2 and row.needed == questions_needed(0.2, worst_case(), 0.05)
+    # Fewer questions, a larger drop before it is found.
+    hit, mrr, normal = report.rows
+    assert hit.detectable is not None and mrr.detectable is not None
+    assert normal.detectable is not None and hit.detectable < mrr.detectable < normal.detectable
+
+
+def test_the_power_of_a_run_takes_its_spread_from_the_run_or_its_baseline() -> None:
+    from retrievalkit.model.values import QuestionOutcome
+    from retrievalkit.stats.power import set_power
+
+    golden = _golden_set()
+
+    def run(hits: list[float]) -> list[QuestionOutcome]:
+        return [
+            QuestionOutcome(f"q{i:02d}", (f"d{i}",), {"hit@1": value}, 1.0)
+            for i, value in enumerate(hits)
+        ]
+
+    candidate = run([1.0] * 30 + [0.0] * 10)
+    alone = set_power(golden, {"hit@1": 0.05}, {}, alpha=0.05, outcomes=candidate)
+    (row,) = alone.rows
+    # A run at rate 0.75 and one independent of it: discordant 2 (0.75)(0.25) = 0.375.
+    assert (row.n, row.basis, row.discordance) == (40, "one run", 0.375)
+    paired = set_power(
+        golden,
+        {"hit@1": 0.05},
+        {},
+        alpha=0.05,
+        outcomes=candidate,
+        baseline=run([1.0] * 36 + [0.0] * 4),
+        evidence="against its baseline",
+    )
+    (row,) = paired.rows
+    # Questions 30 to 35 differ: 6 of 40.
+    assert (row.n, row.basis, row.discordance) == (40, "against baseline", 0.15)
+    assert paired.evidence == "against its baseline"
+    # Less discordance than the worst case: a smaller drop is found.
+    worst = detectable_drop(40, worst_case(), 0.05)
+    assert row.detectable is not None and worst is not None and row.detectable < worst
+
+
+def test_the_power_of_a_set_in_clusters_counts_the_clusters() -> None:
+    from retrievalkit.stats.power import set_power
+
+    report = set_power(
+        _golden_set(), {"hit@1": 0.05}, {}, alpha=0.05, drop=0.2, cluster_by="hard_class"
+    )
+    (row,) = report.rows
+    assert report.cluster_by == "hard_class"
+    # Two clusters of 20 (normal, near-duplicate): a sign test of two units never has
+    # p below 0.05 (at best 2 / 2^2), so no drop can be detected.
+    assert (row.n, row.clusters, row.detectable, row.basis) == (40, 2, None, "worst case")
+    # Clusters of one question (each its own hard class) are the per-question test.
+    singles = _golden_set()
+    from retrievalkit.model.values import GoldenQuestionSet
+
+    own = GoldenQuestionSet(
+        name="own",
+        questions=[attrs.evolve(q, hard_class=f"c{i}") for i, q in enumerate(singles.questions)],
+    )
+    (single,) = set_power(own, {"hit@1": 0.05}, {}, alpha=0.05, cluster_by="hard_class").rows
+    assert single.clusters is None
+    assert single.detectable == detectable_drop(40, worst_case(), 0.05)
