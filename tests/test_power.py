@@ -627,7 +627,7 @@ def test_a_power_row_of_the_worst_case_has_every_question_discordant() -> None:
 
 
 def _golden_set() -> Any:
-    """40 questions: 30 with an answer, 10 without; hard classes alternate."""
+    """40 questions: 30 with an answer, 10 without; every fourth of hard class normal."""
     from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet, QuestionForm
 
     questions = [
@@ -635,7 +635,7 @@ def _golden_set() -> Any:
             id=f"q{i:02d}",
             question=f"question {i}",
             form=QuestionForm.MATCH,
-            hard_class="normal" if i % 2 == 0 else "near-duplicate",
+            hard_class="normal" if i % 4 == 0 else "near-duplicate",
             expected=[f"d{i}"] if i < 30 else [],
         )
         for i in range(40)
@@ -667,7 +667,7 @@ def test_the_power_of_a_set_alone_is_the_worst_case_for_each_gated_metric_and_sl
     assert [(r.slice, r.metric, r.n, r.threshold) for r in report.rows] == [
         (None, "hit@1", 40, 0.05),
         (None, "mrr@10", 30, 0.02),
-        ("hard_class=normal", "hit@1", 20, 0.1),
+        ("hard_class=normal", "hit@1", 10, 0.1),
     ]
     for row in report.rows:
         assert row.basis == "worst case" and row.discordance == 1.0 and row.clusters is None
@@ -722,7 +722,7 @@ def test_the_power_of_a_set_in_clusters_counts_the_clusters() -> None:
     )
     (row,) = report.rows
     assert report.cluster_by == "hard_class"
-    # Two clusters of 20 (normal, near-duplicate): a sign test of two units never has
+    # Two clusters of 10 and 30 (normal, near-duplicate): a sign test of two units never has
     # p below 0.05 (at best 2 / 2^2), so no drop can be detected.
     assert (row.n, row.clusters, row.detectable, row.basis) == (40, 2, None, "worst case")
     # Clusters of one question (each its own hard class) are the per-question test.
@@ -736,3 +736,83 @@ def test_the_power_of_a_set_in_clusters_counts_the_clusters() -> None:
     (single,) = set_power(own, {"hit@1": 0.05}, {}, alpha=0.05, cluster_by="hard_class").rows
     assert single.clusters is None
     assert single.detectable == detectable_drop(40, worst_case(), 0.05)
+
+
+def _outcomes(hits: dict[int, float]) -> list[Any]:
+    from retrievalkit.model.values import QuestionOutcome
+
+    return [QuestionOutcome(f"q{i:02d}", (f"d{i}",), {"hit@1": v}, 1.0) for i, v in hits.items()]
+
+
+def test_the_power_of_a_run_counts_only_the_questions_it_and_its_baseline_define() -> None:
+    from retrievalkit.stats.power import set_power
+
+    golden = _golden_set()
+    # The run has 34 of the 40 questions (30 found), the baseline 36 (all found): 32 in both.
+    run = _outcomes({i: 1.0 if i < 30 else 0.0 for i in range(34)})
+    baseline = _outcomes({i: 1.0 for i in range(2, 38)})
+    (alone,) = set_power(golden, {"hit@1": 0.05}, {}, alpha=0.05, outcomes=run).rows
+    assert alone.n == 34 and alone.discordance == round(2 * (30 / 34) * (4 / 34), 6)
+    (paired,) = set_power(
+        golden, {"hit@1": 0.05}, {}, alpha=0.05, outcomes=run, baseline=baseline
+    ).rows
+    # Both define questions 2 to 33; 30 to 33 differ: 4 of 32.
+    assert paired.n == 32 and paired.discordance == 0.125
+    # At 90 % power the worst case's detectable drop is larger, found by the same search.
+    (strict,) = set_power(golden, {"hit@1": 0.05}, {}, alpha=0.05, power=0.9).rows
+    assert strict.detectable == detectable_drop(40, worst_case(), 0.05, 0.9)
+    assert strict.detectable is not None and strict.detectable > 0.3
+
+
+def _units_sd(values: np.ndarray, labels: np.ndarray, scale: float) -> float:
+    """The spread of clusters' summed values less their share of the mean, in units of
+    the mean cluster size, written apart: one loop over the clusters."""
+    names = sorted(set(labels.tolist()))
+    mean, size = values.mean(), len(values) / len(names)
+    units = [(values[labels == c].sum() - (labels == c).sum() * mean) / size for c in names]
+    return scale * float(np.std(units))
+
+
+def test_the_power_of_a_run_in_clusters_takes_the_spread_of_the_clusters() -> None:
+    from retrievalkit.stats.power import set_power
+
+    # Seven hard classes c0..c6 (sizes 6, 6, 6, 6, 6, 5, 5); a run finding the first 25.
+    golden = _golden_set()
+    labels = np.array([f"c{i % 7}" for i in range(40)])
+    questions = [
+        attrs.evolve(q, hard_class=c) for q, c in zip(golden.questions, labels, strict=True)
+    ]
+    golden = attrs.evolve(golden, questions=questions)
+    hits = np.array([1.0 if i < 25 else 0.0 for i in range(40)])
+    run = _outcomes(dict(enumerate(hits.tolist())))
+    report = set_power(
+        golden, {"hit@1": 0.05}, {}, alpha=0.05, outcomes=run, cluster_by="hard_class"
+    )
+    (row,) = report.rows
+    assert (row.n, row.clusters, row.basis, row.discordance) == (40, 7, "one run", None)
+    assert row.sd == round(_units_sd(hits, labels, np.sqrt(2.0)), 6)
+    baseline_hits = np.array([1.0 if i < 33 else 0.0 for i in range(40)])
+    (paired,) = set_power(
+        golden,
+        {"hit@1": 0.05},
+        {},
+        alpha=0.05,
+        outcomes=run,
+        baseline=_outcomes(dict(enumerate(baseline_hits.tolist()))),
+        cluster_by="hard_class",
+    ).rows
+    assert (paired.clusters, paired.basis) == (7, "against baseline")
+    assert paired.sd == round(_units_sd(hits - baseline_hits, labels, 1.0), 6)
+    # The set alone: the worst case of the unequal clusters, by the normal formula.
+    (worst,) = set_power(golden, {"hit@1": 0.05}, {}, alpha=0.05, cluster_by="hard_class").rows
+    assert (worst.clusters, worst.method, worst.basis) == (7, "normal", "worst case")
+
+
+def test_a_slice_no_question_is_in_has_no_questions_and_detects_nothing() -> None:
+    from retrievalkit.stats.power import set_power
+
+    report = set_power(
+        _golden_set(), {}, {"hard_class=rare": {"hit@1": 0.1}}, alpha=0.05, cluster_by="hard_class"
+    )
+    (row,) = report.rows
+    assert (row.slice, row.n, row.detectable, row.clusters) == ("hard_class=rare", 0, None, None)
