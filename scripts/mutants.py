@@ -193,6 +193,18 @@ TARGETS: dict[str, Target] = {
             "tests/test_oracles_paired_and_power.py",
             "tests/test_clustered_power_and_sequential.py",
         ),
+        # The seeded simulations of the achieved power (hundreds of simulated sets each);
+        # the exact sums against scipy's binomial, the normal formulas and the simulated
+        # power against a simulation written apart in the tests pin the same code.
+        deselect=(
+            "tests/test_power.py::test_the_detectable_drop_is_found_80_percent_of_the_time",
+            "tests/test_power.py::test_continuous_power_follows_the_sign_flip_test",
+            "tests/test_power.py::test_questions_needed_for_ndcg_are_within_10_percent_of_the_simulated_count",
+            "tests/test_oracles_paired_and_power.py::test_clustered_power_holds_in_a_seeded_simulation",
+            "tests/test_clustered_power_and_sequential.py::test_clusters_needed_are_within_10_percent_of_the_simulated_count",
+            "tests/test_clustered_power_and_sequential.py::test_the_worst_case_of_unequal_clusters_holds_in_simulation",
+            "tests/test_clustered_power_and_sequential.py::test_clustered_aa_runs_fail_the_sequential_gate_at_most_5_percent",
+        ),
     ),
     "ppi": Target(
         ("retrievalkit/stats/ppi.py",), ("tests/test_ppi.py", "tests/test_oracles_ppi.py")
@@ -267,6 +279,29 @@ TARGETS: dict[str, Target] = {
     ),
     # The machine record beside a run's latencies.
     "machine": Target(("retrievalkit/pipeline/engine/machine.py",), ("tests/test_timing.py",)),
+    # --- comparing many runs, labelling fewer questions, pooling -----------------------
+    # Tukey's HSD over three or more runs: the studentized range and its p-values.
+    "tukey": Target(
+        ("retrievalkit/stats/tukey.py",),
+        ("tests/test_tukey_hsd.py",),
+        # 400 seeded experiments of six systems; the full enumeration of the worked
+        # example and the comparison with scipy pin the same code exactly.
+        deselect=(
+            "tests/test_tukey_hsd.py::test_the_family_wise_error_under_the_null_is_at_most_alpha",
+        ),
+    ),
+    # The paired prediction-powered difference and the priority of questions to label.
+    "ppi-paired": Target(
+        ("retrievalkit/stats/ppi_paired.py",),
+        ("tests/test_ppi_paired.py",),
+        # 1,000 and 300 seeded comparisons; the agreement with ppi-python pins the same code.
+        deselect=(
+            "tests/test_ppi_paired.py::test_coverage_and_width_by_seeded_simulation",
+            "tests/test_ppi_paired.py::test_a_90_percent_interval_fails_the_95_percent_check",
+        ),
+    ),
+    # The judging pool of several runs: which unjudged pairs, and in which order.
+    "pool": Target(("retrievalkit/pipeline/authoring/pool.py",), ("tests/test_pool.py",)),
 }
 
 #: A pytest plugin for the scratch copy: tests that run the command line in a child
@@ -463,6 +498,10 @@ def recheck(name: str, target: Target, triage: Triage, children: int) -> None:
     if not survivors:
         return
     _copy_tests(workdir, target)
+    # The map of tests to functions is made again (one clean run of the tests): mutmut only
+    # adds new tests to it, so a test that was there before and now reaches the survivor's
+    # function as well (a new call in it) would not be run against the survivor.
+    (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     command = ["nice", "-n", str(NICENESS), _mutmut(), "run", "--max-children", str(children)]
     with open(workdir / "mutmut.log", "a", encoding="utf-8") as log:
         done = subprocess.run(

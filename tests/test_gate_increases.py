@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrievalkit.pipeline.gating.increases import increase_verdict
+from retrievalkit.pipeline.gating.increases import TOLERANCE, increase_verdict
 
 
 @pytest.mark.parametrize(
@@ -39,3 +39,13 @@ def test_the_threshold_sets_the_limit() -> None:
     assert increase_verdict(1.05, None, 0.0, require_significant=False) == (True, None)
     assert increase_verdict(1.05, None, 0.1, require_significant=False) == (False, None)
     assert increase_verdict(0.5, (0.4, 0.6), 0.0, require_significant=False) == (False, False)
+
+
+def test_a_ratio_exactly_at_the_limit_has_not_gone_past_it() -> None:
+    """The limit is 1 + threshold + the rounding slack: a ratio, or an interval's low end,
+    equal to it is at the limit, not above it."""
+    limit = 1.0 + 0.2 + TOLERANCE
+    assert increase_verdict(limit, (limit, 1.5), 0.2, require_significant=False) == (False, False)
+    assert increase_verdict(limit, (limit, 1.5), 0.2, require_significant=True) == (False, False)
+    above = limit + 1e-12
+    assert increase_verdict(above, (above, 1.5), 0.2, require_significant=True) == (True, True)

@@ -22,7 +22,7 @@ import pytest
 import retrievalkit as rk
 from retrievalkit.errors import InputError
 from retrievalkit.formats.config import find_config
-from retrievalkit.metrics.scoring import ScoringOptions, score_run
+from retrievalkit.metrics.scoring import ScoringOptions, pair_questions, score_run
 from retrievalkit.model.comparisons import LatencyChange
 from retrievalkit.model.records import ResultRecord
 from retrievalkit.model.values import GoldenQuestion, GoldenQuestionSet
@@ -30,13 +30,23 @@ from retrievalkit.pipeline.engine.evaluator import Retrieval
 from retrievalkit.pipeline.engine.record import build_record
 from retrievalkit.pipeline.gating.comparison import Side, compare_records
 from retrievalkit.pipeline.gating.gate import Verdict, compare_runs
-from retrievalkit.pipeline.gating.latency import latency_changes, latency_checks
+from retrievalkit.pipeline.gating.latency import (
+    LATENCY_RESAMPLES,
+    answered_latencies,
+    latency_changes,
+    latency_checks,
+)
 from retrievalkit.pipeline.gating.thresholds import Thresholds
 from retrievalkit.render.ci_output import junit_xml
 from retrievalkit.render.comparison import comparison_document, render_comparison_markdown
 from retrievalkit.render.markdown import render_markdown
 from retrievalkit.render.summary import EvalReport, summary, to_json_text
-from retrievalkit.stats.latency import order_statistic_ranks, paired_ratio
+from retrievalkit.stats.latency import (
+    RATIO_METHOD,
+    order_statistic_ranks,
+    paired_ratio,
+    paired_ratios,
+)
 
 COUNT = 200
 QUESTIONS = [
@@ -108,6 +118,78 @@ def test_errored_questions_are_left_out_of_the_latency() -> None:
     (p99,) = verdict.latency
     assert p99.n == COUNT - 1 and p99.ratio == pytest.approx(1.0)
     assert not p99.regressed
+
+
+def test_a_question_either_run_errored_on_is_left_out() -> None:
+    """The baseline errs on question 1, the candidate on question 2: both are left out,
+    the other 198 latencies kept in order."""
+    baseline, candidate = record(BASE, errored=[1]), record(BASE * 2, errored=[2])
+    before, after = answered_latencies(
+        baseline.outcomes, candidate.outcomes, pair_questions(baseline.outcomes, candidate.outcomes)
+    )
+    kept = np.delete(BASE, [1, 2])
+    assert np.array_equal(before, kept) and np.array_equal(after, kept * 2)
+
+
+def test_the_changes_are_the_stats_paired_ratios_with_the_quantiles_of_each_run() -> None:
+    """Each change is `paired_ratios` at the confidence, seed and resamples asked (at most
+    LATENCY_RESAMPLES), beside each run's own quantile."""
+    rng = np.random.default_rng(11)
+    before = rng.lognormal(3.0, 0.5, 150)
+    after = before * rng.lognormal(0.1, 0.3, 150)
+    changes = latency_changes(before, after, resamples=300, confidence=0.9, seed=7)
+    expected = paired_ratios(before, after, ("p50", "p95", "p99"), level=0.9, resamples=300, seed=7)
+    assert [change.statistic for change in changes] == ["p50", "p95", "p99"]
+    for change, q in zip(changes, (0.5, 0.95, 0.99), strict=True):
+        found = expected[change.statistic]
+        assert change.ratio == pytest.approx(found["ratio"])
+        assert change.ci == pytest.approx(found["ci"])
+        assert change.ci[0] < change.ci[1]
+        assert change.baseline == pytest.approx(np.quantile(before, q))
+        assert change.candidate == pytest.approx(np.quantile(after, q))
+        assert change.method == RATIO_METHOD and change.n == 150
+    capped = latency_changes(
+        before, after, resamples=5 * LATENCY_RESAMPLES, confidence=0.95, seed=3
+    )
+    at_most = paired_ratios(
+        before, after, ("p50", "p95", "p99"), resamples=LATENCY_RESAMPLES, seed=3
+    )
+    assert [change.ci for change in capped] == [
+        pytest.approx(at_most[c.statistic]["ci"]) for c in capped
+    ]
+
+
+def test_a_threshold_without_a_change_is_unchecked_saying_why() -> None:
+    thresholds = {"p50": 0.1, "p95": 0.2}
+    checks, unchecked = latency_checks((), thresholds, require_significant=False, questions=0)
+    assert checks == ()
+    assert unchecked == (
+        "latency.p50: no question is in both runs",
+        "latency.p95: no question is in both runs",
+    )
+    _, unchecked = latency_checks((), thresholds, require_significant=False, questions=12)
+    reason = "no question was answered (without an error) in both runs"
+    assert unchecked == (f"latency.p50: {reason}", f"latency.p95: {reason}")
+    zero = [LatencyChange(name, 0.0, 5.0, None, None, RATIO_METHOD, 9) for name in ("p50", "p95")]
+    _, unchecked = latency_checks(tuple(zero), thresholds, require_significant=False, questions=9)
+    assert [line.split(":")[0] for line in unchecked] == ["latency.p50", "latency.p95"]
+    assert unchecked[1] == (
+        "latency.p95: the baseline's p95 latency is 0 ms (did it record latency? a run built "
+        "from outcomes without latency_ms has none)"
+    )
+
+
+def test_a_check_carries_its_change_unchanged() -> None:
+    change = LatencyChange("p99", 40.0, 52.0, 1.3, (1.1, 1.4), RATIO_METHOD, 300)
+    (check,), _ = latency_checks((change,), {"p99": 0.2}, require_significant=False, questions=300)
+    assert check.ci == change.ci and isinstance(check.ci, tuple)
+    assert (check.statistic, check.baseline, check.candidate, check.ratio, check.n) == (
+        "p99",
+        40.0,
+        52.0,
+        1.3,
+        300,
+    )
 
 
 def test_a_baseline_without_latency_cannot_be_checked_and_fails_the_gate() -> None:

@@ -353,3 +353,61 @@ def test_the_edgeworth_tail_is_the_documented_expansion() -> None:
             observed = z * math.sqrt((sizes**2).sum())
             exact = float(np.mean(flips >= observed))
             assert sign_flip_tail(sizes, observed) == pytest.approx(exact, abs=0.002)
+
+
+def test_the_worst_case_is_every_question_discordant_in_scipys_binomial_test() -> None:
+    """Without a run the spread is the worst case: every question differs between the
+    runs, so the sign test has all n questions and a drop d makes each a loss with
+    chance (1 + d) / 2 (scipy's binomial, `oracle_sign_test_power`)."""
+    from retrievalkit.stats.power import EXACT as EXACT_POWER
+    from retrievalkit.stats.power import WORST_CASE, worst_case
+
+    spread = worst_case()
+    assert spread.binary and spread.method == EXACT_POWER and spread.basis == WORST_CASE
+    for n, drop, alpha in ((12, 0.5, 0.05), (40, 0.3, 0.05), (75, 0.2, 0.1)):
+        assert power_at(drop, n, spread, alpha) == pytest.approx(
+            oracle_sign_test_power(drop, n, 1.0, alpha), abs=1e-12
+        )
+
+
+def test_the_spreads_of_0_1_runs_are_exact_and_of_others_simulated() -> None:
+    """0/1 values: a discordance (one run: 2 p (1 - p) at the run's rate p; a pair: the
+    share of questions that differ), the sign test's exact power. Other values: the sd of
+    the differences (one run: sqrt 2 x the values' sd, an independent candidate's), with
+    the centred differences as the pilot of the simulation."""
+    from retrievalkit.stats.power import (
+        AGAINST_BASELINE,
+        ONE_RUN,
+        SIMULATED,
+        spread_of_pair,
+        spread_of_run,
+    )
+    from retrievalkit.stats.power import EXACT as EXACT_POWER
+
+    hits = np.array([1.0, 0.0, 1.0, 1.0, np.nan])
+    run = spread_of_run(hits)
+    assert (run.binary, run.discordance, run.basis, run.rate) == (True, 0.375, ONE_RUN, 0.75)
+    assert run.method == EXACT_POWER and run.sd == 0.0
+    assert spread_of_run(np.array([1.0])).rate == 1.0  # one defined value has a rate
+    values = np.array([0.2, 0.5, 0.9, 0.4])
+    continuous = spread_of_run(values)
+    assert not continuous.binary and continuous.discordance == 0.0
+    assert continuous.sd == pytest.approx(math.sqrt(2.0) * np.std(values))
+    assert continuous.method == SIMULATED and continuous.basis == ONE_RUN
+    baseline = np.array([1.0, 0.0, 1.0, 0.0, np.nan, 1.0])
+    candidate = np.array([1.0, 1.0, 0.0, 0.0, 1.0, np.nan])
+    pair = spread_of_pair(baseline, candidate)  # the four questions both have: two differ
+    assert (pair.binary, pair.discordance, pair.sd, pair.basis) == (
+        True,
+        0.5,
+        0.0,
+        AGAINST_BASELINE,
+    )
+    before, after = np.array([0.2, 0.5, 0.9, np.nan]), np.array([0.3, 0.3, 0.9, 0.1])
+    graded = spread_of_pair(before, after)
+    differences = np.array([0.1, -0.2, 0.0])
+    assert not graded.binary and graded.discordance == 0.0 and graded.basis == AGAINST_BASELINE
+    assert graded.sd == pytest.approx(np.std(differences))
+    assert graded.pilot is not None
+    assert graded.pilot == pytest.approx(differences - differences.mean())
+    assert graded.method == SIMULATED

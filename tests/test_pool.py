@@ -18,7 +18,8 @@ import retrievalkit as rk
 from retrievalkit.errors import InputError
 from retrievalkit.formats.labels import Label, write_labels
 from retrievalkit.model.records import ResultRecord
-from retrievalkit.pipeline.authoring.pool import pair_weight
+from retrievalkit.model.values import GoldenQuestion
+from retrievalkit.pipeline.authoring.pool import build_pool, check_depth, check_runs, pair_weight
 
 DEMO_CORPUS = Path(rk.__file__).parent / "demo" / "corpus.jsonl"
 STORE = "sqlite:///runs.sqlite3"
@@ -170,6 +171,125 @@ def test_a_document_at_the_same_rank_in_both_runs_changes_nothing() -> None:
     assert pair_weight([3, 12], 10, "dcg") == pytest.approx(0.5)
 
 
+def test_the_worked_example_as_the_pool_file_and_its_counts(
+    two_runs: tuple[Path, list[ResultRecord]],
+) -> None:
+    """The dcg pool d2, d3, d4, d1 of the worked example, line by line, and its counts:
+    each run ranks three of the four (A: d1, d2, d3; B: d3, d1, d4), d2 is A's alone and
+    d4 B's alone."""
+    path, records = two_runs
+    a, b = (r.run_id for r in records)
+    pool = rk.pool(path, [a, b], depth=3, store=records_store(path))
+    second = 1 / math.log2(3)
+    expected = [
+        {"document": "d2", "priority": second, "runs": [{"run": a, "rank": 2}]},
+        {
+            "document": "d3",
+            "priority": 0.5,
+            "runs": [{"run": a, "rank": 3}, {"run": b, "rank": 1}],
+        },
+        {"document": "d4", "priority": 0.5, "runs": [{"run": b, "rank": 3}]},
+        {
+            "document": "d1",
+            "priority": 1 - second,
+            "runs": [{"run": a, "rank": 1}, {"run": b, "rank": 2}],
+        },
+    ]
+    lines = [json.loads(line) for line in pool.to_jsonl().splitlines(keepends=True)]
+    assert pool.to_jsonl().endswith("\n") and len(pool.to_jsonl().splitlines()) == 4
+    assert [pair.to_json() for pair in pool.pairs] == lines
+    for line, want in zip(lines, expected, strict=True):
+        assert set(line) == {"question_id", "question", "document", "priority", "runs"}
+        assert (line["question_id"], line["question"]) == ("q1", "what?")
+        assert line["document"] == want["document"] and line["runs"] == want["runs"]
+        assert line["priority"] == pytest.approx(want["priority"], abs=1e-12)
+    assert pool.per_question() == {"q1": 4}
+    assert pool.by_run() == {a: 3, b: 3}
+    assert pool.only_in() == {a: 1, b: 1}
+    # Cut at 2: d2 (A's alone) and d3 (both).
+    cut = rk.pool(path, [a, b], depth=3, budget=2, store=records_store(path))
+    assert (cut.by_run(), cut.only_in(), cut.per_question()) == (
+        {a: 2, b: 1},
+        {a: 1, b: 0},
+        {"q1": 2},
+    )
+    assert (cut.budget, cut.unjudged, len(cut.pairs)) == (2, 4, 2)
+
+
+def test_a_question_text_outside_ascii_stays_as_written_in_the_pool_file(tmp_path: Path) -> None:
+    path = write_set(
+        tmp_path / "accents.jsonl", [{"id": "q1", "question": "où?", "expected": ["z"]}]
+    )
+    records = save_runs(
+        tmp_path, path, {"A": {"où?": ["d1", "d2"]}, "B": {"où?": ["d2", "d3"]}}, k=(2,)
+    )
+    pool = rk.pool(path, [r.run_id for r in records], depth=2, store=records_store(path))
+    assert '"question": "où?"' in pool.to_jsonl()
+
+
+def test_runs_are_checked_against_the_set_and_each_other(
+    two_runs: tuple[Path, list[ResultRecord]], tmp_path: Path
+) -> None:
+    path, (first, second) = two_runs
+    golden = rk.load_set(path)
+    assert check_runs(golden, [first, second]) == []
+    with pytest.raises(InputError, match="given twice"):
+        check_runs(golden, [first, second, first])
+    # A run of the same set's name on other questions.
+    (tmp_path / "other").mkdir()
+    other_path = write_set(
+        tmp_path / "other" / "example.jsonl",
+        [
+            {"id": "q1", "question": "what?", "expected": ["d9"]},
+            {"id": "q2", "question": "who?", "expected": ["d8"]},
+        ],
+    )
+    (wider,) = save_runs(
+        tmp_path / "other", other_path, {"C": {"what?": ["d1"], "who?": ["d2"]}}, k=(1,)
+    )
+    assert wider.set == first.set
+    with pytest.raises(InputError, match="1 of its questions missing, 0 others"):
+        check_runs(golden, [wider, first])
+    with pytest.raises(InputError, match="0 of its questions missing, 1 others"):
+        check_runs(golden, [first, wider])
+    with pytest.raises(InputError, match=r"1 question\(s\) of run .* are not in set"):
+        check_runs(golden, [wider])
+    # The set changed since a run, and a run of chunk ids: warnings, each naming its runs.
+    changed = attrs.evolve(second, manifest=attrs.evolve(second.manifest, set_hash="0" * 64))
+    chunked = attrs.evolve(
+        first, manifest=attrs.evolve(first.manifest, extra={"chunk_separator": "#"})
+    )
+    warnings = check_runs(golden, [chunked, changed])
+    assert warnings == [
+        f"set {golden.name} changed since run(s) {second.run_id}: pooled against its current "
+        "labels and question texts",
+        f"run(s) {first.run_id} returned chunk ids: pooled by their documents, the ids the "
+        "set's labels judge (chunk-level labels are not pooled)",
+    ]
+    both = attrs.evolve(
+        changed, manifest=attrs.evolve(changed.manifest, extra={"chunk_separator": "#"})
+    )
+    again = attrs.evolve(chunked, manifest=attrs.evolve(chunked.manifest, set_hash="1" * 64))
+    named = f"{first.run_id}, {second.run_id}"
+    assert [line.split(":")[0] for line in check_runs(golden, [again, both])] == [
+        f"set {golden.name} changed since run(s) {named}",
+        f"run(s) {named} returned chunk ids",
+    ]
+
+
+def test_a_pool_deeper_than_a_runs_deepest_cut_off_is_refused(
+    two_runs: tuple[Path, list[ResultRecord]],
+) -> None:
+    _, records = two_runs  # scored at k 1 and 3
+    check_depth(records, 3)
+    check_depth(records, 1)
+    with pytest.raises(InputError, match="keeps its top 3 only"):
+        check_depth(records, 4)
+    shallow = attrs.evolve(records[1], manifest=attrs.evolve(records[1].manifest, ks=(1, 2)))
+    with pytest.raises(InputError, match="keeps its top 2 only"):
+        check_depth([records[0], shallow], 3)
+
+
 # --- judged pairs and no-answer questions -------------------------------------------------
 
 
@@ -203,6 +323,56 @@ def test_judged_pairs_never_appear(tmp_path: Path) -> None:
     extra = rk.pool(path, ids, depth=6, store=store, extra_labels=[tmp_path / "extra.tsv"])
     assert sorted(p.document for p in extra.pairs) == ["d", "f"]
     assert extra.judged == 4
+
+
+def test_questions_are_counted_past_no_answer_ones(tmp_path: Path) -> None:
+    """Two no-answer questions first, then two answerable ones: both no-answer ones are
+    counted and left out, both answerable ones pooled. One run is enough for the depth
+    priority."""
+    path = write_set(
+        tmp_path / "mixed.jsonl",
+        [
+            {"id": "n1", "question": "none?", "expected": []},
+            {"id": "n2", "question": "nothing?", "expected": []},
+            {"id": "q1", "question": "one?", "expected": ["a"]},
+            {"id": "q2", "question": "two?", "expected": ["b"]},
+        ],
+    )
+    answers = {"none?": ["x"], "nothing?": ["y"], "one?": ["a", "c"], "two?": ["d", "b"]}
+    (run,) = save_runs(tmp_path, path, {"A": answers}, k=(2,))
+    pool = rk.pool(path, [run.run_id], depth=2, priority="depth", store=records_store(path))
+    assert (pool.no_answer, pool.questions, pool.judged, pool.unjudged) == (2, 2, 2, 2)
+    # d at rank 1 (1.0) before c at rank 2 (0.5).
+    assert [(p.question_id, p.document, p.priority) for p in pool.pairs] == [
+        ("q2", "d", 1.0),
+        ("q1", "c", 0.5),
+    ]
+    assert pool.only_in() == {run.run_id: 2} and pool.by_run() == {run.run_id: 2}
+    assert pool.per_question() == {"q2": 1, "q1": 1}
+
+
+def test_the_pool_names_its_set_depth_priority_and_warnings(
+    two_runs: tuple[Path, list[ResultRecord]],
+) -> None:
+    """A question the runs were not asked (added to the set since, here before theirs)
+    is skipped, not the end of the pool; the pool keeps what it was built from."""
+    path, records = two_runs
+    golden = rk.load_set(path)
+    added = GoldenQuestion(id="q0", question="new?", expected=["d1"])
+    grown = attrs.evolve(golden, questions=[added, *golden.questions])
+    pool = build_pool(grown, records, depth=3, priority="precision", warnings=["set changed"])
+    assert (pool.set_name, pool.depth, pool.priority) == (golden.name, 3, "precision")
+    assert pool.warnings == ("set changed",)
+    assert pool.runs == tuple(r.run_id for r in records)
+    assert (pool.questions, len(pool.pairs)) == (1, 4)
+    assert build_pool(golden, records, depth=3).warnings == ()
+
+
+def test_a_document_no_run_ranks_within_the_depth_weighs_nothing() -> None:
+    for priority in ("dcg", "precision", "depth"):
+        assert pair_weight([None, None], 10, priority) == 0.0
+        assert pair_weight([11, None], 10, priority) == 0.0
+    assert pair_weight([11, 4], 10, "depth") == pytest.approx(0.25)
 
 
 # --- the command line on real demo runs ---------------------------------------------------

@@ -369,3 +369,137 @@ def test_label_next_without_human_labels_is_refused(cli: Any, tmp_path: Path) ->
     assert done.returncode == 2 and "has none" in done.stderr, done.stderr
     done = cli(*common, "--label-next", "-1")
     assert done.returncode == 2 and "--label-next" in done.stderr
+
+
+def _weight(y: np.ndarray, j: np.ndarray, rest: np.ndarray) -> float:
+    """ppi-python's power-tuned lambda with the covariance over n - 1, clipped to [0, 1]."""
+    return min(1.0, max(0.0, _ppi_lambda(y, j, rest) * y.size / (y.size - 1)))
+
+
+def _priority_scores(arrays: Arrays) -> dict[int, float]:
+    """Active inference's score of each unlabelled question, computed apart: PPI++'s
+    lambda from ppi-python (covariance over n - 1, clipped to [0, 1]), the squared
+    centred residuals of the labelled questions, and statsmodels' Nadaraya-Watson (local
+    constant, Gaussian kernel) regression of them on Dhat at Silverman's rule-of-thumb
+    bandwidth 1.06 sd n^(-1/5)."""
+    from statsmodels.nonparametric.kernel_regression import KernelReg
+
+    y, j, rest = _split(arrays)
+    weight = _weight(y, j, rest)
+    residual = y - weight * j
+    squares = (residual - residual.mean()) ** 2
+    bandwidth = 1.06 * np.std(j, ddof=1) * len(j) ** -0.2
+    fitted, _ = KernelReg(squares, j, var_type="c", reg_type="lc", bw=[bandwidth]).fit(rest)
+    unlabelled = np.flatnonzero(np.isnan(arrays[2]))
+    return dict(zip(unlabelled.tolist(), np.sqrt(fitted).tolist(), strict=True))
+
+
+def test_the_priority_is_the_kernel_estimate_of_the_judges_error() -> None:
+    arrays, _ = _heteroscedastic(0)
+    expected = _priority_scores(arrays)
+    ranked = labelling_priority(*arrays)
+    assert len(ranked) == len(expected)
+    for index, score in ranked:
+        assert score == pytest.approx(expected[index], rel=1e-6, abs=1e-12), index
+    assert len({round(score, 9) for _, score in ranked}) > 10  # not one pooled value
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_judge_difference_the_labels_say_nothing_about_gets_the_pooled_error() -> None:
+    """Where the kernel has no width (every labelled Dhat equal) or no weight (a Dhat far
+    from every labelled one), the score is the pooled sqrt(mean of the squared centred
+    residuals), with no warning."""
+    human_a = np.array([0.9, 0.2, 0.6, np.nan, np.nan, np.nan])
+    human_b = np.array([0.1, 0.5, 0.6, np.nan, np.nan, np.nan])
+    flat = labelling_priority(np.full(6, 0.4), np.full(6, 0.1), human_a, human_b)
+    y = human_a[:3] - human_b[:3]
+    pooled = float(np.sqrt(((y - y.mean()) ** 2).mean()))  # lambda: no covariance, 0
+    assert [index for index, _ in flat] == [3, 4, 5]
+    assert [score for _, score in flat] == pytest.approx([pooled] * 3)
+    # Labelled Dhat within 0.002 of 0.3 (bandwidth about 0.001): 0.95 is 600 bandwidths
+    # away, where every Gaussian weight underflows to 0.
+    judged_a = np.array([0.301, 0.299, 0.300, 0.95, 0.3005, 0.2])
+    near = labelling_priority(judged_a, np.zeros(6), human_a, human_b)
+    scores = dict(near)
+    residual = y - _weight(y, judged_a[:3], judged_a[3:]) * judged_a[:3]
+    assert scores[3] == pytest.approx(float(np.sqrt(((residual - residual.mean()) ** 2).mean())))
+    assert all(math.isfinite(score) for score in scores.values())
+
+
+def test_two_labelled_questions_give_an_estimate_and_one_pooled_priority() -> None:
+    """Two labelled questions are the fewest with an estimate: ppi-python's point
+    estimate at the weight. Their two squared centred residuals are equal, so every
+    unlabelled question gets the same score, |r1 - r2| / 2, and the order is the
+    judge's spread |Dhat - mean(Dhat)|, largest first."""
+    judged_a = np.array([0.9, 0.3, 0.8, 0.1, 0.55, 0.4])
+    judged_b = np.array([0.2, 0.4, 0.3, 0.3, 0.5, 0.45])
+    human_a = np.array([0.8, 0.2, np.nan, np.nan, np.nan, np.nan])
+    human_b = np.array([0.3, 0.5, np.nan, np.nan, np.nan, np.nan])
+    arrays = (judged_a, judged_b, human_a, human_b)
+    got = corrected_difference(*arrays, resamples=200)
+    y, j, rest = _split(arrays)
+    assert got.labelled == 2 and got.weight == pytest.approx(_weight(y, j, rest), abs=1e-12)
+    found = ppi_py.ppi_mean_pointestimate(y, j, rest, **{_WEIGHT: got.weight})
+    assert got.mean == pytest.approx(float(np.ravel(found)[0]), rel=1e-12)
+    residual = y - got.weight * j
+    ranked = labelling_priority(*arrays)
+    dhat = judged_a - judged_b
+    spread = np.abs(dhat - dhat.mean())
+    assert [index for index, _ in ranked] == sorted(range(2, 6), key=lambda i: -spread[i])
+    assert [score for _, score in ranked] == pytest.approx([abs(residual[0] - residual[1]) / 2] * 4)
+
+
+@pytest.mark.filterwarnings("error")
+def test_no_defined_judge_value_gives_no_judge_mean_and_no_question_to_label() -> None:
+    nothing = np.full(5, np.nan)
+    human = np.array([0.5, 0.2, np.nan, np.nan, np.nan])
+    got = corrected_difference(nothing, nothing, human, human)
+    assert got.judge_mean is None and got.mean is None and got.labelled == 0
+    assert labelling_priority(nothing, nothing, human, human) == []
+
+
+def test_zero_one_values_as_booleans_or_integers_are_the_same_comparison() -> None:
+    rng = np.random.default_rng(4)
+    judged_a, judged_b = rng.random(60) < 0.6, rng.random(60) < 0.4
+    human_a = np.where(np.arange(60) < 20, judged_a ^ (rng.random(60) < 0.1), np.nan)
+    human_b = np.where(np.arange(60) < 20, judged_b, np.nan)
+    floats = corrected_difference(judged_a * 1.0, judged_b * 1.0, human_a, human_b, resamples=200)
+    for a, b in ((judged_a, judged_b), (judged_a.astype(int), judged_b.astype(int))):
+        same = corrected_difference(a, b, human_a, human_b, resamples=200)
+        assert same == floats
+        assert labelling_priority(a, b, human_a, human_b) == labelling_priority(
+            judged_a * 1.0, judged_b * 1.0, human_a, human_b
+        )
+
+
+def test_the_difference_range_follows_the_metrics_range() -> None:
+    """A metric in [2, 3]: the difference A - B lies in [-1, 1]. Humans and the judge
+    agree: A 3 and B 2 on every question but one where both are 2, so the differences
+    are nine 1s and a 0 (mean 0.9), and the t interval's high end, 0.9 + 2.26 x 0.316 /
+    sqrt(10) = 1.13, is cut at 1, the highest difference there is."""
+    questions = 40
+    a = np.where(np.arange(questions) % 10 == 9, 2.0, 3.0)
+    b = np.full(questions, 2.0)
+    human_a = np.where(np.arange(questions) < 10, a, np.nan)
+    human_b = np.where(np.arange(questions) < 10, b, np.nan)
+    got = corrected_difference(a, b, human_a, human_b, value_range=(2.0, 3.0))
+    assert got.mean == pytest.approx(0.9)
+    assert got.human_ci is not None and got.human_ci[1] == 1.0
+    assert got.ci is not None and got.ci[1] <= 1.0
+    flipped = corrected_difference(b, a, human_b, human_a, value_range=(2.0, 3.0))
+    assert flipped.human_ci is not None and flipped.human_ci[0] == -1.0
+
+
+def test_the_human_only_interval_is_the_human_samples_alone() -> None:
+    """With no judge (weight 0) the other questions' judge values take no part: the
+    human-only interval is the same with 0 or 300 of them."""
+    arrays, _ = _systems(340, 40, 2)
+    judged_a, judged_b, human_a, human_b = arrays
+    labelled = ~np.isnan(human_a)
+    alone = corrected_difference(
+        judged_a[labelled], judged_b[labelled], human_a[labelled], human_b[labelled]
+    )
+    beside = corrected_difference(*arrays)
+    assert alone.unlabelled == 0 and beside.unlabelled == 300
+    assert beside.human_mean == alone.human_mean
+    assert beside.human_ci == alone.human_ci and beside.human_width == alone.human_width

@@ -377,3 +377,27 @@ def test_load_within_half_a_core_is_the_same_load() -> None:
 def test_machine_at_start_has_no_end_load_yet() -> None:
     machine = machine_at_start(concurrency=4, repeat=2, warmup=1)
     assert machine.load_at_end is None and machine.concurrency == 4
+
+
+def test_the_machine_warnings_name_what_differs() -> None:
+    """The whole text of each warning: a missing record, an unknown CPU on either side,
+    every difference listed, and load exactly half a core apart (not more than it)."""
+    assert machine_warning(MACHINE, None) == (
+        "latency: the candidate run has no machine record, so whether both were timed on the "
+        "same machine under the same load is unknown (a run asked by Ray workers, or stored "
+        "before runs recorded one, has none)"
+    )
+    unknown = attrs.evolve(MACHINE, cpu=None)
+    assert "(CPU unknown -> Acme Turbo 9000)" in (machine_warning(unknown, MACHINE) or "")
+    assert "(CPU Acme Turbo 9000 -> unknown)" in (machine_warning(MACHINE, unknown) or "")
+    other = attrs.evolve(MACHINE, cpu="Other", cores=4)
+    assert machine_warning(MACHINE, other) == (
+        "latency: the runs were timed on different machines (CPU Acme Turbo 9000 -> Other, "
+        "cores 8 -> 4); a latency change may be the machine's"
+    )
+    # 1.0 / 8 = 0.125 against 5.0 / 8 = 0.625: exactly 0.5 apart per core.
+    assert machine_warning(MACHINE, attrs.evolve(MACHINE, load_at_start=(5.0, 1.0, 1.0))) is None
+    # Without a core count the load per core is unknown: no load warning, whatever the load.
+    coreless = attrs.evolve(MACHINE, cores=None)
+    busy = attrs.evolve(coreless, load_at_start=(40.0, 1.0, 1.0))
+    assert machine_warning(coreless, busy) is None

@@ -94,8 +94,66 @@ def test_questions_without_every_value_or_without_variation_are_handled() -> Non
     assert np.array_equal(test.p_values, plain.p_values)
     empty = tukey_hsd(np.full((3, 3), np.nan), permutations=100, seed=4)
     assert empty.questions == 0 and np.isnan(empty.p_values).all()
+    assert empty.p_values.shape == (3, 3) and empty.means.shape == (3,)
+    assert np.isnan(empty.means).all()
+    assert empty.permutations == 100 and empty.floor == 1 / 101
     with pytest.raises(ValueError, match="questions x systems"):
         tukey_hsd(np.ones((4, 1)))
+
+
+def test_two_systems_are_the_paired_permutation_test_by_full_enumeration() -> None:
+    """Two systems are the smallest family: their p-value is the share of the 2^n sign
+    flips whose |sum of differences| reaches the observed one."""
+    pair = WORKED[:, [0, 1]]
+    exact = enumerated_tukey(pair)[0, 1]
+    flips = [
+        abs(sum(sign * d for sign, d in zip(signs, pair[:, 0] - pair[:, 1], strict=True)))
+        for signs in itertools.product((1, -1), repeat=4)
+    ]
+    assert exact == pytest.approx(np.mean(np.array(flips) >= 1.3 - 1e-9))
+    permutations = 20_000
+    p = tukey_hsd(pair, permutations=permutations, seed=2).p_values[0, 1]
+    assert abs(p - exact) <= 4 * math.sqrt(exact * (1 - exact) / permutations) + 1 / permutations
+
+
+def test_a_pair_no_shuffle_can_fall_short_of_has_p_exactly_1() -> None:
+    """One question: every shuffle's range is the row's range, 1.0, so no pair's
+    difference (0.1, 0.9, 1.0, and 0 for the two equal systems) exceeds any shuffle's:
+    each p is (B + 1) / (B + 1) = 1, whatever B, the single permutation included."""
+    row = np.array([[1.0, 0.9, 0.0, 0.0]])
+    for permutations in (1, 7, 1000):
+        test = tukey_hsd(row, permutations=permutations, seed=1)
+        assert np.array_equal(test.p_values, np.ones((4, 4))), permutations
+        assert test.floor == 1 / (permutations + 1) and test.permutations == permutations
+    with pytest.raises(ValueError, match="permutations"):
+        tukey_hsd(row, permutations=0)
+
+
+def test_a_shuffle_within_the_rounding_tolerance_of_the_difference_reaches_it() -> None:
+    """Two systems, two questions ([big, 0] and [s, 0]): half the shuffles have range
+    big + s (the observed one), half big - s. A range within 1e-9 x max(1, difference)
+    below the observed difference counts as reaching it (sums in another order differ in
+    the last bits), so p is 1 exactly; one further below does not, so p is near 0.5."""
+
+    def p_of(big: float, small: float) -> float:
+        scores = np.array([[big, 0.0], [small, 0.0]])
+        return float(tukey_hsd(scores, permutations=2_000, seed=3).p_values[0, 1])
+
+    # 2s against 1e-9 x max(1, 1 + s): within at 0.5e-9, not at 1.5e-9.
+    assert p_of(1.0, 0.25e-9) == 1.0
+    assert 0.4 < p_of(1.0, 0.75e-9) < 0.6
+    # The tolerance grows with the difference: 1e-9 x 1000 = 1e-6 against 2s = 5e-7.
+    assert p_of(1000.0, 2.5e-7) == 1.0
+    assert 0.4 < p_of(1000.0, 2.5e-6) < 0.6
+
+
+def test_zero_one_scores_as_booleans_or_integers_are_the_same_test() -> None:
+    hits = np.random.default_rng(8).random((30, 3)) < np.array([0.7, 0.5, 0.3])
+    floats = tukey_hsd(hits.astype(np.float64), permutations=500, seed=6)
+    for given in (hits, hits.astype(int), hits.tolist()):
+        same = tukey_hsd(given, permutations=500, seed=6)
+        assert np.array_equal(same.p_values, floats.p_values)
+        assert np.array_equal(same.means, floats.means)
 
 
 def test_the_family_wise_error_under_the_null_is_at_most_alpha() -> None:
