@@ -832,3 +832,16 @@ def test_a_drop_is_detectable_from_the_fewest_questions_and_not_past_a_full_drop
     # normal formula above): a drop is at most 1, so none is detectable at 80 %.
     assert _normal_power(1.0, 6, 0.7, 0.05) < 0.8 < _normal_power(2.0, 6, 0.7, 0.05)
     assert detectable_drop(6, Spread(False, 0.0, 0.7, "against baseline"), 0.05) is None
+
+
+def test_a_0_1_run_against_an_independent_candidate_by_hand() -> None:
+    """A run at rate 0.6, a candidate at 0.4 independent of it: losses 0.6 x 0.6 = 0.36,
+    wins 0.4 x 0.4 = 0.16, discordant 0.52, 9/13 of them losses. A drop past the rate
+    (0.3 by 0.5) is one to rate 0: losses 0.3, no wins."""
+    from retrievalkit.stats.power import binary_alternative
+
+    spread = Spread(True, 2 * 0.6 * 0.4, 0.0, ONE_RUN, rate=0.6)
+    discordance, lose = binary_alternative(0.2, spread)
+    assert discordance == pytest.approx(0.52) and lose == pytest.approx(9 / 13)
+    low = Spread(True, 2 * 0.3 * 0.7, 0.0, ONE_RUN, rate=0.3)
+    assert binary_alternative(0.5, low) == pytest.approx((0.3, 1.0))
