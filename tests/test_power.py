@@ -816,3 +816,32 @@ def test_a_slice_no_question_is_in_has_no_questions_and_detects_nothing() -> Non
     )
     (row,) = report.rows
     assert (row.slice, row.n, row.detectable, row.clusters) == ("hard_class=rare", 0, None, None)
+
+
+def test_the_fewest_discordant_questions_by_hand() -> None:
+    """The fewest m with 2 / 2^m below alpha: 2 / 2^5 = 0.0625, 2 / 2^6 = 0.031 for 0.05;
+    2 / 2^2 = 0.5 for 0.6 (one question, 2 / 2 = 1, never is)."""
+    assert min_discordant(0.05) == 6 and min_discordant(0.1) == 5 and min_discordant(0.6) == 2
+
+
+def test_a_drop_is_detectable_from_the_fewest_questions_and_not_past_a_full_drop() -> None:
+    # Six questions all lost at a full drop: p = 2 / 2^6 = 0.031, found every time.
+    assert detectable_drop(6, worst_case(), 0.05) is not None
+    assert detectable_drop(5, worst_case(), 0.05) is None
+    # Six questions of sd 0.7: a drop of 1 is found with power 0.53, of 2 with 0.86 (the
+    # normal formula above): a drop is at most 1, so none is detectable at 80 %.
+    assert _normal_power(1.0, 6, 0.7, 0.05) < 0.8 < _normal_power(2.0, 6, 0.7, 0.05)
+    assert detectable_drop(6, Spread(False, 0.0, 0.7, "against baseline"), 0.05) is None
+
+
+def test_a_0_1_run_against_an_independent_candidate_by_hand() -> None:
+    """A run at rate 0.6, a candidate at 0.4 independent of it: losses 0.6 x 0.6 = 0.36,
+    wins 0.4 x 0.4 = 0.16, discordant 0.52, 9/13 of them losses. A drop past the rate
+    (0.3 by 0.5) is one to rate 0: losses 0.3, no wins."""
+    from retrievalkit.stats.power import binary_alternative
+
+    spread = Spread(True, 2 * 0.6 * 0.4, 0.0, ONE_RUN, rate=0.6)
+    discordance, lose = binary_alternative(0.2, spread)
+    assert discordance == pytest.approx(0.52) and lose == pytest.approx(9 / 13)
+    low = Spread(True, 2 * 0.3 * 0.7, 0.0, ONE_RUN, rate=0.3)
+    assert binary_alternative(0.5, low) == pytest.approx((0.3, 1.0))
