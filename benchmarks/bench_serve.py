@@ -281,70 +281,112 @@ def main() -> int:
     print("## serve: start-up and page times")
     with tempfile.TemporaryDirectory(prefix="rk-bench-serve-") as temporary:
         root = Path(temporary)
-        many = root / "many"
-        many.mkdir()
-        progress(f"saving {args.runs:,} runs")
-        url = many_runs(many, args.runs)
-        load_start = load()
-        starts = measure_start(many, url, args.runs, args.repeats)
-        history = "/history?set=demo&retriever=bm25-demo"
-        must = f"{args.runs} runs"
-        with serving(many, "--store", url) as (address, _, process):
-            first_answer(address + "/", time.perf_counter(), f">{args.runs}<")
-            client = client_for(address, {})
-            keys = timed(client, process.pid, "/", f">{args.runs}<", args.repeats)
-            before = cpu_seconds(process.pid)
-            at_once = fetch(client, history, must)
-            at_once_cpu = cpu_seconds(process.pid) - before
-            idle(process.pid)
-            settled = timed(client, process.pid, history, must, args.repeats)
-            other = timed(client, process.pid, history + "&metric=ndcg@10", must, args.repeats)
-        load_history = load()
+        history = _history_over_many_runs(root, args)
+        pages, load_pages = _pages_at_many_questions(root, args)
+    _print_tables(args, history, pages, load_pages)
+    _print_goals(args, history, pages, load_pages)
+    return 0
 
-        big = root / "big"
-        big.mkdir()
-        progress(f"preparing {args.questions:,} questions")
-        prepare(big, args.questions)
-        with (big / "retrievalkit.toml").open("a", encoding="utf-8") as config:
-            config.write(f'\n[sets.golden]\npath = "{big / "golden.jsonl"}"\n')
-        store = big / "runs.sqlite3"
-        progress("two evals")
-        run_eval(big, store)
-        run_eval(big, store)
-        listed = retrievalkit(
-            big, "history", "--set", "golden", "--retriever", "instant", "--store",
-            f"sqlite:///{store}", "--format", "json",
-        )  # fmt: skip
-        newer, older = (row["run_id"] for row in __import__("json").loads(listed))
-        with serving(big, "--store", f"sqlite:///{store}") as (address, _, process):
-            first_answer(address + "/static/serve.css", time.perf_counter(), "body")
-            idle(process.pid)
-            load_pages = load()
-            pages = timed_pages(
-                address,
-                process.pid,
-                {
-                    "history": ("/history?set=golden&retriever=instant", "2 runs"),
-                    "compare": (f"/compare?run={newer}&other={older}", 'id="deltas"'),
-                    "question": (
-                        f"/question?run={newer}&id=q17&other={older}",
-                        "synthetic question 17",
-                    ),
-                    "judge": (f"/judge?run={newer}", "graded ("),
-                },
-                args.repeats,
-                {"retrievalkit_grader": "bench"},
-            )
 
-    def median(name: str) -> float:
-        return statistics.median(starts[name])
+@attrs.frozen
+class HistoryTimes:
+    """serve's start-up and history pages on a store of many runs."""
+
+    load_start: float
+    starts: dict[str, list[float]]
+    keys: Timed
+    at_once: float
+    at_once_cpu: float
+    settled: Timed
+    other: Timed
+    load_history: float
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.starts[name])
+
+
+def _history_over_many_runs(root: Path, args: argparse.Namespace) -> HistoryTimes:
+    """Start-up and the history pages over ``args.runs`` stored runs."""
+    many = root / "many"
+    many.mkdir()
+    progress(f"saving {args.runs:,} runs")
+    url = many_runs(many, args.runs)
+    load_start = load()
+    starts = measure_start(many, url, args.runs, args.repeats)
+    history = "/history?set=demo&retriever=bm25-demo"
+    must = f"{args.runs} runs"
+    with serving(many, "--store", url) as (address, _, process):
+        first_answer(address + "/", time.perf_counter(), f">{args.runs}<")
+        client = client_for(address, {})
+        keys = timed(client, process.pid, "/", f">{args.runs}<", args.repeats)
+        before = cpu_seconds(process.pid)
+        at_once = fetch(client, history, must)
+        at_once_cpu = cpu_seconds(process.pid) - before
+        idle(process.pid)
+        settled = timed(client, process.pid, history, must, args.repeats)
+        other = timed(client, process.pid, history + "&metric=ndcg@10", must, args.repeats)
+    load_history = load()
+    return HistoryTimes(
+        load_start, starts, keys, at_once, at_once_cpu, settled, other, load_history
+    )
+
+
+def _pages_at_many_questions(
+    root: Path, args: argparse.Namespace
+) -> tuple[dict[str, Timed], float]:
+    """Each page's first and later views on two runs of ``args.questions`` questions, and
+    the load before them."""
+    big = root / "big"
+    big.mkdir()
+    progress(f"preparing {args.questions:,} questions")
+    prepare(big, args.questions)
+    with (big / "retrievalkit.toml").open("a", encoding="utf-8") as config:
+        config.write(f'\n[sets.golden]\npath = "{big / "golden.jsonl"}"\n')
+    store = big / "runs.sqlite3"
+    progress("two evals")
+    run_eval(big, store)
+    run_eval(big, store)
+    listed = retrievalkit(
+        big, "history", "--set", "golden", "--retriever", "instant", "--store",
+        f"sqlite:///{store}", "--format", "json",
+    )  # fmt: skip
+    newer, older = (row["run_id"] for row in __import__("json").loads(listed))
+    with serving(big, "--store", f"sqlite:///{store}") as (address, _, process):
+        first_answer(address + "/static/serve.css", time.perf_counter(), "body")
+        idle(process.pid)
+        load_pages = load()
+        pages = timed_pages(
+            address,
+            process.pid,
+            {
+                "history": ("/history?set=golden&retriever=instant", "2 runs"),
+                "compare": (f"/compare?run={newer}&other={older}", 'id="deltas"'),
+                "question": (
+                    f"/question?run={newer}&id=q17&other={older}",
+                    "synthetic question 17",
+                ),
+                "judge": (f"/judge?run={newer}", "graded ("),
+            },
+            args.repeats,
+            {"retrievalkit_grader": "bench"},
+        )
+    return pages, load_pages
+
+
+def _print_tables(
+    args: argparse.Namespace, history: HistoryTimes, pages: dict[str, Timed], load_pages: float
+) -> None:
+    """The start-up, history and page tables."""
+    keys, other = history.keys, history.other
+    at_once, at_once_cpu, settled = history.at_once, history.at_once_cpu, history.settled
+    load_start, load_history = history.load_start, history.load_history
 
     print(f"start-up on a store of {args.runs:,} runs (load {load_start:.1f}), median of "
           f"{args.repeats} starts:")  # fmt: skip
     print(
         table(
             ("until", "wall", "CPU"),
-            [(what, seconds(median(what)), seconds(median(f"{what} CPU")))
+            [(what, seconds(history.median(what)), seconds(history.median(f"{what} CPU")))
              for what in ("listening", "first page")],
         )
     )  # fmt: skip
@@ -371,18 +413,24 @@ def main() -> int:
     )  # fmt: skip
     print()
 
-    def both(value_wall: float, value_cpu: float, limit: float, text: str) -> None:
-        print(
-            goal(value_cpu < limit, f"{text}: {seconds(value_cpu)} CPU (goal < {seconds(limit)})")
-        )
-        print(
-            goal(
-                value_wall < limit,
-                f"{text}: {seconds(value_wall)} wall at load {load():.1f} "
-                f"(goal < {seconds(limit)})",
-            )
-        )
 
+def _both(value_wall: float, value_cpu: float, limit: float, text: str) -> None:
+    """A time's CPU and wall lines against its goal."""
+    print(goal(value_cpu < limit, f"{text}: {seconds(value_cpu)} CPU (goal < {seconds(limit)})"))
+    print(
+        goal(
+            value_wall < limit,
+            f"{text}: {seconds(value_wall)} wall at load {load():.1f} (goal < {seconds(limit)})",
+        )
+    )
+
+
+def _print_goals(
+    args: argparse.Namespace, history: HistoryTimes, pages: dict[str, Timed], load_pages: float
+) -> None:
+    """Each time against its goal, then the serve target's line."""
+    median, at_once, at_once_cpu = history.median, history.at_once, history.at_once_cpu
+    settled, other, both = history.settled, history.other, _both
     both(median("listening"), median("listening CPU"), START_GOAL,
          f"serve listens on a store of {args.runs:,} runs")  # fmt: skip
     both(median("first page"), median("first page CPU"), START_GOAL,
@@ -413,7 +461,6 @@ def main() -> int:
             f"{load_now()} after)",
         )
     )
-    return 0
 
 
 if __name__ == "__main__":

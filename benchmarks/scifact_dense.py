@@ -46,12 +46,10 @@ def main() -> int:
 
     from retrievalkit.embedders import create_embedder
     from retrievalkit.formats.golden_sets import load_set_file
-    from retrievalkit.metrics.scoring import ScoringOptions, score_run
     from retrievalkit.pipeline.engine.evaluator import evaluate_questions
-    from retrievalkit.pipeline.gating.fidelity import measure_fidelity
     from retrievalkit.plugins.resolution import ResolvedRetriever
     from retrievalkit.retrievers.bm25 import BM25Retriever
-    from retrievalkit.retrievers.dense import DenseRetriever, embed_corpus
+    from retrievalkit.retrievers.dense import DenseRetriever
     from retrievalkit.retrievers.hybrid import build_hybrid
 
     corpus = args.data / "corpus.jsonl"
@@ -62,16 +60,7 @@ def main() -> int:
     print(f"SciFact: {len(questions)} test questions, corpus {corpus}")
 
     embedder = create_embedder("wordllama")
-    began = time.perf_counter()
-    embedded = embed_corpus(corpus, embedder, cache_dir=cache, progress=False)
-    seconds = time.perf_counter() - began
-    first = hashlib.sha256(embedded.matrix.tobytes()).hexdigest()
-    again = embed_corpus(corpus, embedder, cache_dir=None, progress=False)
-    same = hashlib.sha256(again.matrix.tobytes()).hexdigest() == first
-    print(
-        f"embedding {len(embedded.documents)} documents ({embedder.model_id}): {seconds:.1f} s "
-        f"({len(embedded.documents) / seconds:.0f} documents/s); rerun bit-identical: {same}"
-    )
+    _embedding_speed(corpus, embedder, cache)
 
     es = Elasticsearch(args.url, request_timeout=300)
     prefix = f"rk-scifact-{uuid.uuid4().hex[:6]}"
@@ -79,18 +68,7 @@ def main() -> int:
     for number, _ in enumerate(GRAPHS):
         indices[f"hnsw{number}"] = f"{prefix}-hnsw{number}"
     try:
-        for key, name in indices.items():
-            extra = ["--vector-index", "flat"]
-            if key.startswith("hnsw"):
-                _, m, ef = GRAPHS[int(key[4:])]
-                extra = ["--hnsw-m", str(m), "--hnsw-ef-construction", str(ef)]
-            began = time.perf_counter()
-            _cli(
-                "es", "index", "--corpus", str(corpus), "--index", name, "--url", args.url,
-                "--embedder", "wordllama", "--embedding-cache", str(cache), "--quiet", *extra,
-            )  # fmt: skip
-            es.indices.forcemerge(index=name, max_num_segments=1)
-            print(f"indexed {name} ({' '.join(extra)}) in {time.perf_counter() - began:.1f} s")
+        _build_indices(es, args.url, corpus, cache, indices)
 
         bm25 = BM25Retriever(corpus)
         exact = DenseRetriever(corpus, embedder, cache_dir=cache)
@@ -113,68 +91,125 @@ def main() -> int:
         systems["hybrid, RRF of BM25 and exact dense"] = hybrid
 
         exact_top10 = evaluate_questions(exact, questions, depth=10, overfetch=1)
-        scoring = ScoringOptions(ks=(10, 100), resamples=1000)
-        rows = []
-        for name, retriever in systems.items():
-            run = evaluate_questions(retriever, questions, depth=100, overfetch=1)
-            scores = score_run(questions, run, scoring)
-            top10 = evaluate_questions(retriever, questions, depth=10, overfetch=1)
-            ann = measure_fidelity(questions, top10, exact_top10, names=(name, "exact"), k=10)
-            latency = _latency(retriever, [q.question for q in questions])
-            ndcg, recall = scores.metrics["ndcg@10"], scores.metrics["recall@100"]
-            rows.append(
-                f"| {name} | {_with_interval(ndcg)} | {_with_interval(recall)} "
-                f"| {ann.overall['overlap@10'].mean:.3f} | {latency:.1f} |"
-            )
-            print(rows[-1], flush=True)
-        print()
-        print("| system | nDCG@10 [95% CI] | recall@100 [95% CI] | ANN recall@10 | ms/question |")
-        print("|---|---|---|---|---|")
-        print("\n".join(rows))
+        _system_table(systems, questions, exact_top10)
+        _ann_sweep(args.url, indices, questions, exact_top10)
 
-        print("\nANN recall@10 against exact search, by num_candidates (k = 10):\n")
-        print("| graph | " + " | ".join(f"{n}" for n in SWEEP) + " |")
-        print("|---|" + "---|" * len(SWEEP))
-        for number, (label, _, _) in enumerate(GRAPHS):
-            cells = []
-            for candidates in SWEEP:
-                knn = create_elasticsearch_knn(
-                    url=args.url, index=indices[f"hnsw{number}"], num_candidates=candidates
-                )
-                top10 = evaluate_questions(knn, questions, depth=10, overfetch=1)
-                ann = measure_fidelity(questions, top10, exact_top10, names=("hnsw", "exact"), k=10)
-                cells.append(f"{ann.overall['overlap@10'].mean:.3f}")
-            print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
-
-        config = work / "retrievalkit.toml"
-        config.write_text(
-            f'[retrievers.bm25]\nplugin = "bm25"\ncorpus = "{corpus}"\n\n'
-            f'[retrievers.hybrid]\nplugin = "hybrid"\ncorpus = "{corpus}"\n'
-            f'cache_dir = "{cache}"\n\n'
-            f'[retrievers.hnsw]\nplugin = "elasticsearch-knn"\nurl = "{args.url}"\n'
-            f'index = "{indices["hnsw0"]}"\nnum_candidates = 100\n\n'
-            f'[retrievers.exact]\nplugin = "dense"\ncorpus = "{corpus}"\ncache_dir = "{cache}"\n',
-            encoding="utf-8",
-        )
-        print("\nretrievalkit compare, hybrid against BM25:\n")
-        print(
-            _cli(
-                "compare", "--set", str(args.data), "--retriever", "bm25", "--retriever",
-                "hybrid", "--k", "1,10,100", "--format", "markdown", "--no-save", cwd=work,
-            )
-        )  # fmt: skip
-        print("retrievalkit fidelity, HNSW (m=16, ef=100, num_candidates=100) against exact:\n")
-        print(
-            _cli(
-                "fidelity", "--set", str(args.data), "--retriever", "hnsw", "--reference",
-                "exact", "--k", "10", cwd=work,
-            )
-        )  # fmt: skip
+        _compare_and_fidelity(work, args.data, args.url, corpus, cache, indices)
     finally:
         if not args.keep:
             for name in indices.values():
                 es.options(ignore_status=404).indices.delete(index=name)
     return 0
+
+
+def _embedding_speed(corpus: Path, embedder: Any, cache: Path) -> None:
+    """Embed the corpus into the cache, timed, then again without it: bit-identical?"""
+    from retrievalkit.retrievers.dense import embed_corpus
+
+    began = time.perf_counter()
+    embedded = embed_corpus(corpus, embedder, cache_dir=cache, progress=False)
+    seconds = time.perf_counter() - began
+    first = hashlib.sha256(embedded.matrix.tobytes()).hexdigest()
+    again = embed_corpus(corpus, embedder, cache_dir=None, progress=False)
+    same = hashlib.sha256(again.matrix.tobytes()).hexdigest() == first
+    print(
+        f"embedding {len(embedded.documents)} documents ({embedder.model_id}): {seconds:.1f} s "
+        f"({len(embedded.documents) / seconds:.0f} documents/s); rerun bit-identical: {same}"
+    )
+
+
+def _build_indices(es: Any, url: str, corpus: Path, cache: Path, indices: dict[str, str]) -> None:
+    """The flat index and each HNSW graph of GRAPHS, built with `retrievalkit es index`."""
+    for key, name in indices.items():
+        extra = ["--vector-index", "flat"]
+        if key.startswith("hnsw"):
+            _, m, ef = GRAPHS[int(key[4:])]
+            extra = ["--hnsw-m", str(m), "--hnsw-ef-construction", str(ef)]
+        began = time.perf_counter()
+        _cli(
+            "es", "index", "--corpus", str(corpus), "--index", name, "--url", url,
+            "--embedder", "wordllama", "--embedding-cache", str(cache), "--quiet", *extra,
+        )  # fmt: skip
+        es.indices.forcemerge(index=name, max_num_segments=1)
+        print(f"indexed {name} ({' '.join(extra)}) in {time.perf_counter() - began:.1f} s")
+
+
+def _system_table(systems: dict[str, Any], questions: Any, exact_top10: Any) -> None:
+    """nDCG@10, recall@100, ANN recall@10 and latency of each system, as a Markdown table."""
+    from retrievalkit.metrics.scoring import ScoringOptions, score_run
+    from retrievalkit.pipeline.engine.evaluator import evaluate_questions
+    from retrievalkit.pipeline.gating.fidelity import measure_fidelity
+
+    scoring = ScoringOptions(ks=(10, 100), resamples=1000)
+    rows = []
+    for name, retriever in systems.items():
+        run = evaluate_questions(retriever, questions, depth=100, overfetch=1)
+        scores = score_run(questions, run, scoring)
+        top10 = evaluate_questions(retriever, questions, depth=10, overfetch=1)
+        ann = measure_fidelity(questions, top10, exact_top10, names=(name, "exact"), k=10)
+        latency = _latency(retriever, [q.question for q in questions])
+        ndcg, recall = scores.metrics["ndcg@10"], scores.metrics["recall@100"]
+        rows.append(
+            f"| {name} | {_with_interval(ndcg)} | {_with_interval(recall)} "
+            f"| {ann.overall['overlap@10'].mean:.3f} | {latency:.1f} |"
+        )
+        print(rows[-1], flush=True)
+    print()
+    print("| system | nDCG@10 [95% CI] | recall@100 [95% CI] | ANN recall@10 | ms/question |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+def _ann_sweep(url: str, indices: dict[str, str], questions: Any, exact_top10: Any) -> None:
+    """ANN recall@10 of each HNSW graph at each num_candidates of SWEEP."""
+    from retrievalkit_elasticsearch.vectors import create_elasticsearch_knn
+
+    from retrievalkit.pipeline.engine.evaluator import evaluate_questions
+    from retrievalkit.pipeline.gating.fidelity import measure_fidelity
+
+    print("\nANN recall@10 against exact search, by num_candidates (k = 10):\n")
+    print("| graph | " + " | ".join(f"{n}" for n in SWEEP) + " |")
+    print("|---|" + "---|" * len(SWEEP))
+    for number, (label, _, _) in enumerate(GRAPHS):
+        cells = []
+        for candidates in SWEEP:
+            knn = create_elasticsearch_knn(
+                url=url, index=indices[f"hnsw{number}"], num_candidates=candidates
+            )
+            top10 = evaluate_questions(knn, questions, depth=10, overfetch=1)
+            ann = measure_fidelity(questions, top10, exact_top10, names=("hnsw", "exact"), k=10)
+            cells.append(f"{ann.overall['overlap@10'].mean:.3f}")
+        print(f"| {label} | " + " | ".join(cells) + " |", flush=True)
+
+
+def _compare_and_fidelity(
+    work: Path, data: Path, url: str, corpus: Path, cache: Path, indices: dict[str, str]
+) -> None:
+    """`retrievalkit compare` of hybrid against BM25 and `fidelity` of HNSW against exact."""
+    config = work / "retrievalkit.toml"
+    config.write_text(
+        f'[retrievers.bm25]\nplugin = "bm25"\ncorpus = "{corpus}"\n\n'
+        f'[retrievers.hybrid]\nplugin = "hybrid"\ncorpus = "{corpus}"\n'
+        f'cache_dir = "{cache}"\n\n'
+        f'[retrievers.hnsw]\nplugin = "elasticsearch-knn"\nurl = "{url}"\n'
+        f'index = "{indices["hnsw0"]}"\nnum_candidates = 100\n\n'
+        f'[retrievers.exact]\nplugin = "dense"\ncorpus = "{corpus}"\ncache_dir = "{cache}"\n',
+        encoding="utf-8",
+    )
+    print("\nretrievalkit compare, hybrid against BM25:\n")
+    print(
+        _cli(
+            "compare", "--set", str(data), "--retriever", "bm25", "--retriever",
+            "hybrid", "--k", "1,10,100", "--format", "markdown", "--no-save", cwd=work,
+        )
+    )  # fmt: skip
+    print("retrievalkit fidelity, HNSW (m=16, ef=100, num_candidates=100) against exact:\n")
+    print(
+        _cli(
+            "fidelity", "--set", str(data), "--retriever", "hnsw", "--reference",
+            "exact", "--k", "10", cwd=work,
+        )
+    )  # fmt: skip
 
 
 def _with_interval(value: Any) -> str:
